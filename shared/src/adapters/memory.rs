@@ -1,0 +1,1 @@
+//! In-memory store and queues with DynamoDB and SQS semantics: the embedded default.

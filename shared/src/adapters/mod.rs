@@ -1,0 +1,3 @@
+//! Implementations of the [`crate::ports`]: in-memory (the embedded default), DynamoDB and SQS.
+
+pub mod memory;

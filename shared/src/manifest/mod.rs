@@ -1,0 +1,596 @@
+//! `routing.yaml`: the manifest that decides everything Switchyard does.
+//!
+//! A manifest declares tiers (timeouts, retries, fallbacks), agents (id, tier, kind and the
+//! kind's settings), intents (route, required role, what the classifier learns from),
+//! pipelines (sequential steps with QC gates) and entity gazetteers and patterns. It is parsed
+//! into the typed structs below (`deny_unknown_fields` everywhere, so a misspelt key is an
+//! error, not a silently ignored setting) and then checked by [`validate`], which reports every
+//! problem at once with the YAML path of the offending field.
+//!
+//! Load it once per process with [`Manifest::load`] or [`Manifest::from_yaml`]; the returned
+//! value is immutable and cheap to share behind an `Arc`.
+
+mod duration;
+mod validate;
+
+pub use duration::Dur;
+pub use validate::{validate, Problem};
+
+use crate::contracts::{CitationSourceType, EntityType, HandoffStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The manifest shipped with Switchyard (seed 000's routing table), embedded in every binary so
+/// that `switchyard ask` works with no files around it.
+pub const EMBEDDED_ROUTING_YAML: &str = include_str!("../../../routing.yaml");
+
+/// A manifest that failed to load: the file, and every problem found in it.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {}", render_problems(.problems))]
+pub struct ManifestError {
+    /// File name (or `<embedded>` / `<string>`).
+    pub file: String,
+    /// Each problem with its YAML path.
+    pub problems: Vec<Problem>,
+}
+
+fn render_problems(problems: &[Problem]) -> String {
+    if problems.len() == 1 {
+        return problems[0].to_string();
+    }
+    let mut out = format!("{} problems:", problems.len());
+    for p in problems {
+        out.push_str("\n  - ");
+        out.push_str(&p.to_string());
+    }
+    out
+}
+
+/// A parsed and validated `routing.yaml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Schema version; this build reads version 1.
+    pub version: u32,
+    /// Name of the system this manifest describes (`e2i`, `rag-manager`, …).
+    pub name: String,
+    /// What the system is for.
+    #[serde(default)]
+    pub description: String,
+    /// Limits and defaults for incoming queries.
+    #[serde(default)]
+    pub query: QuerySettings,
+    /// Embedded classifier thresholds.
+    #[serde(default)]
+    pub classifier: ClassifierSettings,
+    /// Per-tier timeouts, retries and fallbacks.
+    pub tiers: Vec<Tier>,
+    /// Every agent a route may dispatch.
+    pub agents: Vec<Agent>,
+    /// Every intent the system answers.
+    pub intents: Vec<Intent>,
+    /// Sequential agent pipelines (seed 000's Tier 0 ML training).
+    #[serde(default)]
+    pub pipelines: Vec<Pipeline>,
+    /// Gazetteers and patterns per entity type.
+    #[serde(default)]
+    pub entities: BTreeMap<EntityType, EntitySpec>,
+}
+
+/// Limits and defaults for incoming queries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuerySettings {
+    /// Intent used when a pre-parsed query names an intent the manifest does not know
+    /// (seed 000: "fallback to `explanation`"). Without it such queries are rejected.
+    pub fallback_intent: Option<String>,
+    /// Longest accepted query text, in characters.
+    pub max_query_chars: usize,
+    /// More entities than this are truncated with a warning (seed 000: 20).
+    pub max_entities: usize,
+    /// Longest accepted entity value, in characters.
+    pub max_entity_value_chars: usize,
+    /// How long past its computed deadline a query may stay open before the deadline fires.
+    pub deadline_slack: Dur,
+    /// How long records live before DynamoDB's TTL removes them.
+    pub record_ttl: Dur,
+}
+
+impl Default for QuerySettings {
+    fn default() -> Self {
+        QuerySettings {
+            fallback_intent: None,
+            max_query_chars: 4_000,
+            max_entities: 20,
+            max_entity_value_chars: 200,
+            deadline_slack: Dur::from_millis(1_000),
+            record_ttl: Dur::from_millis(7 * 24 * 3_600_000),
+        }
+    }
+}
+
+/// Thresholds of the embedded classifier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifierSettings {
+    /// Below this confidence the query is flagged ambiguous.
+    pub min_confidence: f64,
+    /// When the top two intents are closer than this, the query is flagged ambiguous.
+    pub ambiguity_margin: f64,
+    /// Below this confidence a cascaded (slower) classifier is consulted, when one is
+    /// configured. Defaults to `min_confidence`.
+    pub cascade_below: Option<f64>,
+}
+
+impl Default for ClassifierSettings {
+    fn default() -> Self {
+        ClassifierSettings { min_confidence: 0.45, ambiguity_margin: 0.08, cascade_below: None }
+    }
+}
+
+/// One tier of agents: its own queue, timeout, retries and fallback (seed 000's timeout table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tier {
+    /// 0 – 5; lower tier, higher priority.
+    pub tier: u8,
+    /// A short name for people and queue names.
+    #[serde(default)]
+    pub name: String,
+    /// Per-attempt timeout, or `variable` (each agent of the tier sets its own).
+    pub timeout: TierTimeout,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// What answers when retries are exhausted.
+    pub fallback: Fallback,
+    /// Delay between attempts.
+    #[serde(default)]
+    pub backoff: Backoff,
+    /// Each retry after a timeout multiplies the timeout by this (seed 000: "retry with
+    /// extended timeout").
+    #[serde(default = "default_timeout_extension")]
+    pub timeout_extension: f64,
+    /// Lambda reserved concurrency for this tier's worker (infra).
+    #[serde(default)]
+    pub reserved_concurrency: Option<u32>,
+}
+
+fn default_timeout_extension() -> f64 {
+    1.5
+}
+
+/// A tier's timeout: fixed, or set per agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierTimeout {
+    /// Each agent of the tier sets `timeout` (seed 000 Tier 0: "Variable").
+    Variable,
+    /// The same timeout for every agent of the tier.
+    Fixed(Dur),
+}
+
+impl Serialize for TierTimeout {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TierTimeout::Variable => s.serialize_str("variable"),
+            TierTimeout::Fixed(d) => d.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TierTimeout {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == "variable" {
+            return Ok(TierTimeout::Variable);
+        }
+        text.parse::<Dur>()
+            .map(TierTimeout::Fixed)
+            .map_err(|e| serde::de::Error::custom(format!("{e}, or `variable`")))
+    }
+}
+
+/// What answers when an agent's retries are exhausted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fallback {
+    /// No fallback: the dispatch fails (seed 000 Tier 0).
+    None,
+    /// Dispatch this agent instead (seed 000 Tiers 2–4). A tier's fallback agent does not fall
+    /// back to itself.
+    Agent(String),
+    /// Answer with this text as a `partial` handoff (seed 000 Tier 5's "template response").
+    Template(String),
+}
+
+/// Delay between attempts: `base × 2^(attempt−1)`, at most `max`, with full jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Backoff {
+    /// First delay.
+    pub base: Dur,
+    /// Largest delay.
+    pub max: Dur,
+    /// Randomise each delay in `[base/2, delay]` so retries of many queries spread out.
+    pub jitter: bool,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { base: Dur::from_millis(1_000), max: Dur::from_millis(30_000), jitter: true }
+    }
+}
+
+/// The ways an agent can be run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    /// Answers from a template in the manifest: offline, instant, deterministic.
+    Builtin,
+    /// Behaves as its settings script it (fail N times, hang, answer slowly, malformed output,
+    /// fail the QC gate): for tests and demonstrations of failure handling.
+    Scripted,
+}
+
+/// An agent the routes can dispatch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// Unique id; the `target_agent` of its dispatches.
+    pub id: String,
+    /// Tier it runs on (its queue, timeout and retries).
+    pub tier: u8,
+    /// How it runs; the settings block of the same name must be present.
+    pub kind: AgentKind,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// Per-attempt timeout; required on a `variable` tier, overrides a fixed one otherwise.
+    #[serde(default)]
+    pub timeout: Option<Dur>,
+    /// Overrides the tier's `max_retries`.
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// Overrides the tier's fallback.
+    #[serde(default)]
+    pub fallback: Option<Fallback>,
+    /// Below this confidence the answer carries a caveat (seed 000 `required_confidence`).
+    #[serde(default = "default_required_confidence")]
+    pub required_confidence: f64,
+    /// Kind of citation its evidence becomes.
+    #[serde(default = "default_citation_source")]
+    pub citation_source: CitationSourceType,
+    /// Follow-up questions to suggest after it answered.
+    #[serde(default)]
+    pub follow_ups: Vec<String>,
+    /// Settings of a `builtin` agent.
+    #[serde(default)]
+    pub builtin: Option<BuiltinSettings>,
+    /// Settings of a `scripted` agent.
+    #[serde(default)]
+    pub scripted: Option<ScriptedSettings>,
+}
+
+fn default_required_confidence() -> f64 {
+    0.7
+}
+
+fn default_citation_source() -> CitationSourceType {
+    CitationSourceType::AgentActivity
+}
+
+/// A piece of evidence an agent cites.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceSpec {
+    /// The sentence (may use `{placeholders}`).
+    pub text: String,
+    /// Source id for the citation; defaults to `<agent>#<n>`.
+    #[serde(default)]
+    pub source_id: Option<String>,
+    /// Overrides the agent's `citation_source`.
+    #[serde(default)]
+    pub source_type: Option<CitationSourceType>,
+    /// 0.0 – 1.0.
+    #[serde(default = "one")]
+    pub relevance: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A `builtin` agent: a response template filled from the query's entities.
+///
+/// Placeholders: `{question}`, `{intent}`, `{brand}`, `{region}`, `{kpi}`, `{time_period}`,
+/// `{hcp_id}`, `{patient_id}` (the first entity of that type, or the `defaults` entry), and
+/// `{entities}` (all of them, comma separated).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuiltinSettings {
+    /// The answer text.
+    pub response: String,
+    /// Confidence of the answer.
+    pub confidence: f64,
+    /// Values for placeholders whose entity the query does not name.
+    #[serde(default)]
+    pub defaults: BTreeMap<String, String>,
+    /// Evidence, turned into citations.
+    #[serde(default)]
+    pub evidence: Vec<EvidenceSpec>,
+    /// Caveats attached to every answer.
+    #[serde(default)]
+    pub caveats: Vec<String>,
+    /// Extra fields of `primary_output` (e.g. a QC report).
+    #[serde(default)]
+    pub output: BTreeMap<String, Value>,
+}
+
+/// A `scripted` agent: deterministic misbehaviour for tests, keyed by attempt number.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScriptedSettings {
+    /// Fail the first N attempts with an agent error.
+    pub fail_times: u32,
+    /// Hang (never answer) on the first N attempts; `hang_times: 1000` hangs forever.
+    pub hang_times: u32,
+    /// Take this long to answer.
+    pub delay: Option<Dur>,
+    /// Return output that is not a valid handoff.
+    pub malformed: bool,
+    /// Panic inside the agent (a crash of the worker's handler).
+    pub panic: bool,
+    /// Status of the answer once it answers.
+    pub status: Option<HandoffStatus>,
+    /// Answer text.
+    pub response: Option<String>,
+    /// Confidence of the answer (default 0.9).
+    pub confidence: Option<f64>,
+    /// `primary_output` fields of the answer.
+    pub output: BTreeMap<String, Value>,
+    /// Error message of the failures.
+    pub error: Option<String>,
+    /// Whether failures are recoverable (retried) — default true.
+    pub recoverable: Option<bool>,
+}
+
+/// An intent the system answers, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Intent {
+    /// Unique id (the `intent` of parsed queries).
+    pub id: String,
+    /// What questions of this intent ask.
+    #[serde(default)]
+    pub description: String,
+    /// Which agents answer it.
+    pub route: Route,
+    /// Role a caller needs (seed 000 pre-dispatch "user has permission").
+    #[serde(default)]
+    pub required_role: Option<String>,
+    /// Entities the question must name.
+    #[serde(default)]
+    pub required_entities: Vec<EntityType>,
+    /// Example questions the embedded classifier learns from.
+    #[serde(default)]
+    pub utterances: Vec<String>,
+    /// Words and phrases that signal the intent.
+    #[serde(default)]
+    pub keywords: Vec<String>,
+}
+
+/// Which agents answer an intent: a primary agent plus supporting agents, or a pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// The agent that answers.
+    #[serde(default)]
+    pub primary: Option<String>,
+    /// A pipeline that answers (instead of `primary`).
+    #[serde(default)]
+    pub pipeline: Option<String>,
+    /// The primary agent's tier, as the seed's table states it; checked, not used.
+    #[serde(default)]
+    pub tier: Option<u8>,
+    /// Agents dispatched in parallel with the primary.
+    #[serde(default)]
+    pub supporting: Vec<String>,
+    /// Overall deadline; defaults to the slowest dispatch's worst case.
+    #[serde(default)]
+    pub deadline: Option<Dur>,
+}
+
+/// A sequence of agents run one after another (seed 000 Tier 0 ML training).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    /// Unique id.
+    pub id: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// Steps in order; each sees the previous step's output in its `context.previous`.
+    pub steps: Vec<PipelineStep>,
+}
+
+/// One step of a pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineStep {
+    /// The agent of this step.
+    pub agent: String,
+    /// A QC gate checked on this step's output before the pipeline continues.
+    #[serde(default)]
+    pub gate: Option<Gate>,
+}
+
+/// A QC gate: a numeric or boolean check on a step's `primary_output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    /// Gate name, for the report.
+    pub name: String,
+    /// Dotted path into `primary_output`, e.g. `qc_report.expectations_met`.
+    pub field: String,
+    /// The value must be at least this number.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// The value must equal this.
+    #[serde(default)]
+    pub equals: Option<Value>,
+    /// Dotted path of the QC report returned when the gate blocks.
+    #[serde(default)]
+    pub report: Option<String>,
+}
+
+/// How entities of one type are found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct EntitySpec {
+    /// Known values, matched exactly or with typos.
+    pub gazetteer: Vec<GazetteerEntry>,
+    /// Regular expressions; the whole match (or group 1) is the value.
+    pub patterns: Vec<String>,
+    /// Allow typo-tolerant matches of the gazetteer (default true).
+    pub fuzzy: Option<bool>,
+}
+
+/// A known entity value with its other spellings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum GazetteerEntry {
+    /// Just the value.
+    Value(String),
+    /// The value and its aliases.
+    WithAliases {
+        /// Canonical spelling.
+        value: String,
+        /// Other spellings that map to it.
+        #[serde(default)]
+        aliases: Vec<String>,
+    },
+}
+
+impl GazetteerEntry {
+    /// The canonical spelling.
+    pub fn value(&self) -> &str {
+        match self {
+            GazetteerEntry::Value(v) | GazetteerEntry::WithAliases { value: v, .. } => v,
+        }
+    }
+
+    /// Other spellings.
+    pub fn aliases(&self) -> &[String] {
+        match self {
+            GazetteerEntry::Value(_) => &[],
+            GazetteerEntry::WithAliases { aliases, .. } => aliases,
+        }
+    }
+}
+
+impl Manifest {
+    /// Parse and validate a manifest; `file` names it in errors.
+    pub fn from_yaml(text: &str, file: &str) -> Result<Manifest, ManifestError> {
+        let de = serde_yaml::Deserializer::from_str(text);
+        let manifest: Manifest = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let line = inner.location().map(|l| l.line());
+            let message = strip_location(&inner.to_string());
+            ManifestError {
+                file: file.to_string(),
+                problems: vec![Problem { path: if path == "." { String::new() } else { path }, line, message }],
+            }
+        })?;
+        let problems = validate(&manifest);
+        if problems.is_empty() {
+            Ok(manifest)
+        } else {
+            Err(ManifestError { file: file.to_string(), problems })
+        }
+    }
+
+    /// Read, parse and validate a manifest file.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+            file: file.clone(),
+            problems: vec![Problem { path: String::new(), line: None, message: format!("cannot read the file: {e}") }],
+        })?;
+        Manifest::from_yaml(&text, &file)
+    }
+
+    /// The manifest embedded in the binary ([`EMBEDDED_ROUTING_YAML`]).
+    pub fn embedded() -> Result<Manifest, ManifestError> {
+        Manifest::from_yaml(EMBEDDED_ROUTING_YAML, "<embedded routing.yaml>")
+    }
+
+    /// The agent with this id.
+    pub fn agent(&self, id: &str) -> Option<&Agent> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+
+    /// The tier with this number.
+    pub fn tier(&self, tier: u8) -> Option<&Tier> {
+        self.tiers.iter().find(|t| t.tier == tier)
+    }
+
+    /// The intent with this id.
+    pub fn intent(&self, id: &str) -> Option<&Intent> {
+        self.intents.iter().find(|i| i.id == id)
+    }
+
+    /// The pipeline with this id.
+    pub fn pipeline(&self, id: &str) -> Option<&Pipeline> {
+        self.pipelines.iter().find(|p| p.id == id)
+    }
+
+    /// An agent's per-attempt timeout: its own, else its tier's fixed timeout.
+    pub fn agent_timeout(&self, agent: &Agent) -> Option<Dur> {
+        agent.timeout.or_else(|| match self.tier(agent.tier)?.timeout {
+            TierTimeout::Fixed(d) => Some(d),
+            TierTimeout::Variable => None,
+        })
+    }
+
+    /// An agent's retries after the first attempt: its own, else its tier's.
+    pub fn agent_max_retries(&self, agent: &Agent) -> u32 {
+        agent.max_retries.or_else(|| self.tier(agent.tier).map(|t| t.max_retries)).unwrap_or(0)
+    }
+
+    /// What answers when the agent's retries are exhausted. A tier's fallback agent does not
+    /// fall back to itself.
+    pub fn agent_fallback(&self, agent: &Agent) -> Fallback {
+        let fallback = agent
+            .fallback
+            .clone()
+            .or_else(|| self.tier(agent.tier).map(|t| t.fallback.clone()))
+            .unwrap_or(Fallback::None);
+        match fallback {
+            Fallback::Agent(ref id) if *id == agent.id && agent.fallback.is_none() => Fallback::None,
+            other => other,
+        }
+    }
+
+    /// A stable fingerprint of the manifest's content, recorded with each query so a query
+    /// finishes on the manifest version it started with.
+    pub fn fingerprint(&self) -> String {
+        // FNV-1a over the canonical JSON: stable across processes and builds.
+        let text = serde_json::to_string(self).unwrap_or_default();
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in text.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{hash:016x}")
+    }
+}
+
+/// serde_yaml appends " at line L column C" to its messages; the line is reported separately.
+fn strip_location(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}

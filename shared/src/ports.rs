@@ -1,0 +1,477 @@
+//! Ports: the small traits the engine talks through.
+//!
+//! [`Store`] is the source of truth (DynamoDB on AWS, [`crate::adapters::memory`] embedded),
+//! [`Queue`] carries pointer messages between the steps (SQS, or in-memory queues with the same
+//! semantics), [`Clock`] tells the time (virtual in tests and simulations) and
+//! [`AgentRuntime`] runs an agent.
+//!
+//! The store is domain-shaped rather than a generic key-value API: each method is one atomic,
+//! conditional write (a single DynamoDB request, a transaction where two items change together),
+//! and each takes the event-log entries that the write causes, so the log and the records never
+//! disagree and a duplicate delivery that loses its condition writes no event either.
+
+use crate::contracts::{AgentDispatch, AgentHandoff, OrchestratorOutput, OutputStatus, ParsedQuery};
+use crate::manifest::Agent;
+use crate::plan::Plan;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+// ------------------------------------------------------------------------------------------
+// Records
+// ------------------------------------------------------------------------------------------
+
+/// Where a query is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueryStatus {
+    /// Recorded by intake; the route job is on its way.
+    Accepted,
+    /// Planned and dispatched by the router; handoffs are arriving.
+    Routed,
+    /// A synthesizer has claimed it (see [`QueryRecord::synth_claimed_at`]).
+    Synthesizing,
+    /// The output is written. Terminal.
+    Done,
+}
+
+/// The query's main record (`Q#<id>` / `META`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueryRecord {
+    /// UUID v4.
+    pub query_id: String,
+    /// Caller (from the authorizer).
+    pub user_id: String,
+    /// Conversation.
+    pub session_id: String,
+    /// Caller's roles at submission.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Client-supplied idempotency key, if any.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Hash of the request body, to tell a retry from a different request with the same key.
+    #[serde(default)]
+    pub request_hash: String,
+    /// [`crate::manifest::Manifest::fingerprint`] of the manifest the query started on.
+    pub manifest_fingerprint: String,
+    /// Life-cycle state.
+    pub status: QueryStatus,
+    /// Optimistic-concurrency version; every [`Store::update_query`] bumps it.
+    pub version: u64,
+    /// The parsed query (classified at intake, or supplied pre-parsed).
+    pub parsed: ParsedQuery,
+    /// Warnings from validation and classification.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// Set by the router.
+    #[serde(default)]
+    pub plan: Option<Plan>,
+    /// Fan-in set: slots of the current stage that have their final handoff. Owned by
+    /// [`Store::record_handoff`]; [`Store::update_query`] leaves it alone.
+    #[serde(default)]
+    pub completed: BTreeSet<String>,
+    /// When intake accepted it.
+    pub accepted_at: DateTime<Utc>,
+    /// When the deadline fires.
+    #[serde(default)]
+    pub deadline_at: Option<DateTime<Utc>>,
+    /// When a synthesizer claimed it; a claim older than the lease may be taken over.
+    #[serde(default)]
+    pub synth_claimed_at: Option<DateTime<Utc>>,
+    /// Final status once done.
+    #[serde(default)]
+    pub outcome: Option<OutputStatus>,
+    /// Epoch seconds after which the record is expired (DynamoDB TTL); an expired record that
+    /// is still present is treated as absent.
+    pub expires_at: i64,
+}
+
+/// A recorded handoff (`Q#<id>` / `H#<dispatch_id>`): exactly one per dispatch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandoffRecord {
+    /// The query.
+    pub query_id: String,
+    /// Fan-in slot this handoff fills (the original dispatch id for a fallback); `None` for a
+    /// handoff that hands over to a fallback and so fills nothing.
+    pub slot: Option<String>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The agent this one stood in for.
+    #[serde(default)]
+    pub fallback_for: Option<String>,
+    /// Caveats the engine added (below required confidence, over latency budget, truncated…).
+    #[serde(default)]
+    pub engine_caveats: Vec<String>,
+    /// The handoff itself (seed 000 shape).
+    pub handoff: AgentHandoff,
+    /// Epoch seconds TTL.
+    pub expires_at: i64,
+}
+
+/// What the event log records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// Intake accepted the query.
+    Accepted,
+    /// Intent decided (stage, confidence).
+    Route,
+    /// Plan built.
+    Plan,
+    /// A dispatch was sent.
+    Dispatch,
+    /// An attempt failed and another is scheduled.
+    Retry,
+    /// Retries exhausted; a fallback answers instead.
+    Fallback,
+    /// A handoff was recorded.
+    Handoff,
+    /// A pipeline gate was checked.
+    Gate,
+    /// The deadline fired.
+    Deadline,
+    /// The synthesizer merged the handoffs.
+    Synthesis,
+    /// The output is written. Terminal.
+    Final,
+}
+
+/// One entry of a query's event log (`Q#<id>` / `E#<key>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The query.
+    pub query_id: String,
+    /// Unique within the query and deterministic for the step that writes it, so a repeated
+    /// write is idempotent.
+    pub key: String,
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// What happened.
+    pub kind: EventKind,
+    /// Details (ids, statuses, timings — never raw query text).
+    #[serde(default)]
+    pub detail: Value,
+    /// Epoch seconds TTL.
+    pub expires_at: i64,
+}
+
+/// Result of [`Store::record_handoff`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum HandoffWrite {
+    /// Stored. `completed` is the fan-in set after this write (when the handoff filled a slot).
+    Recorded {
+        /// The fan-in set after the write.
+        completed: BTreeSet<String>,
+    },
+    /// A handoff for this dispatch already exists; nothing changed.
+    Duplicate,
+}
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A condition did not hold (record exists, version moved on, status changed). Not an
+    /// outage: the caller re-reads and decides.
+    #[error("condition failed: {0}")]
+    ConditionFailed(String),
+    /// The item would exceed the store's size limit.
+    #[error("item too large: {0}")]
+    TooLarge(String),
+    /// The store could not be reached or refused the request; a retry may help.
+    #[error("store unavailable: {message}")]
+    Unavailable {
+        /// What happened.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// A record could not be decoded (corrupt or written by an incompatible version).
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Whether retrying the same call can help.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+}
+
+/// The source of truth for queries, handoffs, outputs and the event log.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Create the query record (condition: no record with this id) with its first events.
+    /// `ConditionFailed` when it exists. With an idempotency key, also claims the key for
+    /// `(user_id, key)`; `ConditionFailed` when another query holds it.
+    async fn create_query(&self, query: &QueryRecord, events: &[Event]) -> Result<(), StoreError>;
+
+    /// Read the query record (strongly consistent). Expired records read as `None`.
+    async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError>;
+
+    /// The query that holds `(user_id, key)`, if any.
+    async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Replace every field of the query record except `completed`, on condition that the stored
+    /// `version` equals `expected_version`; the stored version becomes `expected_version + 1`
+    /// (whatever `query.version` says). Appends `events` atomically.
+    async fn update_query(&self, query: &QueryRecord, expected_version: u64, events: &[Event]) -> Result<(), StoreError>;
+
+    /// Store a handoff (condition: none exists for its dispatch) and, when it fills a slot,
+    /// add the slot to the query's fan-in set — atomically, with `events`. `Duplicate` when a
+    /// handoff for the dispatch exists (nothing written).
+    async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError>;
+
+    /// One handoff.
+    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError>;
+
+    /// All handoffs of a query.
+    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError>;
+
+    /// Write the output (condition: none exists) and the final query record (condition:
+    /// version), atomically, with `events`. `ConditionFailed` when either condition fails.
+    async fn finish_query(
+        &self,
+        output: &OrchestratorOutput,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError>;
+
+    /// The output, once written.
+    async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError>;
+
+    /// Append events whose write is not tied to a record change (retries). Idempotent by key.
+    async fn append_events(&self, events: &[Event]) -> Result<(), StoreError>;
+
+    /// The event log, ordered by `(at, key)`.
+    async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError>;
+}
+
+// ------------------------------------------------------------------------------------------
+// Queues
+// ------------------------------------------------------------------------------------------
+
+/// Which queue: the route queue, a tier's queue or the synth queue, or the dead-letter queue
+/// behind one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct QueueId {
+    /// The logical queue.
+    pub kind: QueueKind,
+    /// The dead-letter queue behind it.
+    pub dead_letter: bool,
+}
+
+/// The logical queues of the flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueKind {
+    /// intake → router.
+    Route,
+    /// router/worker → agent-worker of a tier.
+    Tier(u8),
+    /// worker/router → synthesizer (fan-in complete, deadlines).
+    Synth,
+}
+
+impl QueueId {
+    /// The route queue.
+    pub const fn route() -> QueueId {
+        QueueId { kind: QueueKind::Route, dead_letter: false }
+    }
+    /// A tier's queue.
+    pub const fn tier(tier: u8) -> QueueId {
+        QueueId { kind: QueueKind::Tier(tier), dead_letter: false }
+    }
+    /// The synth queue.
+    pub const fn synth() -> QueueId {
+        QueueId { kind: QueueKind::Synth, dead_letter: false }
+    }
+    /// The dead-letter queue behind this one.
+    pub const fn dlq(self) -> QueueId {
+        QueueId { kind: self.kind, dead_letter: true }
+    }
+    /// A short name: `route`, `tier-2`, `synth`, with `-dlq` for dead-letter queues.
+    pub fn name(&self) -> String {
+        let base = match self.kind {
+            QueueKind::Route => "route".to_string(),
+            QueueKind::Tier(t) => format!("tier-{t}"),
+            QueueKind::Synth => "synth".to_string(),
+        };
+        if self.dead_letter {
+            format!("{base}-dlq")
+        } else {
+            base
+        }
+    }
+}
+
+/// Message attribute carrying the query's correlation id.
+pub const ATTR_CORRELATION_ID: &str = "correlation_id";
+/// Message attribute carrying the trace context (W3C `traceparent`).
+pub const ATTR_TRACEPARENT: &str = "traceparent";
+
+/// A message to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutgoingMessage {
+    /// JSON body (a [`crate::jobs::JobMessage`]).
+    pub body: String,
+    /// Invisible until this much time has passed (SQS: whole seconds, at most 900 s).
+    pub delay: Duration,
+    /// String attributes (correlation id, trace context).
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// A received message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedMessage {
+    /// Queue-assigned id.
+    pub message_id: String,
+    /// Handle for delete / visibility changes.
+    pub receipt_handle: String,
+    /// Body as sent.
+    pub body: String,
+    /// How many times it has been received, this time included.
+    pub receive_count: u32,
+    /// String attributes as sent.
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Depth of a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueDepth {
+    /// Ready to receive.
+    pub visible: u64,
+    /// Received and not yet deleted.
+    pub in_flight: u64,
+    /// Waiting out a delay.
+    pub delayed: u64,
+}
+
+impl QueueDepth {
+    /// Messages of any state.
+    pub fn total(&self) -> u64 {
+        self.visible + self.in_flight + self.delayed
+    }
+}
+
+/// Why a queue call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The message is larger than the queue accepts.
+    #[error("message too large: {0} bytes")]
+    TooLarge(usize),
+    /// The receipt handle is unknown or stale.
+    #[error("invalid receipt handle")]
+    InvalidReceipt,
+    /// The queue could not be reached; a retry may help.
+    #[error("queue unavailable: {message}")]
+    Unavailable {
+        /// What happened.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+/// At-least-once queues with delays, visibility timeouts, receive counts and dead-letter queues.
+#[async_trait]
+pub trait Queue: Send + Sync {
+    /// Send a message; returns its id.
+    async fn send(&self, queue: QueueId, message: OutgoingMessage) -> Result<String, QueueError>;
+
+    /// Receive up to `max` (1–10) messages, waiting up to `wait` for the first. Received
+    /// messages are invisible for the queue's visibility timeout; a message received more
+    /// than the queue's max receives moves to its dead-letter queue instead.
+    async fn receive(&self, queue: QueueId, max: usize, wait: Duration) -> Result<Vec<ReceivedMessage>, QueueError>;
+
+    /// Delete (acknowledge) a received message.
+    async fn delete(&self, queue: QueueId, receipt_handle: &str) -> Result<(), QueueError>;
+
+    /// Make a received message visible again after `timeout` (0 = now).
+    async fn change_visibility(&self, queue: QueueId, receipt_handle: &str, timeout: Duration) -> Result<(), QueueError>;
+
+    /// How many messages are where.
+    async fn depth(&self, queue: QueueId) -> Result<QueueDepth, QueueError>;
+}
+
+// ------------------------------------------------------------------------------------------
+// Clock
+// ------------------------------------------------------------------------------------------
+
+/// Wall-clock time for records and events. Durations and sleeps use `tokio::time`, which tests
+/// pause and advance; [`TokioClock`] keeps both on the same (possibly virtual) time line.
+pub trait Clock: Send + Sync {
+    /// Now.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// Wall-clock time derived from `tokio::time::Instant`: real in production, virtual when a test
+/// pauses tokio's clock.
+#[derive(Debug, Clone)]
+pub struct TokioClock {
+    base_wall: DateTime<Utc>,
+    base_instant: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock that reads the system time now and follows tokio's clock from here.
+    pub fn new() -> TokioClock {
+        TokioClock { base_wall: Utc::now(), base_instant: tokio::time::Instant::now() }
+    }
+
+    /// A clock that starts at `wall` (for reproducible simulations).
+    pub fn starting_at(wall: DateTime<Utc>) -> TokioClock {
+        TokioClock { base_wall: wall, base_instant: tokio::time::Instant::now() }
+    }
+}
+
+impl Default for TokioClock {
+    fn default() -> Self {
+        TokioClock::new()
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> DateTime<Utc> {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.base_instant);
+        self.base_wall + chrono::Duration::from_std(elapsed).unwrap_or_else(|_| chrono::Duration::zero())
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Agents
+// ------------------------------------------------------------------------------------------
+
+/// What an agent said, before the engine validates it into a handoff.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentReply {
+    /// A JSON answer: either a full seed-000 handoff, or a `result`-shaped object
+    /// (`primary_output`, `confidence`, `evidence`, `caveats`, optional `status`).
+    Answer(Value),
+    /// Text that should have been JSON (the engine turns it into a failed handoff with the raw
+    /// text in its error).
+    Malformed(String),
+}
+
+/// Why an agent did not answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct AgentError {
+    /// What went wrong.
+    pub message: String,
+    /// Whether another attempt may succeed.
+    pub recoverable: bool,
+}
+
+/// Runs agents. The engine applies the timeout, retries and fallbacks around it.
+#[async_trait]
+pub trait AgentRuntime: Send + Sync {
+    /// Run `agent` on `dispatch`; `attempt` starts at 1.
+    async fn run(&self, agent: &Agent, dispatch: &AgentDispatch, attempt: u32) -> Result<AgentReply, AgentError>;
+}
