@@ -20,6 +20,7 @@
 //! - [`ports`]: `Store`, `Queue`, `Clock`, `AgentRuntime`.
 //! - [`adapters`]: in-memory (the embedded default), DynamoDB and SQS.
 //! - [`agents`]: the agent kinds (`builtin`, `scripted`).
+//! - [`topology`]: the AWS resources a manifest needs (table, queues, env vars).
 //! - [`engine`]: the steps — intake, route, run-agent, fan-in, synthesize, deadline — and the
 //!   Lambda event handlers around them.
 #![warn(missing_docs)]
@@ -33,4 +34,5 @@ pub mod jobs;
 pub mod manifest;
 pub mod plan;
 pub mod ports;
+pub mod topology;
 pub mod validation;

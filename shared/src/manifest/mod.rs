@@ -191,9 +191,9 @@ impl<'de> Deserialize<'de> for TierTimeout {
     }
 }
 
-/// What answers when an agent's retries are exhausted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+/// What answers when an agent's retries are exhausted. Written `none`, `{agent: ID}` or
+/// `{template: TEXT}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fallback {
     /// No fallback: the dispatch fails (seed 000 Tier 0).
     None,
@@ -202,6 +202,63 @@ pub enum Fallback {
     Agent(String),
     /// Answer with this text as a `partial` handoff (seed 000 Tier 5's "template response").
     Template(String),
+}
+
+impl Serialize for Fallback {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Fallback::None => s.serialize_str("none"),
+            Fallback::Agent(id) => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("agent", id)?;
+                map.end()
+            }
+            Fallback::Template(text) => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("template", text)?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Fallback {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct FallbackVisitor;
+        const EXPECTED: &str = "`none`, `{agent: ID}` or `{template: TEXT}`";
+        impl<'de> serde::de::Visitor<'de> for FallbackVisitor {
+            type Value = Fallback;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Fallback, E> {
+                match v {
+                    "none" => Ok(Fallback::None),
+                    other => Err(E::custom(format!("`{other}` is not a fallback; write {EXPECTED}"))),
+                }
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Fallback, E> {
+                Ok(Fallback::None)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fallback, A::Error> {
+                let key: String = map
+                    .next_key()?
+                    .ok_or_else(|| serde::de::Error::custom(format!("empty fallback; write {EXPECTED}")))?;
+                let value: String = map.next_value()?;
+                let fallback = match key.as_str() {
+                    "agent" => Fallback::Agent(value),
+                    "template" => Fallback::Template(value),
+                    other => return Err(serde::de::Error::custom(format!("unknown fallback `{other}`; write {EXPECTED}"))),
+                };
+                if map.next_key::<String>()?.is_some() {
+                    return Err(serde::de::Error::custom(format!("a fallback has one key; write {EXPECTED}")));
+                }
+                Ok(fallback)
+            }
+        }
+        d.deserialize_any(FallbackVisitor)
+    }
 }
 
 /// Delay between attempts: `base × 2^(attempt−1)`, at most `max`, with full jitter.
@@ -497,10 +554,12 @@ impl Manifest {
             let path = e.path().to_string();
             let inner = e.into_inner();
             let line = inner.location().map(|l| l.line());
+            let path = if path == "." { String::new() } else { path };
             let message = strip_location(&inner.to_string());
+            let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
             ManifestError {
                 file: file.to_string(),
-                problems: vec![Problem { path: if path == "." { String::new() } else { path }, line, message }],
+                problems: vec![Problem { path, line, message }],
             }
         })?;
         let problems = validate(&manifest);
