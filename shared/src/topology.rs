@@ -167,7 +167,7 @@ impl Topology {
                 partition_key: "pk",
                 sort_key: "sk",
                 ttl_attribute: "expires_at",
-                indexes: vec![IndexSpec { name: "by_idempotency_key", partition_key: "gsi1pk", sort_key: "gsi1sk" }],
+                indexes: vec![IndexSpec { name: "by_user", partition_key: "gsi1pk", sort_key: "gsi1sk" }],
             },
             queues,
         }
