@@ -1,1 +1,143 @@
-//! Agent kinds.
+//! Agent kinds that run inside Switchyard.
+//!
+//! - `builtin`: answers from the response template in `routing.yaml`, filled from the query's
+//!   entities. Offline, instant and deterministic, so every intent of the shipped manifest
+//!   answers with no model behind it.
+//! - `scripted`: misbehaves exactly as its manifest settings say, keyed by attempt number
+//!   (fail N times, hang, answer slowly, malformed output, panic, fail a QC gate). Failure
+//!   handling is tested and demonstrated with it, through the same engine as real agents.
+//!
+//! [`ManifestAgents`] is the [`AgentRuntime`] that dispatches on the agent's kind.
+
+use crate::contracts::{AgentDispatch, EntityType, HandoffStatus};
+use crate::manifest::{Agent, AgentKind, BuiltinSettings, EvidenceSpec, ScriptedSettings};
+use crate::ports::{AgentError, AgentReply, AgentRuntime};
+use async_trait::async_trait;
+use serde_json::{json, Map, Value};
+
+/// Runs `builtin` and `scripted` agents from their manifest settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ManifestAgents;
+
+#[async_trait]
+impl AgentRuntime for ManifestAgents {
+    async fn run(&self, agent: &Agent, dispatch: &AgentDispatch, attempt: u32) -> Result<AgentReply, AgentError> {
+        match agent.kind {
+            AgentKind::Builtin => match &agent.builtin {
+                Some(settings) => Ok(builtin_reply(agent, settings, dispatch)),
+                None => Err(AgentError { message: format!("agent `{}` has no `builtin` settings", agent.id), recoverable: false }),
+            },
+            AgentKind::Scripted => {
+                let settings = agent.scripted.clone().unwrap_or_default();
+                scripted_reply(agent, &settings, dispatch, attempt).await
+            }
+        }
+    }
+}
+
+/// Fill `{placeholders}` from the dispatch: `{question}`, `{intent}`, `{entities}` and one per
+/// entity type (first entity of that type, else `defaults`, else "all").
+pub fn render(template: &str, dispatch: &AgentDispatch, defaults: &std::collections::BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(template.len() + 32);
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        match after.find('}') {
+            Some(end) if after[..end].chars().all(|c| c.is_ascii_lowercase() || c == '_') && end > 0 => {
+                out.push_str(&placeholder(&after[..end], dispatch, defaults));
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn placeholder(name: &str, dispatch: &AgentDispatch, defaults: &std::collections::BTreeMap<String, String>) -> String {
+    let payload = &dispatch.payload;
+    match name {
+        "question" => payload.context.get("question").and_then(Value::as_str).unwrap_or("").to_string(),
+        "intent" => payload.intent.clone(),
+        "entities" => {
+            let values: Vec<&str> = payload.entities.iter().map(|e| e.value.as_str()).collect();
+            if values.is_empty() {
+                defaults.get("entities").cloned().unwrap_or_else(|| "none named".to_string())
+            } else {
+                values.join(", ")
+            }
+        }
+        other => {
+            let entity = EntityType::ALL.iter().find(|t| t.as_str() == other).and_then(|t| {
+                payload.entities.iter().find(|e| e.entity_type == *t).map(|e| e.value.replace('_', " "))
+            });
+            entity.or_else(|| defaults.get(other).cloned()).unwrap_or_else(|| "all".to_string())
+        }
+    }
+}
+
+fn evidence_json(agent: &Agent, specs: &[EvidenceSpec], dispatch: &AgentDispatch, defaults: &std::collections::BTreeMap<String, String>) -> Vec<Value> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(n, e)| {
+            json!({
+                "source_type": e.source_type.unwrap_or(agent.citation_source),
+                "source_id": e.source_id.clone().unwrap_or_else(|| format!("{}#{}", agent.id, n + 1)),
+                "text": render(&e.text, dispatch, defaults),
+                "relevance": e.relevance,
+            })
+        })
+        .collect()
+}
+
+fn builtin_reply(agent: &Agent, settings: &BuiltinSettings, dispatch: &AgentDispatch) -> AgentReply {
+    let mut output: Map<String, Value> = settings.output.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    output.insert("response".into(), Value::String(render(&settings.response, dispatch, &settings.defaults)));
+    AgentReply::Answer(json!({
+        "status": "success",
+        "primary_output": output,
+        "confidence": settings.confidence,
+        "evidence": evidence_json(agent, &settings.evidence, dispatch, &settings.defaults),
+        "caveats": settings.caveats,
+        "model_used": "builtin",
+    }))
+}
+
+async fn scripted_reply(agent: &Agent, s: &ScriptedSettings, dispatch: &AgentDispatch, attempt: u32) -> Result<AgentReply, AgentError> {
+    if s.panic {
+        // A crash of the worker's handler, as a real bug would cause one.
+        panic!("scripted agent `{}` panicked on attempt {attempt}", agent.id);
+    }
+    if attempt <= s.hang_times {
+        std::future::pending::<()>().await;
+    }
+    if let Some(delay) = s.delay {
+        tokio::time::sleep(delay.as_std()).await;
+    }
+    if attempt <= s.fail_times {
+        return Err(AgentError {
+            message: s.error.clone().unwrap_or_else(|| format!("scripted failure on attempt {attempt}")),
+            recoverable: s.recoverable.unwrap_or(true),
+        });
+    }
+    if s.malformed {
+        return Ok(AgentReply::Malformed(format!("Sure! Here is my answer for {} (not JSON", agent.id)));
+    }
+    let mut output: Map<String, Value> = s.output.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let defaults = std::collections::BTreeMap::new();
+    let response = s.response.clone().unwrap_or_else(|| format!("{} answered on attempt {attempt}.", agent.id));
+    output.insert("response".into(), Value::String(render(&response, dispatch, &defaults)));
+    Ok(AgentReply::Answer(json!({
+        "status": s.status.unwrap_or(HandoffStatus::Success),
+        "primary_output": output,
+        "confidence": s.confidence.unwrap_or(0.9),
+        "evidence": [{"source_type": agent.citation_source, "source_id": format!("{}#attempt-{attempt}", agent.id), "text": "scripted evidence", "relevance": 1.0}],
+        "caveats": [],
+        "model_used": "scripted",
+    })))
+}

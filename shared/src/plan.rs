@@ -82,3 +82,133 @@ impl Plan {
         self.all_dispatches().find(|d| d.dispatch.dispatch_id == dispatch_id)
     }
 }
+
+use crate::contracts::{DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting, ParsedQuery};
+use crate::manifest::{Agent, Fallback, Manifest};
+use crate::topology::extended_timeout_ms;
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+/// Why no plan could be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The intent is not in the manifest (seed 000 `routing_failed`).
+    #[error("intent `{0}` is not declared in the manifest")]
+    UnknownIntent(String),
+    /// The route names something the manifest lacks (a validated manifest cannot).
+    #[error("route of `{intent}` names unknown {what} `{id}`")]
+    Unknown {
+        /// The intent.
+        intent: String,
+        /// `agent` or `pipeline`.
+        what: &'static str,
+        /// The missing id.
+        id: String,
+    },
+}
+
+/// Seed 000 priority: 1 for the agent on the critical path (the primary, or a pipeline's
+/// steps), then lower tier before higher tier.
+fn priority(role: DispatchRole, tier: u8) -> u8 {
+    match role {
+        DispatchRole::Primary | DispatchRole::Step => 1,
+        DispatchRole::Supporting | DispatchRole::Fallback => 2 + tier,
+    }
+}
+
+/// Build the seed 000 dispatch of `agent` for `parsed`.
+pub fn dispatch_for(
+    manifest: &Manifest,
+    agent: &Agent,
+    role: DispatchRole,
+    parsed: &ParsedQuery,
+    correlation_id: &str,
+    now: DateTime<Utc>,
+) -> AgentDispatch {
+    let timeout_ms = manifest.agent_timeout(agent).map(|d| d.as_millis()).unwrap_or(crate::topology::MAX_ATTEMPT_TIMEOUT_MS);
+    let fallback_agent = match (role, manifest.agent_fallback(agent)) {
+        (DispatchRole::Fallback, _) => None,
+        (_, Fallback::Agent(id)) => Some(id),
+        _ => None,
+    };
+    AgentDispatch {
+        dispatch_id: uuid::Uuid::new_v4().to_string(),
+        query_id: parsed.query_id.clone(),
+        target_agent: agent.id.clone(),
+        target_tier: agent.tier,
+        payload: DispatchPayload {
+            intent: parsed.intent.clone(),
+            entities: parsed.entities.clone(),
+            context: json!({ "question": parsed.raw_query }),
+            constraints: DispatchConstraints { max_latency_ms: timeout_ms, required_confidence: agent.required_confidence },
+        },
+        routing: DispatchRouting {
+            priority: priority(role, agent.tier),
+            timeout_ms,
+            retry_count: manifest.agent_max_retries(agent),
+            fallback_agent,
+        },
+        metadata: DispatchMetadata { dispatched_at: now, correlation_id: correlation_id.to_string() },
+    }
+}
+
+/// Worst-case time an agent can take: every attempt timing out with extended timeouts, the
+/// largest backoffs between them, then its fallback's worst case.
+pub fn worst_case_ms(manifest: &Manifest, agent: &Agent, with_fallback: bool) -> u64 {
+    let base = manifest.agent_timeout(agent).map(|d| d.as_millis()).unwrap_or(crate::topology::MAX_ATTEMPT_TIMEOUT_MS);
+    let retries = manifest.agent_max_retries(agent);
+    let tier = manifest.tier(agent.tier);
+    let ext = tier.map(|t| t.timeout_extension).unwrap_or(1.0);
+    let backoff_max = tier.map(|t| t.backoff.max.as_millis()).unwrap_or(0);
+    let attempts: u64 = (0..=retries).map(|n| extended_timeout_ms(base, ext, n)).sum();
+    let waits = u64::from(retries) * backoff_max;
+    let fallback = match manifest.agent_fallback(agent) {
+        Fallback::Agent(id) if with_fallback => manifest.agent(&id).map(|f| worst_case_ms(manifest, f, false)).unwrap_or(0),
+        _ => 0,
+    };
+    attempts + waits + fallback
+}
+
+/// Plan the answer to `parsed`: one parallel stage (primary + supporting), or one stage per
+/// pipeline step. Dispatch ids are fresh UUIDs; the plan is stored once, so they never change.
+pub fn build(manifest: &Manifest, parsed: &ParsedQuery, correlation_id: &str, now: DateTime<Utc>) -> Result<Plan, PlanError> {
+    let intent = manifest.intent(&parsed.intent).ok_or_else(|| PlanError::UnknownIntent(parsed.intent.clone()))?;
+    let agent = |id: &str| {
+        manifest.agent(id).ok_or_else(|| PlanError::Unknown { intent: intent.id.clone(), what: "agent", id: id.to_string() })
+    };
+    let planned = |agent: &Agent, role| {
+        let dispatch = dispatch_for(manifest, agent, role, parsed, correlation_id, now);
+        PlannedDispatch { slot: dispatch.dispatch_id.clone(), role, fallback_for: None, dispatch }
+    };
+    let mut stages = Vec::new();
+    let mut deadline_ms = 0;
+    if let Some(pipeline_id) = &intent.route.pipeline {
+        let pipeline = manifest.pipeline(pipeline_id).ok_or_else(|| PlanError::Unknown {
+            intent: intent.id.clone(),
+            what: "pipeline",
+            id: pipeline_id.clone(),
+        })?;
+        for step in &pipeline.steps {
+            let a = agent(&step.agent)?;
+            deadline_ms += worst_case_ms(manifest, a, true);
+            stages.push(Stage { dispatches: vec![planned(a, DispatchRole::Step)], gate: step.gate.clone() });
+        }
+    } else {
+        let primary_id = intent.route.primary.as_deref().unwrap_or_default();
+        let mut dispatches = vec![planned(agent(primary_id)?, DispatchRole::Primary)];
+        for id in &intent.route.supporting {
+            dispatches.push(planned(agent(id)?, DispatchRole::Supporting));
+        }
+        deadline_ms = dispatches
+            .iter()
+            .filter_map(|d| manifest.agent(&d.dispatch.target_agent))
+            .map(|a| worst_case_ms(manifest, a, true))
+            .max()
+            .unwrap_or(0);
+        stages.push(Stage { dispatches, gate: None });
+    }
+    if let Some(deadline) = intent.route.deadline {
+        deadline_ms = deadline.as_millis();
+    }
+    Ok(Plan { intent: intent.id.clone(), pipeline: intent.route.pipeline.clone(), stages, current_stage: 0, deadline_ms })
+}

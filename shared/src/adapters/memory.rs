@@ -1,1 +1,595 @@
-//! In-memory store and queues with DynamoDB and SQS semantics: the embedded default.
+//! In-memory store and queues with DynamoDB's and SQS's semantics: the embedded default.
+//!
+//! These are not test fakes. `switchyard ask` and `switchyard serve` run the whole pipeline on
+//! them, and the simulation harness injects faults around them, so they keep the behaviours the
+//! engine relies on:
+//!
+//! - [`MemoryStore`]: every write is atomic and conditional exactly as documented on
+//!   [`Store`]; a failed condition changes nothing; items over DynamoDB's 400 KB limit are
+//!   refused; records past their `expires_at` read as absent, as if TTL had removed them.
+//! - [`MemoryQueue`]: at-least-once delivery with delays, a visibility timeout per queue,
+//!   redelivery of messages that are not deleted, receive counts, and a dead-letter queue that
+//!   takes a message once it has been received `max_receive_count` times.
+//!
+//! Time comes from `tokio::time`, so a test that pauses tokio's clock runs every delay,
+//! visibility timeout and deadline in virtual time.
+
+use crate::contracts::OrchestratorOutput;
+use crate::ports::{
+    Clock, Event, HandoffRecord, HandoffWrite, OutgoingMessage, Queue, QueueDepth, QueueError, QueueId, QueryRecord,
+    ReceivedMessage, Store, StoreError,
+};
+use crate::topology::Topology;
+use async_trait::async_trait;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// DynamoDB's item size limit.
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+/// SQS's message size limit.
+pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// How many requests an adapter has served, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RequestCounts {
+    /// Store reads (gets and queries).
+    pub reads: u64,
+    /// Store single-item writes.
+    pub writes: u64,
+    /// Store transactional writes (one per atomic multi-item write).
+    pub transact_writes: u64,
+    /// Queue sends.
+    pub sends: u64,
+    /// Queue receives that returned at least one message.
+    pub receives: u64,
+    /// Queue deletes.
+    pub deletes: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    transact_writes: AtomicU64,
+}
+
+#[derive(Default)]
+struct Tables {
+    queries: HashMap<String, QueryRecord>,
+    handoffs: HashMap<(String, String), HandoffRecord>,
+    outputs: HashMap<String, (OrchestratorOutput, i64)>,
+    events: HashMap<String, BTreeMap<String, Event>>,
+    idempotency: HashMap<(String, String), String>,
+}
+
+/// The embedded store.
+pub struct MemoryStore {
+    tables: Mutex<Tables>,
+    clock: Arc<dyn Clock>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore").finish_non_exhaustive()
+    }
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Unavailable { message: "store lock poisoned by a panic".into(), source: None }
+}
+
+fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreError> {
+    let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
+    if size > MAX_ITEM_BYTES {
+        return Err(StoreError::TooLarge(format!("{kind} item is {size} bytes; the limit is {MAX_ITEM_BYTES}")));
+    }
+    Ok(())
+}
+
+impl MemoryStore {
+    /// An empty store reading the time from `clock` (for expiry).
+    pub fn new(clock: Arc<dyn Clock>) -> MemoryStore {
+        MemoryStore { tables: Mutex::new(Tables::default()), clock, counters: Counters::default() }
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Tables>, StoreError> {
+        self.tables.lock().map_err(|_| poisoned())
+    }
+
+    fn now_s(&self) -> i64 {
+        self.clock.now().timestamp()
+    }
+
+    fn live(&self, expires_at: i64) -> bool {
+        expires_at >= self.now_s()
+    }
+
+    fn read(&self) {
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn transact(&self, items: usize) {
+        if items > 1 {
+            self.counters.transact_writes.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests served so far.
+    pub fn counts(&self) -> RequestCounts {
+        RequestCounts {
+            reads: self.counters.reads.load(Ordering::Relaxed),
+            writes: self.counters.writes.load(Ordering::Relaxed),
+            transact_writes: self.counters.transact_writes.load(Ordering::Relaxed),
+            ..RequestCounts::default()
+        }
+    }
+
+    /// Every query id in the store (for the simulation's invariant checks).
+    pub fn query_ids(&self) -> Vec<String> {
+        self.tables.lock().map(|t| t.queries.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    fn put_events(tables: &mut Tables, events: &[Event]) {
+        for e in events {
+            tables.events.entry(e.query_id.clone()).or_default().insert(e.key.clone(), e.clone());
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create_query(&self, query: &QueryRecord, events: &[Event]) -> Result<(), StoreError> {
+        check_size("query", query)?;
+        let now = self.now_s();
+        let mut t = self.lock()?;
+        if t.queries.get(&query.query_id).is_some_and(|q| q.expires_at >= now) {
+            return Err(StoreError::ConditionFailed(format!("query {} exists", query.query_id)));
+        }
+        if let Some(key) = &query.idempotency_key {
+            let k = (query.user_id.clone(), key.clone());
+            if let Some(holder) = t.idempotency.get(&k) {
+                if t.queries.get(holder).is_some_and(|q| q.expires_at >= now) {
+                    return Err(StoreError::ConditionFailed("idempotency key held by another query".into()));
+                }
+            }
+            t.idempotency.insert(k, query.query_id.clone());
+        }
+        t.queries.insert(query.query_id.clone(), query.clone());
+        Self::put_events(&mut t, events);
+        drop(t);
+        self.transact(1 + events.len() + usize::from(query.idempotency_key.is_some()));
+        Ok(())
+    }
+
+    async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.queries.get(query_id).filter(|q| self.live(q.expires_at)).cloned())
+    }
+
+    async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        let holder = t.idempotency.get(&(user_id.to_string(), key.to_string()));
+        Ok(holder.filter(|id| t.queries.get(*id).is_some_and(|q| self.live(q.expires_at))).cloned())
+    }
+
+    async fn update_query(&self, query: &QueryRecord, expected_version: u64, events: &[Event]) -> Result<(), StoreError> {
+        check_size("query", query)?;
+        let mut t = self.lock()?;
+        let now = self.now_s();
+        let stored = t
+            .queries
+            .get_mut(&query.query_id)
+            .filter(|q| q.expires_at >= now)
+            .ok_or_else(|| StoreError::ConditionFailed(format!("query {} does not exist", query.query_id)))?;
+        if stored.version != expected_version {
+            return Err(StoreError::ConditionFailed(format!(
+                "query {} is at version {}, not {expected_version}",
+                query.query_id, stored.version
+            )));
+        }
+        let completed = std::mem::take(&mut stored.completed);
+        *stored = query.clone();
+        stored.completed = completed;
+        stored.version = expected_version + 1;
+        Self::put_events(&mut t, events);
+        drop(t);
+        self.transact(1 + events.len());
+        Ok(())
+    }
+
+    async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
+        check_size("handoff", record)?;
+        let mut t = self.lock()?;
+        let key = (record.query_id.clone(), record.handoff.dispatch_id.clone());
+        if t.handoffs.contains_key(&key) {
+            return Ok(HandoffWrite::Duplicate);
+        }
+        let now = self.now_s();
+        let Some(query) = t.queries.get_mut(&record.query_id).filter(|q| q.expires_at >= now) else {
+            return Err(StoreError::ConditionFailed(format!("query {} does not exist", record.query_id)));
+        };
+        if let Some(slot) = &record.slot {
+            query.completed.insert(slot.clone());
+        }
+        let completed = query.completed.clone();
+        t.handoffs.insert(key, record.clone());
+        Self::put_events(&mut t, events);
+        drop(t);
+        self.transact(1 + usize::from(record.slot.is_some()) + events.len());
+        Ok(HandoffWrite::Recorded { completed })
+    }
+
+    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.handoffs.get(&(query_id.to_string(), dispatch_id.to_string())).filter(|h| self.live(h.expires_at)).cloned())
+    }
+
+    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        let mut list: Vec<HandoffRecord> = t
+            .handoffs
+            .iter()
+            .filter(|((q, _), h)| q == query_id && self.live(h.expires_at))
+            .map(|(_, h)| h.clone())
+            .collect();
+        list.sort_by(|a, b| a.handoff.dispatch_id.cmp(&b.handoff.dispatch_id));
+        Ok(list)
+    }
+
+    async fn finish_query(
+        &self,
+        output: &OrchestratorOutput,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        check_size("output", output)?;
+        let mut t = self.lock()?;
+        if t.outputs.contains_key(&query.query_id) {
+            return Err(StoreError::ConditionFailed(format!("output of {} exists", query.query_id)));
+        }
+        let now = self.now_s();
+        let stored = t
+            .queries
+            .get_mut(&query.query_id)
+            .filter(|q| q.expires_at >= now)
+            .ok_or_else(|| StoreError::ConditionFailed(format!("query {} does not exist", query.query_id)))?;
+        if stored.version != expected_version {
+            return Err(StoreError::ConditionFailed(format!("query {} moved past version {expected_version}", query.query_id)));
+        }
+        let completed = std::mem::take(&mut stored.completed);
+        *stored = query.clone();
+        stored.completed = completed;
+        stored.version = expected_version + 1;
+        t.outputs.insert(query.query_id.clone(), (output.clone(), query.expires_at));
+        Self::put_events(&mut t, events);
+        drop(t);
+        self.transact(2 + events.len());
+        Ok(())
+    }
+
+    async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.outputs.get(query_id).filter(|(_, exp)| self.live(*exp)).map(|(o, _)| o.clone()))
+    }
+
+    async fn append_events(&self, events: &[Event]) -> Result<(), StoreError> {
+        let mut t = self.lock()?;
+        Self::put_events(&mut t, events);
+        drop(t);
+        self.transact(events.len());
+        Ok(())
+    }
+
+    async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        let mut list: Vec<Event> = t
+            .events
+            .get(query_id)
+            .map(|m| m.values().filter(|e| self.live(e.expires_at)).cloned().collect())
+            .unwrap_or_default();
+        list.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
+        Ok(list)
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+
+/// Settings of one in-memory queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// How long a received message stays invisible.
+    pub visibility_timeout: Duration,
+    /// Receives before the message moves to the dead-letter queue.
+    pub max_receive_count: u32,
+}
+
+#[derive(Debug, Clone)]
+struct StoredMessage {
+    message_id: String,
+    body: String,
+    attributes: BTreeMap<String, String>,
+    visible_at: Instant,
+    receive_count: u32,
+    receipt: Option<String>,
+    delayed: bool,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    messages: VecDeque<StoredMessage>,
+}
+
+/// The embedded queues: one per [`QueueId`] of the topology, each with its dead-letter queue.
+pub struct MemoryQueue {
+    settings: BTreeMap<QueueId, QueueSettings>,
+    state: Mutex<BTreeMap<QueueId, QueueState>>,
+    notify: Notify,
+    next_id: AtomicU64,
+    sends: AtomicU64,
+    receives: AtomicU64,
+    deletes: AtomicU64,
+}
+
+impl std::fmt::Debug for MemoryQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryQueue").field("queues", &self.settings.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+fn queue_poisoned() -> QueueError {
+    QueueError::Unavailable { message: "queue lock poisoned by a panic".into(), source: None }
+}
+
+impl MemoryQueue {
+    /// Queues for every queue of the topology, with its visibility timeouts and receive limits.
+    pub fn new(topology: &Topology) -> MemoryQueue {
+        let settings = topology
+            .queues
+            .iter()
+            .map(|q| {
+                (
+                    q.id,
+                    QueueSettings {
+                        visibility_timeout: Duration::from_secs(q.visibility_timeout_s),
+                        max_receive_count: q.max_receive_count,
+                    },
+                )
+            })
+            .collect();
+        MemoryQueue::with_settings(settings)
+    }
+
+    /// Queues with explicit settings (dead-letter queues are added for each).
+    pub fn with_settings(settings: BTreeMap<QueueId, QueueSettings>) -> MemoryQueue {
+        let mut state = BTreeMap::new();
+        for id in settings.keys() {
+            state.insert(*id, QueueState::default());
+            state.insert(id.dlq(), QueueState::default());
+        }
+        MemoryQueue {
+            settings,
+            state: Mutex::new(state),
+            notify: Notify::new(),
+            next_id: AtomicU64::new(1),
+            sends: AtomicU64::new(0),
+            receives: AtomicU64::new(0),
+            deletes: AtomicU64::new(0),
+        }
+    }
+
+    /// Requests served so far.
+    pub fn counts(&self) -> RequestCounts {
+        RequestCounts {
+            sends: self.sends.load(Ordering::Relaxed),
+            receives: self.receives.load(Ordering::Relaxed),
+            deletes: self.deletes.load(Ordering::Relaxed),
+            ..RequestCounts::default()
+        }
+    }
+
+    /// Every queue, dead-letter queues included.
+    pub fn queue_ids(&self) -> Vec<QueueId> {
+        self.state.lock().map(|s| s.keys().copied().collect()).unwrap_or_default()
+    }
+
+    /// Bodies of the messages in a queue, in any state (for inspection and tests).
+    pub fn peek(&self, queue: QueueId) -> Vec<String> {
+        self.state
+            .lock()
+            .map(|s| s.get(&queue).map(|q| q.messages.iter().map(|m| m.body.clone()).collect()).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// Move every message of a dead-letter queue back to its source queue (SQS redrive).
+    pub fn redrive(&self, source: QueueId) -> usize {
+        let Ok(mut s) = self.state.lock() else { return 0 };
+        let moved: Vec<StoredMessage> = s.get_mut(&source.dlq()).map(|q| q.messages.drain(..).collect()).unwrap_or_default();
+        let n = moved.len();
+        let now = Instant::now();
+        if let Some(q) = s.get_mut(&source) {
+            for mut m in moved {
+                m.receive_count = 0;
+                m.receipt = None;
+                m.visible_at = now;
+                m.delayed = false;
+                q.messages.push_back(m);
+            }
+        }
+        drop(s);
+        self.notify.notify_waiters();
+        n
+    }
+
+    fn settings_of(&self, queue: QueueId) -> QueueSettings {
+        let base = QueueId { kind: queue.kind, dead_letter: false };
+        self.settings.get(&base).copied().unwrap_or(QueueSettings {
+            visibility_timeout: Duration::from_secs(30),
+            max_receive_count: crate::topology::MAX_RECEIVE_COUNT,
+        })
+    }
+
+    /// Take visible messages; dead-letter those over their receive limit. Returns the messages
+    /// and the earliest instant another message becomes visible.
+    fn take(&self, queue: QueueId, max: usize) -> Result<(Vec<ReceivedMessage>, Option<Instant>), QueueError> {
+        let settings = self.settings_of(queue);
+        let now = Instant::now();
+        let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
+        let mut out = Vec::new();
+        let mut dead = Vec::new();
+        let mut next: Option<Instant> = None;
+        let q = s.get_mut(&queue).ok_or_else(|| QueueError::Unavailable {
+            message: format!("no queue {}", queue.name()),
+            source: None,
+        })?;
+        let mut i = 0;
+        while i < q.messages.len() {
+            let m = &mut q.messages[i];
+            if m.visible_at > now {
+                next = Some(next.map_or(m.visible_at, |n| n.min(m.visible_at)));
+                i += 1;
+                continue;
+            }
+            if out.len() >= max {
+                break;
+            }
+            if !queue.dead_letter && m.receive_count >= settings.max_receive_count {
+                if let Some(m) = q.messages.remove(i) {
+                    dead.push(m);
+                }
+                continue;
+            }
+            m.receive_count += 1;
+            m.delayed = false;
+            let receipt = format!("{}#{}", m.message_id, m.receive_count);
+            m.receipt = Some(receipt.clone());
+            m.visible_at = now + settings.visibility_timeout;
+            out.push(ReceivedMessage {
+                message_id: m.message_id.clone(),
+                receipt_handle: receipt,
+                body: m.body.clone(),
+                receive_count: m.receive_count,
+                attributes: m.attributes.clone(),
+            });
+            i += 1;
+        }
+        if !dead.is_empty() {
+            if let Some(dlq) = s.get_mut(&queue.dlq()) {
+                for mut m in dead {
+                    tracing::warn!(queue = %queue.name(), message_id = %m.message_id, receives = m.receive_count, "message moved to the dead-letter queue after its receive limit");
+                    m.receipt = None;
+                    m.visible_at = now;
+                    dlq.messages.push_back(m);
+                }
+            }
+        }
+        Ok((out, next))
+    }
+}
+
+#[async_trait]
+impl Queue for MemoryQueue {
+    async fn send(&self, queue: QueueId, message: OutgoingMessage) -> Result<String, QueueError> {
+        if message.body.len() > MAX_MESSAGE_BYTES {
+            return Err(QueueError::TooLarge(message.body.len()));
+        }
+        let id = format!("m-{:08}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        {
+            let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
+            let q = s.get_mut(&queue).ok_or_else(|| QueueError::Unavailable {
+                message: format!("no queue {}", queue.name()),
+                source: None,
+            })?;
+            q.messages.push_back(StoredMessage {
+                message_id: id.clone(),
+                body: message.body,
+                attributes: message.attributes,
+                visible_at: Instant::now() + message.delay,
+                receive_count: 0,
+                receipt: None,
+                delayed: !message.delay.is_zero(),
+            });
+        }
+        self.sends.fetch_add(1, Ordering::Relaxed);
+        self.notify.notify_waiters();
+        Ok(id)
+    }
+
+    async fn receive(&self, queue: QueueId, max: usize, wait: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
+        let max = max.clamp(1, 10);
+        let deadline = Instant::now() + wait;
+        loop {
+            let notified = self.notify.notified();
+            let (messages, next) = self.take(queue, max)?;
+            if !messages.is_empty() {
+                self.receives.fetch_add(1, Ordering::Relaxed);
+                return Ok(messages);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            let until = next.map_or(deadline, |n| n.min(deadline));
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    async fn delete(&self, queue: QueueId, receipt_handle: &str) -> Result<(), QueueError> {
+        let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
+        let q = s.get_mut(&queue).ok_or(QueueError::InvalidReceipt)?;
+        let before = q.messages.len();
+        q.messages.retain(|m| m.receipt.as_deref() != Some(receipt_handle));
+        if q.messages.len() == before {
+            return Err(QueueError::InvalidReceipt);
+        }
+        self.deletes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn change_visibility(&self, queue: QueueId, receipt_handle: &str, timeout: Duration) -> Result<(), QueueError> {
+        {
+            let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
+            let q = s.get_mut(&queue).ok_or(QueueError::InvalidReceipt)?;
+            let m = q
+                .messages
+                .iter_mut()
+                .find(|m| m.receipt.as_deref() == Some(receipt_handle))
+                .ok_or(QueueError::InvalidReceipt)?;
+            m.visible_at = Instant::now() + timeout;
+        }
+        self.notify.notify_waiters();
+        Ok(())
+    }
+
+    async fn depth(&self, queue: QueueId) -> Result<QueueDepth, QueueError> {
+        let s = self.state.lock().map_err(|_| queue_poisoned())?;
+        let now = Instant::now();
+        let mut depth = QueueDepth::default();
+        for m in s.get(&queue).map(|q| q.messages.iter()).into_iter().flatten() {
+            if m.visible_at <= now {
+                depth.visible += 1;
+            } else if m.delayed {
+                depth.delayed += 1;
+            } else {
+                depth.in_flight += 1;
+            }
+        }
+        Ok(depth)
+    }
+}

@@ -1,0 +1,203 @@
+//! `switchyard ask` and `switchyard serve`: the whole pipeline in one process.
+//!
+//! Both build the embedded system (in-memory store and queues with SQS/DynamoDB semantics),
+//! start pollers that invoke the same function handlers Lambda runs, and talk to the intake
+//! handler with API Gateway HTTP API events — so what runs here is what runs on AWS.
+
+use clap::Args;
+use shared::contracts::{OrchestratorOutput, OutputStatus};
+use shared::engine::handlers::handle_http;
+use shared::engine::local::{Embedded, PollerConfig};
+use shared::engine::EngineSettings;
+use shared::ports::EventKind;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Arguments of `switchyard ask`.
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The question.
+    pub question: String,
+    /// Print the OrchestratorOutput as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Manifest to route with (default: the embedded routing.yaml).
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+    /// Caller id.
+    #[arg(long, default_value = "local-user")]
+    pub user: String,
+    /// Caller roles, comma separated (e.g. ml_engineer for training and deployment intents).
+    #[arg(long, default_value = "")]
+    pub roles: String,
+    /// Log every step to stderr.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// Arguments of `switchyard serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Manifest to route with (default: the embedded routing.yaml).
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+}
+
+/// An API Gateway HTTP API (v2) event for a request, as API Gateway would deliver it; `claims`
+/// stand for the JWT authorizer's.
+pub fn api_event(
+    method: &str,
+    path: &str,
+    query: &str,
+    headers: &[(String, String)],
+    body: Option<String>,
+    claims: Option<(&str, &str)>,
+) -> anyhow::Result<aws_lambda_events::apigw::ApiGatewayV2httpRequest> {
+    let params: serde_json::Map<String, serde_json::Value> = query
+        .split('&')
+        .filter_map(|kv| kv.split_once('=').or(Some((kv, ""))))
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_string())))
+        .collect();
+    let headers: serde_json::Map<String, serde_json::Value> =
+        headers.iter().map(|(k, v)| (k.to_lowercase(), serde_json::Value::String(v.clone()))).collect();
+    let authorizer = claims.map(|(sub, roles)| serde_json::json!({ "jwt": { "claims": { "sub": sub, "roles": roles }, "scopes": null } }));
+    let event = serde_json::json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": headers,
+        "queryStringParameters": params,
+        "requestContext": {
+            "http": { "method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "switchyard-cli" },
+            "requestId": uuid::Uuid::new_v4().to_string(),
+            "authorizer": authorizer,
+            "timeEpoch": 0
+        },
+        "body": body,
+        "isBase64Encoded": false
+    });
+    Ok(serde_json::from_value(event)?)
+}
+
+fn request(method: &str, path: &str, body: Option<String>, user: &str, roles: &str) -> anyhow::Result<aws_lambda_events::apigw::ApiGatewayV2httpRequest> {
+    let headers = [("content-type".to_string(), "application/json".to_string())];
+    api_event(method, path, "", &headers, body, Some((user, roles)))
+}
+
+fn body_text(r: &aws_lambda_events::apigw::ApiGatewayV2httpResponse) -> String {
+    match &r.body {
+        Some(aws_lambda_events::encodings::Body::Text(t)) => t.clone(),
+        Some(aws_lambda_events::encodings::Body::Binary(b)) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Run one question through the pipeline and print the answer.
+pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
+    let system = Embedded::new(manifest, EngineSettings::default());
+    let _pollers = system.start(PollerConfig::default());
+    let body = serde_json::json!({ "query": args.question }).to_string();
+    let response = handle_http(&system.deps, request("POST", "/v1/queries", Some(body), &args.user, &args.roles)?).await;
+    let text = body_text(&response);
+    if response.status_code >= 400 {
+        eprintln!("switchyard: the question was refused ({}):\n{text}", response.status_code);
+        return Ok(1);
+    }
+    let accepted: serde_json::Value = serde_json::from_str(&text)?;
+    let query_id = accepted["query_id"].as_str().unwrap_or_default().to_string();
+    let output = loop {
+        if let Some(output) = system.deps.store.get_output(&query_id).await? {
+            break output;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let events = system.deps.store.list_events(&query_id).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&output)?);
+    } else {
+        print_answer(&output, &accepted, &events, started.elapsed());
+    }
+    Ok(match output.status {
+        OutputStatus::Success | OutputStatus::Partial => 0,
+        OutputStatus::Failed | OutputStatus::Blocked => 1,
+    })
+}
+
+fn print_answer(output: &OrchestratorOutput, accepted: &serde_json::Value, events: &[shared::ports::Event], wall: Duration) {
+    let band = output.final_reason.and_then(|b| serde_json::to_value(b).ok()).and_then(|v| v.as_str().map(str::to_string));
+    println!("{}", output.response_text);
+    println!();
+    println!("status      {}", serde_json::to_value(output.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default());
+    println!("confidence  {:.2}{}", output.response_confidence, band.map(|b| format!("  ({b})")).unwrap_or_default());
+    let ambiguous = accepted["warnings"].as_array().map(|w| w.len()).unwrap_or(0);
+    println!(
+        "intent      {} (classifier confidence {:.2}){}",
+        output.intent,
+        accepted["confidence"].as_f64().unwrap_or(0.0),
+        if ambiguous > 0 { format!(", {ambiguous} warning(s)") } else { String::new() }
+    );
+    let route: Vec<String> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Dispatch)
+        .map(|e| format!("{} [tier {}, {}]", e.detail["agent"].as_str().unwrap_or("?"), e.detail["tier"], e.detail["role"].as_str().unwrap_or("?")))
+        .collect();
+    println!("route       {}", route.join(" → "));
+    println!("agents");
+    for r in &output.agent_results {
+        let status = serde_json::to_value(r.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        println!(
+            "  {:<26} tier {}  {:<8} {} attempt{}  {:>6} ms  confidence {:.2}{}",
+            r.agent_id,
+            r.agent_tier,
+            status,
+            r.attempts,
+            if r.attempts == 1 { " " } else { "s" },
+            r.latency_ms,
+            r.confidence,
+            r.fallback_for.as_ref().map(|f| format!("  (fallback for {f})")).unwrap_or_default()
+        );
+    }
+    if !output.caveats.is_empty() {
+        println!("caveats");
+        for c in &output.caveats {
+            println!("  - {c}");
+        }
+    }
+    if !output.citations.is_empty() {
+        println!("citations");
+        for (i, c) in output.citations.iter().enumerate() {
+            let kind = serde_json::to_value(c.source_type).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            println!("  [{}] {kind} {} — {}", i + 1, c.source_id, c.text.clone().unwrap_or_default());
+        }
+    }
+    if !output.follow_up_suggestions.is_empty() {
+        println!("follow-ups");
+        for f in &output.follow_up_suggestions {
+            println!("  - {f}");
+        }
+    }
+    println!("total       {} ms in the pipeline, {} ms wall", output.total_latency_ms, wall.as_millis());
+}
+
+/// Serve the intake API on 127.0.0.1 with workers in-process.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
+    let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
+    let settings = EngineSettings { dev_identity_headers: true, ..EngineSettings::default() };
+    let system = Arc::new(Embedded::new(manifest, settings));
+    let _pollers = system.start(PollerConfig::default());
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
+    let addr = listener.local_addr()?;
+    eprintln!("switchyard: serving the intake API on http://{addr} (manifest `{}`)", system.deps.manifest.name);
+    eprintln!("switchyard: caller from the x-switchyard-user / x-switchyard-roles headers (dev only)");
+    println!("listening on http://{addr}");
+    crate::serve::run(listener, system).await?;
+    Ok(0)
+}

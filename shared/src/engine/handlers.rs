@@ -1,0 +1,293 @@
+//! Lambda events in, responses out: API Gateway HTTP API (v2) for intake, SQS for the rest.
+//!
+//! SQS records are parsed one by one from their string bodies, so one malformed message is one
+//! batch item failure, never a failed batch (CONVENTIONS 4). HTTP errors are mapped to status
+//! codes in one place ([`error_response`]): 4xx bodies name the field and the rule; 5xx bodies
+//! carry the request id and nothing internal.
+
+use super::intake::{self, Caller, IntakeError, QueryView};
+use super::worker::{self, DispatchJob};
+use super::{router, synth, Deps, StepError};
+use crate::jobs::{Job, JobMessage};
+use crate::ports::Event;
+use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderMap, HeaderValue, Method};
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use base64::Engine as _;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tracing::{error, info_span, warn, Instrument};
+
+/// Which SQS-triggered function is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    /// Consumes the route queue.
+    Router,
+    /// Consumes a tier's queue (`None`: any tier).
+    Worker {
+        /// The tier from `SWITCHYARD_TIER`.
+        tier: Option<u8>,
+    },
+    /// Consumes the synth queue (synth and deadline jobs).
+    Synthesizer,
+}
+
+/// An SQS event the handler refuses as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// A record without a message id cannot be reported as a batch item failure.
+    #[error("SQS record {0} has no messageId")]
+    MissingMessageId(usize),
+}
+
+/// Handle an SQS event; returns the records to retry.
+pub async fn handle_sqs(deps: &Deps, function: Function, event: SqsEvent) -> Result<SqsBatchResponse, HandlerError> {
+    for (i, record) in event.records.iter().enumerate() {
+        if record.message_id.as_deref().is_none_or(str::is_empty) {
+            return Err(HandlerError::MissingMessageId(i));
+        }
+    }
+    let results = futures::future::join_all(event.records.iter().map(|record| handle_record(deps, function, record))).await;
+    let mut response = SqsBatchResponse::default();
+    for (record, ok) in event.records.iter().zip(results) {
+        if !ok {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = record.message_id.clone().unwrap_or_default();
+            response.batch_item_failures.push(failure);
+        }
+    }
+    Ok(response)
+}
+
+async fn handle_record(deps: &Deps, function: Function, record: &SqsMessage) -> bool {
+    let message_id = record.message_id.as_deref().unwrap_or_default();
+    let receive_count: u32 = record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
+    let span = info_span!("sqs_record", message_id, receive_count, query_id = tracing::field::Empty);
+    async {
+        let Some(body) = record.body.as_deref() else {
+            error!("refused: the record has no body");
+            return false;
+        };
+        let job = match JobMessage::parse(body) {
+            Ok(job) => job,
+            Err(e) => {
+                error!(reason = %e, "refused: malformed message body");
+                return false;
+            }
+        };
+        tracing::Span::current().record("query_id", job.query_id());
+        let result = match (function, job) {
+            (Function::Router, Job::Route { query_id }) => router::route(deps, &query_id).await,
+            (Function::Worker { tier }, Job::Dispatch { query_id, dispatch_id, attempt, timeout_ms }) => {
+                let job = DispatchJob { query_id, dispatch_id, attempt, timeout_ms, receive_count };
+                worker::run_dispatch(deps, tier, &job).await
+            }
+            (Function::Synthesizer, Job::Synthesize { query_id }) => synth::synthesize(deps, &query_id).await,
+            (Function::Synthesizer, Job::Deadline { query_id, fire_at }) => synth::deadline(deps, &query_id, fire_at).await,
+            (function, job) => Err(StepError::Permanent(format!("{job:?} delivered to the {function:?} function"))),
+        };
+        match result {
+            Ok(()) => true,
+            Err(StepError::Retryable(reason)) => {
+                warn!(%reason, "will be retried");
+                false
+            }
+            Err(StepError::Permanent(reason)) => {
+                error!(%reason, "cannot succeed; retried until it is dead-lettered");
+                false
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+// ------------------------------------------------------------------------------------------
+// HTTP
+// ------------------------------------------------------------------------------------------
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: &'a str,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<Value>,
+    request_id: &'a str,
+}
+
+fn json_response(status: i64, body: &impl Serialize, headers: &[(&'static str, String)]) -> ApiGatewayV2httpResponse {
+    let mut response = ApiGatewayV2httpResponse::default();
+    response.status_code = status;
+    let text = serde_json::to_string_pretty(body).unwrap_or_else(|_| "{}".into());
+    response.body = Some(Body::Text(text));
+    let mut map = HeaderMap::new();
+    map.insert("content-type", HeaderValue::from_static("application/json"));
+    for (name, value) in headers {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            map.insert(*name, v);
+        }
+    }
+    response.headers = map;
+    response
+}
+
+/// The one place errors become HTTP responses.
+pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResponse {
+    let (status, code, details) = match e {
+        IntakeError::Invalid(v) => (400, "invalid_input", serde_json::to_value(&v.errors).ok()),
+        IntakeError::Unauthenticated => (401, "unauthenticated", None),
+        IntakeError::Forbidden { .. } => (403, "forbidden", None),
+        IntakeError::NotFound => (404, "not_found", None),
+        IntakeError::Conflict(_) => (409, "conflict", None),
+        IntakeError::Unavailable(reason) => {
+            error!(request_id, %reason, "request failed on a dependency");
+            (503, "unavailable", None)
+        }
+    };
+    let message = match e {
+        IntakeError::Invalid(v) => v.errors.iter().map(|f| format!("{}: {}", f.field, f.rule)).collect::<Vec<_>>().join("; "),
+        IntakeError::Unavailable(_) => "temporarily unavailable; retry with the same Idempotency-Key".to_string(),
+        other => other.to_string(),
+    };
+    let body = json!({ "error": ErrorBody { code, message, details, request_id } });
+    let retry = if status == 503 { vec![("retry-after", "1".to_string())] } else { vec![] };
+    json_response(status, &body, &retry)
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Roles from a claim value: `["a","b"]`, `[a b]`, `a,b` or `a b`.
+fn parse_roles(claim: &str) -> Vec<String> {
+    claim
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .map(|r| r.trim_matches('"').trim())
+        .filter(|r| !r.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The caller: the JWT authorizer's `sub` and `roles` (or `cognito:groups`) claims; with
+/// `dev_identity_headers`, `x-switchyard-user` / `x-switchyard-roles`.
+pub fn caller(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Option<Caller> {
+    let claims = request.request_context.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).map(|j| &j.claims);
+    if let Some(sub) = claims.and_then(|c| c.get("sub")).filter(|s| !s.is_empty()) {
+        let roles = claims
+            .and_then(|c| c.get("roles").or_else(|| c.get("cognito:groups")))
+            .map(|r| parse_roles(r))
+            .unwrap_or_default();
+        return Some(Caller { user_id: sub.clone(), roles });
+    }
+    if deps.settings.dev_identity_headers {
+        let user = header(&request.headers, "x-switchyard-user").filter(|u| !u.is_empty() && u.len() <= 128)?;
+        let roles = header(&request.headers, "x-switchyard-roles").map(parse_roles).unwrap_or_default();
+        return Some(Caller { user_id: user.to_string(), roles });
+    }
+    None
+}
+
+/// Server-sent-events frame for one event.
+pub fn sse_frame(event: &Event) -> String {
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
+    format!("id: {}\nevent: {}\ndata: {data}\n\n", event.key, serde_json::to_value(event.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())
+}
+
+fn wants_sse(request: &ApiGatewayV2httpRequest) -> bool {
+    header(&request.headers, "accept").is_some_and(|a| a.contains("text/event-stream"))
+}
+
+/// Handle an API Gateway HTTP API request.
+pub async fn handle_http(deps: &Deps, request: ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+    let request_id = request.request_context.request_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    match serve_http(deps, &request).await {
+        Ok(response) => response,
+        Err(e) => error_response(&e, &request_id),
+    }
+}
+
+fn route_of(request: &ApiGatewayV2httpRequest) -> (Method, Vec<String>) {
+    let path = request.raw_path.clone().or_else(|| request.request_context.http.path.clone()).unwrap_or_default();
+    let segments = path.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
+    (request.request_context.http.method.clone(), segments)
+}
+
+fn invalid(field: &str, rule: &str) -> IntakeError {
+    IntakeError::Invalid(crate::validation::ValidationError {
+        errors: vec![crate::validation::FieldError { field: field.into(), rule: rule.into() }],
+    })
+}
+
+async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<ApiGatewayV2httpResponse, IntakeError> {
+    let (method, segments) = route_of(request);
+    let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let known = matches!(segments.as_slice(), ["v1", "queries"] | ["v1", "queries", _] | ["v1", "queries", _, "events"]);
+    if !known {
+        return Ok(json_response(404, &json!({ "error": { "code": "not_found", "message": "no such route" } }), &[]));
+    }
+    let caller = caller(deps, request).ok_or(IntakeError::Unauthenticated)?;
+    let wait = match request.query_string_parameters.first("wait") {
+        None => None,
+        Some(w) => match w.parse::<u64>() {
+            Ok(n) if n <= deps.settings.max_wait.as_secs() => Some(Duration::from_secs(n)),
+            _ => return Err(invalid("wait", &format!("a whole number of seconds from 0 to {}", deps.settings.max_wait.as_secs()))),
+        },
+    };
+    match (method, segments.as_slice()) {
+        (Method::POST, ["v1", "queries"]) => {
+            let body = match (&request.body, request.is_base64_encoded) {
+                (None, _) => Vec::new(),
+                (Some(b), false) => b.clone().into_bytes(),
+                (Some(b), true) => base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .map_err(|_| invalid("body", "base64 body does not decode"))?,
+            };
+            let key = header(&request.headers, "idempotency-key");
+            let accepted = intake::submit(deps, &caller, &body, key).await?;
+            let location = format!("/v1/queries/{}", accepted.query_id);
+            if let Some(wait) = wait {
+                if let Ok(Some(output)) = intake::wait_for_output(deps, &accepted.query_id, wait).await {
+                    return Ok(json_response(200, &output, &[("location", location)]));
+                }
+            }
+            let status = if accepted.replayed { 200 } else { 202 };
+            let body = json!({
+                "query_id": accepted.query_id,
+                "status": accepted.status,
+                "intent": accepted.intent,
+                "confidence": accepted.confidence,
+                "warnings": accepted.warnings,
+                "replayed": accepted.replayed,
+                "links": { "self": location, "events": format!("{location}/events") },
+            });
+            Ok(json_response(status, &body, &[("location", location)]))
+        }
+        (Method::GET, ["v1", "queries", id]) => {
+            if let Some(wait) = wait {
+                intake::owned_query(deps, &caller, id).await?;
+                let _ = intake::wait_for_output(deps, id, wait).await;
+            }
+            let view = intake::view(deps, &caller, id).await?;
+            let status = if matches!(view, QueryView::Done(_)) { 200 } else { 202 };
+            Ok(json_response(status, &view, &[]))
+        }
+        (Method::GET, ["v1", "queries", id, "events"]) => {
+            let events = intake::events(deps, &caller, id).await?;
+            if wants_sse(request) {
+                let mut response = ApiGatewayV2httpResponse::default();
+                response.status_code = 200;
+                response.body = Some(Body::Text(events.iter().map(sse_frame).collect()));
+                let mut map = HeaderMap::new();
+                map.insert("content-type", HeaderValue::from_static("text/event-stream"));
+                map.insert("cache-control", HeaderValue::from_static("no-cache"));
+                response.headers = map;
+                return Ok(response);
+            }
+            Ok(json_response(200, &json!({ "query_id": id, "events": events }), &[]))
+        }
+        _ => Ok(json_response(405, &json!({ "error": { "code": "method_not_allowed", "message": "method not allowed on this route" } }), &[])),
+    }
+}

@@ -1,0 +1,183 @@
+//! Pollers that feed queues to the function handlers the way Lambda's SQS event source mapping
+//! does: long-polling receives in batches, one handler invocation per batch, deletion of the
+//! records that succeeded, the failed ones left to reappear after their visibility timeout (and
+//! to dead-letter after the queue's max receives). A handler that panics fails its whole batch,
+//! as a crashed Lambda invocation does.
+//!
+//! `switchyard ask` and `serve` run the whole system in one process this way, on the in-memory
+//! queues or on SQS.
+
+use super::handlers::{handle_sqs, Function};
+use super::Deps;
+use crate::ports::{QueueId, QueueKind, ReceivedMessage};
+use crate::topology::Topology;
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tracing::{error, warn};
+
+/// How the pollers behave.
+#[derive(Debug, Clone, Copy)]
+pub struct PollerConfig {
+    /// Long-poll wait of each receive.
+    pub wait: Duration,
+    /// Concurrent invocations per queue when the manifest sets no reserved concurrency.
+    pub default_concurrency: usize,
+}
+
+impl Default for PollerConfig {
+    fn default() -> Self {
+        PollerConfig { wait: Duration::from_secs(20), default_concurrency: 16 }
+    }
+}
+
+/// Running pollers; dropping them stops them.
+#[derive(Debug)]
+pub struct Pollers {
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Pollers {
+    fn drop(&mut self) {
+        for h in &self.handles {
+            h.abort();
+        }
+    }
+}
+
+/// The function that consumes a queue.
+pub fn function_for(queue: QueueId) -> Function {
+    match queue.kind {
+        QueueKind::Route => Function::Router,
+        QueueKind::Tier(t) => Function::Worker { tier: Some(t) },
+        QueueKind::Synth => Function::Synthesizer,
+    }
+}
+
+/// An SQS event as Lambda would build it from received messages.
+pub fn sqs_event(queue: QueueId, messages: &[ReceivedMessage]) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    event.records = messages
+        .iter()
+        .map(|m| {
+            let mut record = SqsMessage::default();
+            record.message_id = Some(m.message_id.clone());
+            record.receipt_handle = Some(m.receipt_handle.clone());
+            record.body = Some(m.body.clone());
+            record.event_source = Some("aws:sqs".into());
+            record.event_source_arn = Some(format!("arn:aws:sqs:local:000000000000:{}", queue.name()));
+            record.attributes.insert("ApproximateReceiveCount".into(), m.receive_count.to_string());
+            for (k, v) in &m.attributes {
+                let mut attribute = SqsMessageAttribute::default();
+                attribute.string_value = Some(v.clone());
+                attribute.data_type = Some("String".into());
+                record.message_attributes.insert(k.clone(), attribute);
+            }
+            record
+        })
+        .collect();
+    event
+}
+
+/// Start one poller per queue of the topology.
+pub fn start(deps: Arc<Deps>, topology: &Topology, config: PollerConfig) -> Pollers {
+    let handles = topology
+        .queues
+        .iter()
+        .map(|spec| {
+            let concurrency = spec.reserved_concurrency.map(|c| c as usize).unwrap_or(config.default_concurrency).max(1);
+            let batch = spec.batch_size.clamp(1, 10) as usize;
+            tokio::spawn(poll(deps.clone(), spec.id, batch, concurrency, config.wait))
+        })
+        .collect();
+    Pollers { handles }
+}
+
+async fn poll(deps: Arc<Deps>, queue: QueueId, batch: usize, concurrency: usize, wait: Duration) {
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let function = function_for(queue);
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else { return };
+        let messages = match deps.queue.receive(queue, batch, wait).await {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(queue = %queue.name(), error = %e, "receive failed; backing off");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let deps = deps.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            invoke(deps, queue, function, messages).await;
+        });
+    }
+}
+
+/// One "Lambda invocation": run the handler on a batch and delete what succeeded.
+pub async fn invoke(deps: Arc<Deps>, queue: QueueId, function: Function, messages: Vec<ReceivedMessage>) {
+    let event = sqs_event(queue, &messages);
+    let handler_deps = deps.clone();
+    let outcome = tokio::spawn(async move { handle_sqs(&handler_deps, function, event).await }).await;
+    let failed: HashSet<String> = match outcome {
+        Ok(Ok(response)) => response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
+        Ok(Err(e)) => {
+            error!(queue = %queue.name(), error = %e, "invocation refused the batch");
+            return;
+        }
+        Err(e) => {
+            error!(queue = %queue.name(), error = %e, "invocation crashed; the batch will be redelivered");
+            return;
+        }
+    };
+    for m in messages.iter().filter(|m| !failed.contains(&m.message_id)) {
+        if let Err(e) = deps.queue.delete(queue, &m.receipt_handle).await {
+            warn!(queue = %queue.name(), message_id = %m.message_id, error = %e, "delete failed; the message will be redelivered");
+        }
+    }
+}
+
+/// The whole system in one process on the in-memory adapters: the zero-setup default.
+#[derive(Debug)]
+pub struct Embedded {
+    /// Dependencies handed to every step.
+    pub deps: Arc<Deps>,
+    /// The store, for inspection.
+    pub store: Arc<crate::adapters::memory::MemoryStore>,
+    /// The queues, for inspection.
+    pub queue: Arc<crate::adapters::memory::MemoryQueue>,
+    /// The manifest's queues.
+    pub topology: Topology,
+}
+
+impl Embedded {
+    /// Build the embedded system for `manifest` with the builtin/scripted agent runtime.
+    pub fn new(manifest: Arc<crate::manifest::Manifest>, settings: super::EngineSettings) -> Embedded {
+        Embedded::with_agents(manifest, settings, Arc::new(crate::agents::ManifestAgents))
+    }
+
+    /// Build it with another agent runtime.
+    pub fn with_agents(
+        manifest: Arc<crate::manifest::Manifest>,
+        settings: super::EngineSettings,
+        agents: Arc<dyn crate::ports::AgentRuntime>,
+    ) -> Embedded {
+        let clock: Arc<dyn crate::ports::Clock> = Arc::new(crate::ports::TokioClock::new());
+        let topology = Topology::for_manifest(&manifest);
+        let store = Arc::new(crate::adapters::memory::MemoryStore::new(clock.clone()));
+        let queue = Arc::new(crate::adapters::memory::MemoryQueue::new(&topology));
+        let deps = Arc::new(Deps::new(manifest, store.clone(), queue.clone(), clock, agents, settings));
+        Embedded { deps, store, queue, topology }
+    }
+
+    /// Start the pollers (the "Lambda functions").
+    pub fn start(&self, config: PollerConfig) -> Pollers {
+        start(self.deps.clone(), &self.topology, config)
+    }
+}

@@ -1,0 +1,186 @@
+//! The steps of a query's life, and the Lambda event handlers around them.
+//!
+//! ```text
+//! intake ──► route queue ──► router ──► tier-N queue ──► worker ──► synth queue ──► synthesizer
+//!                              └──── deadline (delayed, chained) ─────────────────►┘
+//! ```
+//!
+//! Each step takes its dependencies ([`Deps`]) first and the event second, reads the truth from
+//! the [`Store`], writes with a condition so a duplicate delivery changes nothing, and sends
+//! pointer messages ([`crate::jobs`]). The same functions run in Lambda, under the local pollers
+//! of `switchyard serve` / `ask`, and in the simulation harness.
+//!
+//! - [`intake`]: validate, classify, check the caller's role, record, enqueue the route job.
+//! - [`router`]: plan from the manifest, record the dispatches, send them, arm the deadline.
+//! - [`worker`]: run one attempt under the tier timeout; retry with backoff; fall back; record
+//!   the handoff; fan in; advance pipelines through their QC gates.
+//! - [`synth`]: claim, merge the handoffs into the seed 000 output with seed 001's confidence
+//!   bands, write it once; the deadline that ends every query.
+//! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
+//! - [`local`]: pollers that feed queues to the handlers like Lambda's SQS event sources.
+
+pub mod handlers;
+pub mod intake;
+pub mod local;
+pub mod router;
+pub mod synth;
+pub mod worker;
+
+use crate::classify::Classifier;
+use crate::jobs::{Job, JobMessage};
+use crate::manifest::Manifest;
+use crate::ports::{
+    AgentRuntime, Clock, Event, EventKind, OutgoingMessage, Queue, QueueError, QueueId, QueryRecord, Store, StoreError,
+    ATTR_CORRELATION_ID,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Tunables of the engine that are not part of the manifest.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// A synthesizer's claim older than this may be taken over (the claimer crashed).
+    pub synth_lease: Duration,
+    /// Longest `?wait=N` accepted (API Gateway's own limit is 29 s).
+    pub max_wait: Duration,
+    /// How often `?wait` re-reads the output.
+    pub wait_poll: Duration,
+    /// Accept the caller from `x-switchyard-user` / `x-switchyard-roles` headers. For
+    /// `switchyard serve` on loopback only; Lambda reads the JWT authorizer's claims.
+    pub dev_identity_headers: bool,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            synth_lease: Duration::from_secs(60),
+            max_wait: Duration::from_secs(25),
+            wait_poll: Duration::from_millis(25),
+            dev_identity_headers: false,
+        }
+    }
+}
+
+/// Everything a step needs, built once per process (CONVENTIONS: dependencies first).
+pub struct Deps {
+    /// The manifest, validated.
+    pub manifest: Arc<Manifest>,
+    /// Built once from the manifest.
+    pub classifier: Arc<Classifier>,
+    /// Source of truth.
+    pub store: Arc<dyn Store>,
+    /// Pointer messages.
+    pub queue: Arc<dyn Queue>,
+    /// Wall-clock time.
+    pub clock: Arc<dyn Clock>,
+    /// Runs agents.
+    pub agents: Arc<dyn AgentRuntime>,
+    /// Tunables.
+    pub settings: EngineSettings,
+    rng: Mutex<StdRng>,
+}
+
+impl std::fmt::Debug for Deps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deps").field("manifest", &self.manifest.name).finish_non_exhaustive()
+    }
+}
+
+impl Deps {
+    /// Dependencies with an RNG seeded from the OS (retry jitter).
+    pub fn new(
+        manifest: Arc<Manifest>,
+        store: Arc<dyn Store>,
+        queue: Arc<dyn Queue>,
+        clock: Arc<dyn Clock>,
+        agents: Arc<dyn AgentRuntime>,
+        settings: EngineSettings,
+    ) -> Deps {
+        let classifier = Arc::new(Classifier::new(&manifest));
+        Deps { manifest, classifier, store, queue, clock, agents, settings, rng: Mutex::new(StdRng::from_os_rng()) }
+    }
+
+    /// Seed the jitter RNG, for simulations that must replay identically.
+    pub fn with_seed(mut self, seed: u64) -> Deps {
+        self.rng = Mutex::new(StdRng::seed_from_u64(seed));
+        self
+    }
+
+    /// A uniformly random fraction in [0, 1) for jitter.
+    fn random_fraction(&self) -> f64 {
+        self.rng.lock().map(|mut r| r.random::<f64>()).unwrap_or(0.5)
+    }
+
+    /// Epoch seconds at which a record written now expires.
+    fn expires_at(&self) -> i64 {
+        self.clock.now().timestamp() + (self.manifest.query.record_ttl.as_millis() / 1_000) as i64
+    }
+
+    /// An event-log entry for `query`.
+    fn event(&self, query: &QueryRecord, key: String, kind: EventKind, detail: Value) -> Event {
+        Event { query_id: query.query_id.clone(), key, at: self.clock.now(), kind, detail, expires_at: query.expires_at }
+    }
+
+    /// Send a job to a queue with the query's correlation id as a message attribute.
+    async fn send(&self, queue: QueueId, job: Job, delay: Duration) -> Result<String, QueueError> {
+        let mut attributes = BTreeMap::new();
+        attributes.insert(ATTR_CORRELATION_ID.to_string(), job.query_id().to_string());
+        let message = OutgoingMessage { body: JobMessage::new(job).to_body(), delay, attributes };
+        self.queue.send(queue, message).await
+    }
+}
+
+/// Why a step could not finish. Both kinds leave the message on its queue (a batch item
+/// failure); it is redelivered and, after the queue's max receives, dead-lettered with this
+/// reason logged.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// A dependency failed; the same message may succeed later.
+    #[error("retryable: {0}")]
+    Retryable(String),
+    /// The message can never succeed (unknown query, wrong queue, corrupt record).
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+impl From<StoreError> for StepError {
+    fn from(e: StoreError) -> StepError {
+        match e {
+            StoreError::Corrupt(m) => StepError::Permanent(format!("corrupt record: {m}")),
+            other => StepError::Retryable(other.to_string()),
+        }
+    }
+}
+
+impl From<QueueError> for StepError {
+    fn from(e: QueueError) -> StepError {
+        StepError::Retryable(e.to_string())
+    }
+}
+
+/// Event-log keys: `<stage>-<rank>-<kind>[-<id>]`, so events written in the same millisecond
+/// still list in the order they happen.
+fn event_key(stage: usize, rank: u8, name: &str, id: &str) -> String {
+    if id.is_empty() {
+        format!("{stage:02}-{rank:02}-{name}")
+    } else {
+        format!("{stage:02}-{rank:02}-{name}-{id}")
+    }
+}
+
+/// Stage number of events after the last stage (deadline, synthesis, final).
+const END_STAGE: usize = 99;
+
+/// FNV-1a hash of bytes, hex: request fingerprints for idempotency keys.
+fn fnv_hex(bytes: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}

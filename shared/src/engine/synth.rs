@@ -1,0 +1,482 @@
+//! Synthesizer: merge the handoffs into one cited, confidence-rated answer, exactly once; and
+//! the deadline that ends every query.
+//!
+//! The synthesizer claims the query (`routed` → `synthesizing`, conditional on its version)
+//! before doing any work, so a duplicate synth job does nothing; a claim older than the lease
+//! is taken over, so a synthesizer that crashed mid-run is resumed. The output and the final
+//! query record are written in one conditional write.
+//!
+//! Confidence bands are seed 001's, internal constants as that seed requires: ≥ 0.80
+//! `confidence_high`; 0.70–0.80 `confidence_medium_caveated`; 0.50–0.70
+//! `confidence_low_partial`; < 0.50 `confidence_too_low_clarify`.
+
+use super::worker::{check_gate, deadline_event_key, slot_handoff};
+use super::{event_key, router, Deps, StepError, END_STAGE};
+use crate::contracts::{
+    AgentHandoff, AgentResult, Citation, ConfidenceBand, ErrorCategory, Evidence, HandoffErrors, HandoffExecution,
+    HandoffStatus, OrchestratorOutput, OutputError, OutputStatus,
+};
+use crate::plan::{DispatchRole, PlannedDispatch};
+use crate::ports::{EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, StoreError};
+use serde_json::{json, Value};
+use tracing::{info, instrument};
+
+/// Lower bound of `confidence_high`.
+pub const BAND_HIGH: f64 = 0.80;
+/// Lower bound of `confidence_medium_caveated`.
+pub const BAND_MEDIUM: f64 = 0.70;
+/// Lower bound of `confidence_low_partial`.
+pub const BAND_LOW: f64 = 0.50;
+
+/// Seed 001's band for a confidence.
+pub fn band(confidence: f64) -> ConfidenceBand {
+    if confidence >= BAND_HIGH {
+        ConfidenceBand::ConfidenceHigh
+    } else if confidence >= BAND_MEDIUM {
+        ConfidenceBand::ConfidenceMediumCaveated
+    } else if confidence >= BAND_LOW {
+        ConfidenceBand::ConfidenceLowPartial
+    } else {
+        ConfidenceBand::ConfidenceTooLowClarify
+    }
+}
+
+/// Handle a synth job (a stage completed).
+#[instrument(skip(deps), fields(query_id = %query_id))]
+pub async fn synthesize(deps: &Deps, query_id: &str) -> Result<(), StepError> {
+    synthesize_inner(deps, query_id, false).await
+}
+
+async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) -> Result<(), StepError> {
+    for _ in 0..5 {
+        let query = deps
+            .store
+            .get_query(query_id)
+            .await?
+            .ok_or_else(|| StepError::Permanent(format!("synth job for unknown query {query_id}")))?;
+        let now = deps.clock.now();
+        match query.status {
+            QueryStatus::Done => return Ok(()),
+            QueryStatus::Accepted => {
+                return Err(StepError::Retryable("synth job before the query was routed".into()));
+            }
+            QueryStatus::Synthesizing => {
+                let fresh = query.synth_claimed_at.is_some_and(|at| {
+                    (now - at).to_std().map(|age| age < deps.settings.synth_lease).unwrap_or(true)
+                });
+                if fresh {
+                    return Err(StepError::Retryable("another synthesizer holds the claim".into()));
+                }
+                info!("taking over a stale synthesis claim");
+            }
+            QueryStatus::Routed => {
+                if !deadline_passed && !ready(deps, &query).await? {
+                    return Ok(()); // spurious: the stage is not complete
+                }
+            }
+        }
+        let mut claimed = query.clone();
+        claimed.status = QueryStatus::Synthesizing;
+        claimed.synth_claimed_at = Some(now);
+        match deps.store.update_query(&claimed, query.version, &[]).await {
+            Ok(()) => {}
+            Err(StoreError::ConditionFailed(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        claimed.version = query.version + 1;
+        let handoffs = deps.store.list_handoffs(query_id).await?;
+        let output = build_output(deps, &claimed, &handoffs, deadline_passed);
+        let mut done = claimed.clone();
+        done.status = QueryStatus::Done;
+        done.outcome = Some(output.status);
+        let events = [
+            deps.event(
+                &claimed,
+                event_key(END_STAGE, 80, "synthesis", ""),
+                EventKind::Synthesis,
+                json!({
+                    "status": output.status,
+                    "response_confidence": output.response_confidence,
+                    "final_reason": output.final_reason,
+                    "citations": output.citations.len(),
+                    "agents": output.agents_dispatched.len(),
+                }),
+            ),
+            deps.event(
+                &claimed,
+                event_key(END_STAGE, 90, "final", ""),
+                EventKind::Final,
+                json!({ "status": output.status, "total_latency_ms": output.total_latency_ms }),
+            ),
+        ];
+        return match deps.store.finish_query(&output, &done, claimed.version, &events).await {
+            Ok(()) => {
+                info!(status = ?output.status, confidence = output.response_confidence, latency_ms = output.total_latency_ms, "query answered");
+                Ok(())
+            }
+            Err(StoreError::ConditionFailed(_)) => Ok(()), // another synthesizer finished it
+            Err(e) => Err(e.into()),
+        };
+    }
+    Err(StepError::Retryable("query record kept changing while synthesizing".into()))
+}
+
+/// Whether the query can be synthesized: the current stage is complete and either it is the
+/// last or the pipeline cannot go on.
+async fn ready(deps: &Deps, query: &QueryRecord) -> Result<bool, StepError> {
+    let Some(plan) = &query.plan else { return Ok(false) };
+    let Some(stage) = plan.stages.get(plan.current_stage) else { return Ok(true) };
+    if !stage.slots().all(|s| query.completed.contains(s)) {
+        return Ok(false);
+    }
+    if plan.current_stage + 1 >= plan.stages.len() {
+        return Ok(true);
+    }
+    let handoffs = deps.store.list_handoffs(&query.query_id).await?;
+    Ok(stage.slots().filter_map(|s| slot_handoff(&handoffs, s)).any(|h| {
+        !h.handoff.execution.status.is_usable() || stage.gate.as_ref().is_some_and(|g| check_gate(g, &h.handoff).is_err())
+    }))
+}
+
+/// Handle a deadline job: re-arm if early; otherwise every outstanding dispatch becomes
+/// `timeout` and the query is synthesized with what it has.
+#[instrument(skip(deps), fields(query_id = %query_id))]
+pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chrono::Utc>) -> Result<(), StepError> {
+    if deps.clock.now() < fire_at {
+        return router::arm_deadline(deps, query_id, fire_at).await;
+    }
+    let Some(query) = deps.store.get_query(query_id).await? else {
+        return Err(StepError::Permanent(format!("deadline for unknown query {query_id}")));
+    };
+    if matches!(query.status, QueryStatus::Done | QueryStatus::Accepted) {
+        return Ok(());
+    }
+    if query.status == QueryStatus::Routed {
+        let handoffs = deps.store.list_handoffs(query_id).await?;
+        let outstanding = outstanding(&query, &handoffs);
+        if !outstanding.is_empty() {
+            let event = deps.event(
+                &query,
+                deadline_event_key(),
+                EventKind::Deadline,
+                json!({ "fire_at": fire_at, "timed_out": outstanding.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>() }),
+            );
+            deps.store.append_events(&[event]).await?;
+        }
+        for planned in outstanding {
+            let record = timeout_record(deps, &query, planned);
+            let event = deps.event(
+                &query,
+                event_key(query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0), 60, "handoff", &planned.dispatch.dispatch_id),
+                EventKind::Handoff,
+                json!({ "dispatch_id": planned.dispatch.dispatch_id, "agent": planned.dispatch.target_agent, "status": "timeout", "error_type": "agent_timeout", "fills_slot": true }),
+            );
+            match deps.store.record_handoff(&record, &[event]).await? {
+                HandoffWrite::Recorded { .. } | HandoffWrite::Duplicate => {}
+            }
+        }
+    }
+    info!("deadline fired");
+    synthesize_inner(deps, query_id, true).await
+}
+
+/// Dispatches of the current stage whose slot is not filled and that have no handoff: the
+/// last dispatch of each open slot (a fallback, if one was sent).
+fn outstanding<'a>(query: &'a QueryRecord, handoffs: &[HandoffRecord]) -> Vec<&'a PlannedDispatch> {
+    let Some(plan) = &query.plan else { return Vec::new() };
+    let Some(stage) = plan.stages.get(plan.current_stage) else { return Vec::new() };
+    stage
+        .dispatches
+        .iter()
+        .filter(|d| !query.completed.contains(&d.slot))
+        .filter(|d| !handoffs.iter().any(|h| h.handoff.dispatch_id == d.dispatch.dispatch_id))
+        .collect()
+}
+
+fn timeout_record(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch) -> HandoffRecord {
+    let now = deps.clock.now();
+    let started = planned.dispatch.metadata.dispatched_at;
+    HandoffRecord {
+        query_id: query.query_id.clone(),
+        slot: Some(planned.slot.clone()),
+        attempts: 0,
+        fallback_for: planned.fallback_for.clone(),
+        engine_caveats: Vec::new(),
+        handoff: AgentHandoff {
+            dispatch_id: planned.dispatch.dispatch_id.clone(),
+            agent_id: planned.dispatch.target_agent.clone(),
+            agent_tier: planned.dispatch.target_tier,
+            execution: HandoffExecution {
+                status: HandoffStatus::Timeout,
+                started_at: started,
+                completed_at: now,
+                latency_ms: (now - started).num_milliseconds().max(0) as u64,
+            },
+            result: Default::default(),
+            artifacts: Default::default(),
+            errors: HandoffErrors {
+                error_type: Some("agent_timeout".into()),
+                error_message: Some("no handoff before the query's deadline".into()),
+                recoverable: false,
+            },
+            metadata: Default::default(),
+        },
+        expires_at: deps.expires_at(),
+    }
+}
+
+/// The text an agent answered with: `primary_output.response`, else `summary`, else the
+/// output as JSON.
+pub fn answer_text(h: &AgentHandoff) -> String {
+    let out = &h.result.primary_output;
+    for key in ["response", "summary", "text", "answer"] {
+        if let Some(s) = out.get(key).and_then(Value::as_str) {
+            return s.to_string();
+        }
+    }
+    match out {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn describe_failure(h: &HandoffRecord) -> String {
+    let reason = h.handoff.errors.error_message.clone().unwrap_or_else(|| format!("{:?}", h.handoff.execution.status).to_lowercase());
+    format!("{} {}: {}", h.handoff.agent_id, status_word(h.handoff.execution.status), reason)
+}
+
+fn status_word(s: HandoffStatus) -> &'static str {
+    match s {
+        HandoffStatus::Success => "succeeded",
+        HandoffStatus::Partial => "answered in part",
+        HandoffStatus::Failed => "failed",
+        HandoffStatus::Timeout => "timed out",
+        HandoffStatus::Blocked => "was blocked",
+    }
+}
+
+/// Merge the handoffs of a query into its output.
+pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord], deadline_passed: bool) -> OrchestratorOutput {
+    let now = deps.clock.now();
+    let empty = crate::plan::Plan { intent: query.parsed.intent.clone(), pipeline: None, stages: vec![], current_stage: 0, deadline_ms: 0 };
+    let plan = query.plan.as_ref().unwrap_or(&empty);
+    let ran: Vec<&PlannedDispatch> = plan.stages.iter().take(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).collect();
+    let handoff_of = |d: &PlannedDispatch| handoffs.iter().find(|h| h.handoff.dispatch_id == d.dispatch.dispatch_id);
+
+    let mut agent_results = Vec::new();
+    let mut caveats: Vec<String> = Vec::new();
+    let mut visualizations = Vec::new();
+    for d in &ran {
+        let Some(h) = handoff_of(d) else { continue };
+        let hf = &h.handoff;
+        agent_results.push(AgentResult {
+            agent_id: hf.agent_id.clone(),
+            agent_tier: hf.agent_tier,
+            status: hf.execution.status,
+            result: hf.result.primary_output.clone(),
+            confidence: hf.result.confidence,
+            latency_ms: hf.execution.latency_ms,
+            error: hf.errors.error_message.clone().filter(|_| !hf.execution.status.is_usable()),
+            attempts: h.attempts,
+            dispatch_id: hf.dispatch_id.clone(),
+            fallback_for: h.fallback_for.as_ref().and_then(|id| plan.dispatch(id)).map(|p| p.dispatch.target_agent.clone()),
+        });
+        visualizations.extend(hf.artifacts.visualizations.iter().cloned());
+    }
+
+    // One final handoff per slot of the stages that ran.
+    let mut slots: Vec<(&PlannedDispatch, Option<&HandoffRecord>)> = Vec::new();
+    for stage in plan.stages.iter().take(plan.current_stage + 1) {
+        for d in stage.dispatches.iter().filter(|d| d.role != DispatchRole::Fallback) {
+            slots.push((d, slot_handoff(handoffs, &d.slot)));
+        }
+    }
+    let usable = |h: Option<&HandoffRecord>| h.is_some_and(|h| h.handoff.execution.status.is_usable());
+
+    // Gate and pipeline state.
+    let mut qc_report = None;
+    if plan.pipeline.is_some() {
+        if let Some(stage) = plan.stages.get(plan.current_stage) {
+            if let Some(gate) = &stage.gate {
+                for slot in stage.slots() {
+                    if let Some(h) = slot_handoff(handoffs, slot) {
+                        if let Err(report) = check_gate(gate, &h.handoff) {
+                            qc_report = Some(report);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let all_usable = slots.iter().all(|(_, h)| usable(*h));
+    let any_usable = slots.iter().any(|(_, h)| usable(*h));
+    let pipeline_finished = plan.current_stage + 1 >= plan.stages.len();
+    let mut status = if qc_report.is_some() {
+        OutputStatus::Blocked
+    } else if plan.pipeline.is_some() {
+        if all_usable && pipeline_finished {
+            OutputStatus::Success
+        } else {
+            OutputStatus::Failed
+        }
+    } else if all_usable {
+        OutputStatus::Success
+    } else if any_usable {
+        OutputStatus::Partial
+    } else {
+        OutputStatus::Failed
+    };
+    let partial_answers = slots.iter().any(|(_, h)| h.is_some_and(|h| h.handoff.execution.status == HandoffStatus::Partial));
+    if status == OutputStatus::Success && partial_answers {
+        status = OutputStatus::Partial;
+    }
+
+    // Confidence: the answering agents' confidence, weighted (primary 2, others 1), over all
+    // slots — a slot that did not answer counts as zero. A pipeline's is its last step's.
+    let weight = |d: &PlannedDispatch| if matches!(d.role, DispatchRole::Primary) { 2.0 } else { 1.0 };
+    let response_confidence = if plan.pipeline.is_some() {
+        if status == OutputStatus::Success {
+            slots.last().and_then(|(_, h)| *h).map(|h| h.handoff.result.confidence).unwrap_or(0.0)
+        } else {
+            0.0
+        }
+    } else {
+        let total: f64 = slots.iter().map(|(d, _)| weight(d)).sum();
+        let got: f64 = slots.iter().filter(|(_, h)| usable(*h)).map(|(d, h)| weight(d) * h.map_or(0.0, |h| h.handoff.result.confidence)).sum();
+        if total > 0.0 {
+            (got / total).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    };
+    let response_confidence = (response_confidence * 1_000.0).round() / 1_000.0;
+
+    // Caveats: what failed, what stood in, what the agents and the engine flagged.
+    for (d, h) in &slots {
+        match h {
+            None => caveats.push(format!("{} did not answer", d.dispatch.target_agent)),
+            Some(h) if !h.handoff.execution.status.is_usable() => caveats.push(describe_failure(h)),
+            Some(h) => {
+                if let Some(original) = h.fallback_for.as_ref().and_then(|id| handoffs.iter().find(|x| &x.handoff.dispatch_id == id)) {
+                    caveats.push(format!("{}; {} answered in its place", describe_failure(original), h.handoff.agent_id));
+                }
+            }
+        }
+    }
+    if plan.pipeline.is_some() && !pipeline_finished {
+        let skipped: Vec<&str> = plan.stages.iter().skip(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).map(|d| d.dispatch.target_agent.as_str()).collect();
+        if !skipped.is_empty() {
+            caveats.push(format!("pipeline stopped before {}", skipped.join(", ")));
+        }
+    }
+    if deadline_passed && !all_usable {
+        caveats.push("the query reached its deadline before every agent answered".into());
+    }
+    for (_, h) in &slots {
+        if let Some(h) = h.filter(|h| h.handoff.execution.status.is_usable()) {
+            caveats.extend(h.handoff.result.caveats.iter().map(|c| format!("{}: {c}", h.handoff.agent_id)));
+            caveats.extend(h.engine_caveats.iter().cloned());
+        }
+    }
+
+    // Citations from evidence, de-duplicated by source id.
+    let mut citations: Vec<Citation> = Vec::new();
+    for (_, h) in &slots {
+        let Some(h) = h.filter(|h| h.handoff.execution.status.is_usable()) else { continue };
+        let agent = deps.manifest.agent(&h.handoff.agent_id);
+        let default_type = agent.map(|a| a.citation_source).unwrap_or(crate::contracts::CitationSourceType::AgentActivity);
+        for (n, e) in h.handoff.result.evidence.iter().enumerate() {
+            let c = match e {
+                Evidence::Text(text) => Citation {
+                    source_type: default_type,
+                    source_id: format!("{}#{}", h.handoff.agent_id, n + 1),
+                    relevance: h.handoff.result.confidence,
+                    text: Some(text.clone()),
+                    agent_id: Some(h.handoff.agent_id.clone()),
+                },
+                Evidence::Sourced { source_type, source_id, text, relevance } => Citation {
+                    source_type: *source_type,
+                    source_id: source_id.clone(),
+                    relevance: relevance.unwrap_or(h.handoff.result.confidence),
+                    text: text.clone(),
+                    agent_id: Some(h.handoff.agent_id.clone()),
+                },
+            };
+            if !citations.iter().any(|x| x.source_id == c.source_id) {
+                citations.push(c);
+            }
+        }
+    }
+
+    // The answer text: primary first, then supporting answers; pipelines end on the last step.
+    let answers: Vec<String> = if plan.pipeline.is_some() {
+        slots.iter().filter_map(|(_, h)| h.filter(|h| h.handoff.execution.status.is_usable())).map(|h| answer_text(&h.handoff)).filter(|t| !t.is_empty()).collect()
+    } else {
+        slots.iter().filter_map(|(_, h)| *h).filter(|h| h.handoff.execution.status.is_usable()).map(|h| answer_text(&h.handoff)).filter(|t| !t.is_empty()).collect()
+    };
+    let band = band(response_confidence);
+    let mut error = None;
+    let response_text = match status {
+        OutputStatus::Blocked => {
+            error = Some(OutputError { category: ErrorCategory::QcGateBlocked, message: "a QC gate stopped the pipeline; see qc_report".into() });
+            format!("The {} pipeline was stopped by its QC gate; nothing after it ran. {}", plan.pipeline.clone().unwrap_or_default(), answers.join(" "))
+                .trim()
+                .to_string()
+        }
+        OutputStatus::Failed => {
+            let timed_out = slots.iter().any(|(_, h)| h.is_none_or(|h| h.handoff.execution.status == HandoffStatus::Timeout));
+            let category = if timed_out { ErrorCategory::AgentTimeout } else { ErrorCategory::AgentError };
+            let reasons: Vec<String> = slots.iter().filter_map(|(_, h)| *h).filter(|h| !h.handoff.execution.status.is_usable()).map(describe_failure).collect();
+            error = Some(OutputError { category, message: reasons.join("; ") });
+            format!("Switchyard could not answer this question: {}.", if reasons.is_empty() { "no agent answered".to_string() } else { reasons.join("; ") })
+        }
+        _ => answers.join("\n\n"),
+    };
+    if matches!(status, OutputStatus::Success | OutputStatus::Partial) {
+        match band {
+            ConfidenceBand::ConfidenceHigh => {}
+            ConfidenceBand::ConfidenceMediumCaveated => caveats.push(format!(
+                "Moderate confidence ({response_confidence:.2}): treat the figures as indicative and check them against the cited sources."
+            )),
+            ConfidenceBand::ConfidenceLowPartial => caveats.push(format!(
+                "Limited confidence ({response_confidence:.2}): only part of the question could be answered reliably."
+            )),
+            ConfidenceBand::ConfidenceTooLowClarify => caveats.push(format!(
+                "Confidence is too low ({response_confidence:.2}) to rely on this answer. Could you clarify the question — the product, region, metric or period you mean?"
+            )),
+        }
+    }
+
+    // Follow-ups from the agents that answered.
+    let mut follow_up_suggestions: Vec<String> = Vec::new();
+    for (_, h) in &slots {
+        if let Some(agent) = h.filter(|h| h.handoff.execution.status.is_usable()).and_then(|h| deps.manifest.agent(&h.handoff.agent_id)) {
+            for f in &agent.follow_ups {
+                if !follow_up_suggestions.contains(f) && follow_up_suggestions.len() < 5 {
+                    follow_up_suggestions.push(f.clone());
+                }
+            }
+        }
+    }
+
+    OrchestratorOutput {
+        query_id: query.query_id.clone(),
+        status,
+        response_text,
+        response_confidence,
+        agents_dispatched: ran.iter().map(|d| d.dispatch.target_agent.clone()).collect(),
+        agent_results,
+        citations,
+        visualizations,
+        follow_up_suggestions,
+        total_latency_ms: (now - query.accepted_at).num_milliseconds().max(0) as u64,
+        timestamp: now,
+        intent: query.parsed.intent.clone(),
+        final_reason: Some(band).filter(|_| matches!(status, OutputStatus::Success | OutputStatus::Partial)),
+        caveats,
+        warnings: query.warnings.clone(),
+        error,
+        qc_report,
+    }
+}
