@@ -1,0 +1,1 @@
+//! Intake validation of `POST /v1/queries` bodies.
