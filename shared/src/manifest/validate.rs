@@ -89,7 +89,7 @@ impl<'m> Check<'m> {
     }
 
     /// Reports every id after its first occurrence; `section` is the list's name.
-    fn unique<'a>(&mut self, section: &str, field: &str, what: &str, ids: impl Iterator<Item = String>) {
+    fn unique(&mut self, section: &str, field: &str, what: &str, ids: impl Iterator<Item = String>) {
         let mut first: BTreeMap<String, usize> = BTreeMap::new();
         for (i, id) in ids.enumerate() {
             match first.get(&id) {
