@@ -3,6 +3,7 @@
 
 mod ask;
 mod serve;
+mod validate_cmd;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -22,6 +23,12 @@ enum Command {
     Ask(ask::AskArgs),
     /// Serve the intake HTTP API on 127.0.0.1 with the workers running in-process.
     Serve(ask::ServeArgs),
+    /// Check a manifest: a summary when valid, every problem (path, line, rule) when not.
+    Validate {
+        /// The manifest (default: ./routing.yaml).
+        #[arg(default_value = "routing.yaml")]
+        file: PathBuf,
+    },
 }
 
 /// Load the manifest from a file, or the embedded `routing.yaml`.
@@ -53,6 +60,7 @@ async fn main() -> ExitCode {
             init_tracing(true);
             ask::serve(args).await
         }
+        Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
     };
     match result {
         Ok(code) => ExitCode::from(code),
