@@ -1,1 +1,223 @@
-//! Shared helpers for Switchyard's cross-crate tests live in the test files themselves.
+//! Test harness shared by Switchyard's cross-crate tests.
+//!
+//! Events are built from the canonical AWS sample events under `fixtures/events/` (an API
+//! Gateway HTTP API request with a JWT authorizer, an SQS event), changed only where a test
+//! needs its own path, body, caller or message bodies — so the handlers are exercised with the
+//! shapes Lambda really delivers.
+
+use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use aws_lambda_events::sqs::SqsEvent;
+use serde_json::{json, Value};
+use shared::contracts::OrchestratorOutput;
+use shared::engine::handlers::handle_http;
+use shared::engine::local::{Embedded, PollerConfig, Pollers};
+use shared::manifest::Manifest;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `tests/fixtures/<rel>`.
+pub fn fixture(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel)
+}
+
+/// Read a fixture as text.
+pub fn fixture_text(rel: &str) -> String {
+    std::fs::read_to_string(fixture(rel)).unwrap_or_else(|e| panic!("fixture {rel}: {e}"))
+}
+
+/// The shipped `routing.yaml`.
+pub fn shipped_manifest() -> Manifest {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../routing.yaml");
+    Manifest::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A manifest fixture.
+pub fn manifest_fixture(rel: &str) -> Manifest {
+    Manifest::load(&fixture(rel)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The canonical API Gateway v2 request (JWT authorizer), re-aimed at `method path?query` with
+/// `body` from caller `user` with `roles`.
+pub fn api_request(method: &str, path: &str, query: &str, body: Option<&str>, user: &str, roles: &str) -> ApiGatewayV2httpRequest {
+    let mut event: Value = serde_json::from_str(&fixture_text("events/apigw-v2-request-jwt-authorizer.json")).expect("fixture parses");
+    event["rawPath"] = json!(path);
+    event["rawQueryString"] = json!(query);
+    let params: serde_json::Map<String, Value> = query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    event["queryStringParameters"] = Value::Object(params);
+    event["requestContext"]["http"]["method"] = json!(method);
+    event["requestContext"]["http"]["path"] = json!(path);
+    event["requestContext"]["authorizer"]["jwt"]["claims"] = json!({ "sub": user, "roles": roles });
+    event["headers"]["content-type"] = json!("application/json");
+    event["body"] = body.map_or(Value::Null, |b| json!(b));
+    serde_json::from_value(event).expect("event deserializes")
+}
+
+/// The canonical SQS event with one record per body (message ids `MessageID_1`, …).
+pub fn sqs_event(bodies: &[&str]) -> SqsEvent {
+    let sample: Value = serde_json::from_str(&fixture_text("events/sqs-event.json")).expect("fixture parses");
+    let template = sample["Records"][0].clone();
+    let records: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let mut r = template.clone();
+            r["messageId"] = json!(format!("MessageID_{}", i + 1));
+            r["body"] = json!(b);
+            r["attributes"]["ApproximateReceiveCount"] = json!("1");
+            r
+        })
+        .collect();
+    serde_json::from_value(json!({ "Records": records })).expect("event deserializes")
+}
+
+/// The body of a handler response as JSON.
+pub fn json_body(response: &ApiGatewayV2httpResponse) -> Value {
+    match &response.body {
+        Some(aws_lambda_events::encodings::Body::Text(t)) => serde_json::from_str(t).unwrap_or(Value::String(t.clone())),
+        _ => Value::Null,
+    }
+}
+
+/// The body of a handler response as text.
+pub fn text_body(response: &ApiGatewayV2httpResponse) -> String {
+    match &response.body {
+        Some(aws_lambda_events::encodings::Body::Text(t)) => t.clone(),
+        _ => String::new(),
+    }
+}
+
+/// An embedded system with its pollers running.
+pub struct Harness {
+    /// The system.
+    pub system: Embedded,
+    _pollers: Pollers,
+}
+
+impl Harness {
+    /// Start `manifest` on the in-memory adapters.
+    pub fn start(manifest: Manifest) -> Harness {
+        Harness::from_system(Embedded::new(Arc::new(manifest), Default::default()))
+    }
+
+    /// Start an already built system.
+    pub fn from_system(system: Embedded) -> Harness {
+        let pollers = system.start(PollerConfig { wait: Duration::from_secs(20), default_concurrency: 16 });
+        Harness { system, _pollers: pollers }
+    }
+
+    /// POST a raw question through the intake handler; returns the response.
+    pub async fn post(&self, question: &str, user: &str, roles: &str) -> ApiGatewayV2httpResponse {
+        let body = json!({ "query": question }).to_string();
+        handle_http(&self.system.deps, api_request("POST", "/v1/queries", "", Some(&body), user, roles)).await
+    }
+
+    /// Ask and wait for the output (virtual time advances while waiting).
+    pub async fn ask(&self, question: &str) -> OrchestratorOutput {
+        let response = self.post(question, "analyst-1", "").await;
+        assert_eq!(response.status_code, 202, "intake answered {}", text_body(&response));
+        let id = json_body(&response)["query_id"].as_str().expect("query id").to_string();
+        self.output(&id).await
+    }
+
+    /// Wait (up to an hour of virtual time) for a query's output.
+    pub async fn output(&self, query_id: &str) -> OrchestratorOutput {
+        for _ in 0..360_000 {
+            if let Some(o) = self.system.deps.store.get_output(query_id).await.expect("store") {
+                return o;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("query {query_id} never finished");
+    }
+
+    /// Messages left on every queue (dead-letter queues included), by queue name.
+    pub async fn leftover_messages(&self) -> Vec<(String, u64)> {
+        use shared::ports::Queue as _;
+        let mut left = Vec::new();
+        for q in self.system.queue.queue_ids() {
+            let d = self.system.queue.depth(q).await.expect("depth");
+            if d.total() > 0 {
+                left.push((q.name(), d.total()));
+            }
+        }
+        left
+    }
+}
+
+/// A store wrapper that counts what the steps did to it, to check effects happen once
+/// whatever the deliveries: synthesis claims, outputs written, handoffs recorded.
+pub struct ObservedStore {
+    inner: Arc<dyn shared::ports::Store>,
+    /// Successful claims (`routed`/`synthesizing` → `synthesizing`).
+    pub synth_claims: std::sync::atomic::AtomicU64,
+    /// Successful `finish_query` calls.
+    pub outputs_written: std::sync::atomic::AtomicU64,
+    /// Handoffs recorded (not duplicates).
+    pub handoffs_recorded: std::sync::atomic::AtomicU64,
+}
+
+impl ObservedStore {
+    /// Wrap a store.
+    pub fn new(inner: Arc<dyn shared::ports::Store>) -> ObservedStore {
+        ObservedStore {
+            inner,
+            synth_claims: Default::default(),
+            outputs_written: Default::default(),
+            handoffs_recorded: Default::default(),
+        }
+    }
+}
+
+#[shared::async_trait]
+impl shared::ports::Store for ObservedStore {
+    async fn create_query(&self, q: &shared::ports::QueryRecord, e: &[shared::ports::Event]) -> Result<(), shared::ports::StoreError> {
+        self.inner.create_query(q, e).await
+    }
+    async fn get_query(&self, id: &str) -> Result<Option<shared::ports::QueryRecord>, shared::ports::StoreError> {
+        self.inner.get_query(id).await
+    }
+    async fn find_idempotency_key(&self, u: &str, k: &str) -> Result<Option<String>, shared::ports::StoreError> {
+        self.inner.find_idempotency_key(u, k).await
+    }
+    async fn update_query(&self, q: &shared::ports::QueryRecord, v: u64, e: &[shared::ports::Event]) -> Result<(), shared::ports::StoreError> {
+        let r = self.inner.update_query(q, v, e).await;
+        if r.is_ok() && q.status == shared::ports::QueryStatus::Synthesizing {
+            self.synth_claims.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        r
+    }
+    async fn record_handoff(&self, h: &shared::ports::HandoffRecord, e: &[shared::ports::Event]) -> Result<shared::ports::HandoffWrite, shared::ports::StoreError> {
+        let r = self.inner.record_handoff(h, e).await;
+        if matches!(r, Ok(shared::ports::HandoffWrite::Recorded { .. })) {
+            self.handoffs_recorded.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        r
+    }
+    async fn get_handoff(&self, q: &str, d: &str) -> Result<Option<shared::ports::HandoffRecord>, shared::ports::StoreError> {
+        self.inner.get_handoff(q, d).await
+    }
+    async fn list_handoffs(&self, q: &str) -> Result<Vec<shared::ports::HandoffRecord>, shared::ports::StoreError> {
+        self.inner.list_handoffs(q).await
+    }
+    async fn finish_query(&self, o: &OrchestratorOutput, q: &shared::ports::QueryRecord, v: u64, e: &[shared::ports::Event]) -> Result<(), shared::ports::StoreError> {
+        let r = self.inner.finish_query(o, q, v, e).await;
+        if r.is_ok() {
+            self.outputs_written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        r
+    }
+    async fn get_output(&self, q: &str) -> Result<Option<OrchestratorOutput>, shared::ports::StoreError> {
+        self.inner.get_output(q).await
+    }
+    async fn append_events(&self, e: &[shared::ports::Event]) -> Result<(), shared::ports::StoreError> {
+        self.inner.append_events(e).await
+    }
+    async fn list_events(&self, q: &str) -> Result<Vec<shared::ports::Event>, shared::ports::StoreError> {
+        self.inner.list_events(q).await
+    }
+}

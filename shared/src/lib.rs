@@ -36,3 +36,6 @@ pub mod plan;
 pub mod ports;
 pub mod topology;
 pub mod validation;
+
+#[doc(hidden)]
+pub use async_trait::async_trait;

@@ -143,8 +143,8 @@ fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Validatio
 fn path_error(prefix: &str, e: serde_path_to_error::Error<serde_json::Error>) -> ValidationError {
     let path = e.path().to_string();
     let field = match (prefix.is_empty(), path.as_str()) {
-        (true, ".") => "body".to_string(),
-        (false, ".") => prefix.to_string(),
+        (true, "." | "?") => "body".to_string(),
+        (false, "." | "?") => prefix.to_string(),
         (true, _) => path,
         (false, _) => format!("{prefix}.{path}"),
     };

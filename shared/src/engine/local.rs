@@ -168,12 +168,34 @@ impl Embedded {
         settings: super::EngineSettings,
         agents: Arc<dyn crate::ports::AgentRuntime>,
     ) -> Embedded {
+        Embedded::build(manifest, settings, agents, None)
+    }
+
+    /// Build it with the queues wrapped in a [`crate::adapters::faults::FaultyQueue`]
+    /// (duplicates, reordering) and every random choice seeded.
+    pub fn with_faults(manifest: Arc<crate::manifest::Manifest>, faults: crate::adapters::faults::QueueFaults, seed: u64) -> Embedded {
+        Embedded::build(manifest, super::EngineSettings::default(), Arc::new(crate::agents::ManifestAgents), Some((faults, seed)))
+    }
+
+    fn build(
+        manifest: Arc<crate::manifest::Manifest>,
+        settings: super::EngineSettings,
+        agents: Arc<dyn crate::ports::AgentRuntime>,
+        faults: Option<(crate::adapters::faults::QueueFaults, u64)>,
+    ) -> Embedded {
         let clock: Arc<dyn crate::ports::Clock> = Arc::new(crate::ports::TokioClock::new());
         let topology = Topology::for_manifest(&manifest);
         let store = Arc::new(crate::adapters::memory::MemoryStore::new(clock.clone()));
         let queue = Arc::new(crate::adapters::memory::MemoryQueue::new(&topology));
-        let deps = Arc::new(Deps::new(manifest, store.clone(), queue.clone(), clock, agents, settings));
-        Embedded { deps, store, queue, topology }
+        let (port, seed): (Arc<dyn crate::ports::Queue>, Option<u64>) = match faults {
+            Some((f, seed)) => (Arc::new(crate::adapters::faults::FaultyQueue::new(queue.clone(), f, seed)), Some(seed)),
+            None => (queue.clone(), None),
+        };
+        let mut deps = Deps::new(manifest, store.clone(), port, clock, agents, settings);
+        if let Some(seed) = seed {
+            deps = deps.with_seed(seed);
+        }
+        Embedded { deps: Arc::new(deps), store, queue, topology }
     }
 
     /// Start the pollers (the "Lambda functions").
