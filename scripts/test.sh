@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Switchyard's test command (README; CI runs exactly this through .ci/run).
+#
+# From a fresh clone it builds the workspace (a warning fails the run), installs and starts a
+# local SQS + DynamoDB endpoint on 127.0.0.1 (moto, in its own venv), runs every test — unit,
+# handler, pipeline and the adapter / end-to-end tests against that endpoint — then the
+# `switchyard serve` smoke test and the SAM template lint, and stops the endpoint on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+step() { printf '\n==> %s  [%ss]\n' "$*" "$(( $(date +%s) - started ))"; }
+
+step "build the workspace (warnings fail the run)"
+log=$(mktemp)
+cargo build --workspace --all-targets 2>&1 | tee "$log"
+if grep -qE '^warning' "$log"; then
+  echo "test.sh: the build has warnings (above); fix them" >&2
+  exit 1
+fi
+
+if [ -f scripts/moto.sh ]; then
+  step "start the local SQS + DynamoDB endpoint"
+  # shellcheck source=scripts/moto.sh
+  source scripts/moto.sh
+  moto_start
+  trap moto_stop EXIT
+fi
+
+step "tests"
+cargo test --workspace --all-targets
+
+step "switchyard serve smoke test"
+bash tests/smoke_serve.sh
+
+if [ -f scripts/cfn-lint.sh ]; then
+  step "SAM template lint"
+  bash scripts/cfn-lint.sh
+fi
+
+step "all green"
