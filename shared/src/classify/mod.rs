@@ -64,6 +64,9 @@ const MAX_ENTITY_TOKENS: usize = 20_000;
 const BIGRAM_WEIGHT: f64 = 1.5;
 /// Weight of the nearest-utterance similarity relative to the votes.
 const NEAREST_WEIGHT: f64 = 2.0;
+/// Pseudo-count shrinking the vote of rarely seen terms: a term seen in n documents votes
+/// with weight n / (n + SUPPORT_PRIOR).
+const SUPPORT_PRIOR: f64 = 1.0;
 /// Discount of a term reached through a typo-tolerant match.
 const FUZZY_TERM_WEIGHT: f64 = 0.7;
 /// Least trigram overlap (Dice) for a typo-tolerant term match.
@@ -455,8 +458,10 @@ impl Classifier {
                 continue;
             }
             let idf = (1.0 + k as f64 / used as f64).ln();
+            let support: f64 = counts.iter().sum::<f64>() - f64::from(u8::from(held.is_some_and(|e| e.terms.iter().any(|&(x, _)| x == id))));
+            let shrink = support / (support + SUPPORT_PRIOR);
             for j in 0..k {
-                scores[j] += weight * idf * shares[j] / sum;
+                scores[j] += weight * idf * shrink * shares[j] / sum;
             }
         }
         // Nearest utterance per intent.

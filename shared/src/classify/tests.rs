@@ -163,3 +163,23 @@ fn bench_reports_a_median_and_p99() {
     assert_eq!(report.n, 2);
     assert!(report.median_us <= report.p99_us);
 }
+
+#[test]
+#[ignore = "debugging aid: prints per-term votes of CLASSIFY_DEBUG"]
+fn print_term_votes() {
+    let c = shipped();
+    let text = std::env::var("CLASSIFY_DEBUG").unwrap_or_default();
+    let tokens = tokenize(&text, 512);
+    let features = c.features(&tokens);
+    let k = c.intents.len();
+    let names: HashMap<u32, &String> = c.vocab.iter().map(|(w, id)| (*id, w)).collect();
+    for (id, w) in &features {
+        let counts = &c.counts[*id as usize * k..(*id as usize + 1) * k];
+        let row: Vec<String> = counts.iter().enumerate().filter(|(_, c)| **c > 0.0).map(|(j, x)| format!("{}:{x}", c.intents[j])).collect();
+        println!("{:<24} w={w:.2} idf={:.2} {}", names[id], c.idf[*id as usize], row.join(" "));
+    }
+    let scores = c.scores(&features, None);
+    for (j, s) in scores.iter().enumerate() {
+        println!("{:<20} {s:.3}", c.intents[j]);
+    }
+}
