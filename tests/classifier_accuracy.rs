@@ -92,3 +92,24 @@ fn a_holdout_set_written_after_the_manifest_was_tuned_reports_its_accuracy() {
     println!("holdout accuracy: {right}/{n} = {:.1}%", accuracy * 100.0);
     assert!(accuracy >= 0.75, "holdout accuracy {accuracy:.3} is below 0.75");
 }
+
+#[test]
+fn prints_the_classification_time_on_the_labelled_questions() {
+    // Timings are printed, never asserted: they depend on the machine and the build profile.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = Manifest::load(&root.join("../routing.yaml")).expect("routing.yaml loads");
+    let text = std::fs::read_to_string(root.join("fixtures/labelled_questions.jsonl")).expect("fixture exists");
+    let queries: Vec<String> =
+        text.lines().filter_map(|l| serde_json::from_str::<Labelled>(l).ok()).map(|l| l.query).collect();
+    let started = std::time::Instant::now();
+    let classifier = Classifier::new(&manifest);
+    let built = started.elapsed();
+    let report = shared::classify::bench(&classifier, &queries, 20);
+    println!(
+        "classify: built in {:.1} ms; median {:.1} µs, p99 {:.1} µs over {} queries x 20 rounds",
+        built.as_secs_f64() * 1e3,
+        report.median_us,
+        report.p99_us,
+        report.n
+    );
+}
