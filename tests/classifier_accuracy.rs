@@ -34,8 +34,10 @@ fn the_shipped_manifest_classifies_unseen_questions_with_at_least_90_percent_acc
     // WHEN each is classified
     let mut misses: BTreeMap<&str, Vec<(&str, String, f64)>> = BTreeMap::new();
     let mut per_intent: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let mut confidences: Vec<(f64, bool, bool)> = Vec::new();
     for q in &questions {
         let c = classifier.classify(&q.query);
+        confidences.push((c.confidence, c.ambiguity_flag, c.intent == q.intent));
         let entry = per_intent.entry(q.intent.as_str()).or_default();
         entry.1 += 1;
         if c.intent == q.intent {
@@ -54,6 +56,14 @@ fn the_shipped_manifest_classifies_unseen_questions_with_at_least_90_percent_acc
         accuracy * 100.0,
         classifier.self_check() * 100.0,
         classifier.temperature()
+    );
+    println!(
+        "  mean confidence {:.2}; flagged ambiguous {}/{}; accuracy when not flagged {}/{}",
+        confidences.iter().map(|c| c.0).sum::<f64>() / confidences.len() as f64,
+        confidences.iter().filter(|c| c.1).count(),
+        confidences.len(),
+        confidences.iter().filter(|c| !c.1 && c.2).count(),
+        confidences.iter().filter(|c| !c.1).count(),
     );
     for (intent, (ok, n)) in &per_intent {
         println!("  {intent:<18} {ok:>2}/{n}");

@@ -61,12 +61,15 @@ const MAX_INTENT_TOKENS: usize = 512;
 /// At most this many words are read for entities (a 100 KB paste stays fast).
 const MAX_ENTITY_TOKENS: usize = 20_000;
 /// Weight of a bigram term relative to a unigram.
-const BIGRAM_WEIGHT: f64 = 1.5;
+const BIGRAM_WEIGHT: f64 = 0.25;
 /// Weight of the nearest-utterance similarity relative to the votes.
 const NEAREST_WEIGHT: f64 = 2.0;
 /// Pseudo-count shrinking the vote of rarely seen terms: a term seen in n documents votes
 /// with weight n / (n + SUPPORT_PRIOR).
 const SUPPORT_PRIOR: f64 = 1.0;
+/// Weight of the first content word: in "refit the forecast model" the verb says what is
+/// asked, the later nouns what it is about.
+const FIRST_WORD_WEIGHT: f64 = 1.5;
 /// Discount of a term reached through a typo-tolerant match.
 const FUZZY_TERM_WEIGHT: f64 = 0.7;
 /// Least trigram overlap (Dice) for a typo-tolerant term match.
@@ -230,11 +233,12 @@ impl Classifier {
                 documents.push((i, utterance.clone(), true));
             }
         }
-        let mut example_terms: Vec<(usize, Vec<u32>)> = Vec::new();
+        let mut example_terms: Vec<(usize, Vec<u32>, Option<u32>)> = Vec::new();
         for (intent, text, is_utterance) in &documents {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
             common_words.extend(tokens.iter().map(|t| t.text.clone()));
             let terms = classifier.terms(&tokens);
+            let first = terms.unigrams.first().map(|u| classifier.intern(u, false));
             let mut ids: Vec<u32> = Vec::with_capacity(terms.unigrams.len() + terms.bigrams.len());
             for u in &terms.unigrams {
                 ids.push(classifier.intern(u, false));
@@ -249,7 +253,7 @@ impl Classifier {
             }
             classifier.totals[*intent] += 1.0;
             if *is_utterance {
-                example_terms.push((*intent, ids));
+                example_terms.push((*intent, ids, first));
             }
         }
         let terms = classifier.is_bigram.len();
@@ -260,10 +264,19 @@ impl Classifier {
             })
             .collect();
         classifier.postings = vec![Vec::new(); terms];
-        for (intent, ids) in example_terms {
+        for (intent, ids, first) in example_terms {
             let terms: Vec<(u32, f64)> = ids
                 .iter()
-                .map(|&id| (id, if classifier.is_bigram[id as usize] { BIGRAM_WEIGHT } else { 1.0 }))
+                .map(|&id| {
+                    let weight = if classifier.is_bigram[id as usize] {
+                        BIGRAM_WEIGHT
+                    } else if Some(id) == first {
+                        FIRST_WORD_WEIGHT
+                    } else {
+                        1.0
+                    };
+                    (id, weight)
+                })
                 .collect();
             let norm = terms.iter().map(|&(id, w)| (w * classifier.idf[id as usize]).powi(2)).sum::<f64>().sqrt();
             let e = classifier.examples.len() as u32;
@@ -382,12 +395,13 @@ impl Classifier {
     fn features(&self, tokens: &[Token]) -> Vec<(u32, f64)> {
         let terms = self.terms(tokens);
         let mut features: Vec<(u32, f64)> = Vec::with_capacity(terms.unigrams.len() * 2);
-        for u in &terms.unigrams {
+        for (position, u) in terms.unigrams.iter().enumerate() {
+            let weight = if position == 0 { FIRST_WORD_WEIGHT } else { 1.0 };
             match self.vocab.get(u) {
-                Some(&id) => features.push((id, 1.0)),
+                Some(&id) => features.push((id, weight)),
                 None => {
                     if let Some((id, similarity)) = self.nearest_term(u) {
-                        features.push((id, FUZZY_TERM_WEIGHT * similarity));
+                        features.push((id, weight * FUZZY_TERM_WEIGHT * similarity));
                     }
                 }
             }

@@ -125,9 +125,8 @@ pub(crate) fn stem(word: &str) -> String {
     if w.ends_with("ies") && w.len() > 4 {
         w.truncate(w.len() - 3);
         w.push('y');
-    } else if w.ends_with("sses") {
-        w.truncate(w.len() - 2);
-    } else if w.ends_with("ches") || w.ends_with("shes") || w.ends_with("xes") || w.ends_with("zes") {
+    } else if w.ends_with("sses")
+        || w.ends_with("ches") || w.ends_with("shes") || w.ends_with("xes") || w.ends_with("zes") {
         w.truncate(w.len() - 2);
     } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") && w.len() > 3 {
         w.truncate(w.len() - 1);
