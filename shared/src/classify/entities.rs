@@ -176,15 +176,20 @@ impl EntityExtractor {
         }
         found.sort_by_key(|f| f.start);
         let mut out: Vec<ParsedEntity> = Vec::new();
+        let mut seen: HashMap<(EntityType, String), usize> = HashMap::new();
         for f in found {
-            match out.iter_mut().find(|e| e.entity_type == f.entity.entity_type && e.value == f.entity.value) {
-                Some(existing) => {
+            match seen.get(&(f.entity.entity_type, f.entity.value.clone())) {
+                Some(&at) => {
+                    let existing = &mut out[at];
                     if f.entity.confidence > existing.confidence {
                         existing.confidence = f.entity.confidence;
                         existing.source = f.entity.source;
                     }
                 }
-                None => out.push(f.entity),
+                None => {
+                    seen.insert((f.entity.entity_type, f.entity.value.clone()), out.len());
+                    out.push(f.entity);
+                }
             }
         }
         out
@@ -202,9 +207,19 @@ impl EntityExtractor {
             return None;
         }
         let limit = if len >= 8 { 2 } else { 1 };
+        let first = token.text.chars().next();
         let mut best: Option<(usize, usize)> = None;
         for &c in &self.fuzzy_candidates {
-            let d = edit_distance(&token.text, &self.spellings[c].words[0], limit);
+            let spelling = &self.spellings[c].words[0];
+            // Typos rarely hit the first letter; two edits only between words of about the
+            // same length ("conversation" is not a typo of "conversion").
+            if spelling.chars().next() != first {
+                continue;
+            }
+            let d = edit_distance(&token.text, spelling, limit);
+            if d == 2 && spelling.chars().count().abs_diff(len) > 1 {
+                continue;
+            }
             if d <= limit && best.map(|(_, bd)| d < bd).unwrap_or(true) {
                 best = Some((c, d));
             }
@@ -282,6 +297,7 @@ fn unit(text: &str) -> Option<&'static str> {
         "month" | "months" | "mo" | "mos" | "mth" | "mths" => "month",
         "quarter" | "quarters" | "qtr" | "qtrs" => "quarter",
         "year" | "years" | "yr" | "yrs" => "year",
+        "hour" | "hours" | "hr" | "hrs" => "hour",
         _ => return None,
     })
 }

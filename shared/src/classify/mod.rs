@@ -199,6 +199,26 @@ impl Classifier {
             }
         }
 
+        // Documents: (intent, text, is an utterance).
+        let mut documents: Vec<(usize, String, bool)> = Vec::new();
+        for (i, intent) in manifest.intents.iter().enumerate() {
+            documents.push((i, intent.id.replace(['_', '-'], " "), false));
+            if !intent.description.trim().is_empty() {
+                documents.push((i, intent.description.clone(), false));
+            }
+            for keyword in &intent.keywords {
+                documents.push((i, keyword.clone(), false));
+            }
+            for utterance in &intent.utterances {
+                documents.push((i, utterance.clone(), true));
+            }
+        }
+        // Words of the manifest's own text are never read as typos of an entity.
+        let mut common_words: HashSet<String> = text::STOP_WORDS.iter().map(|w| (*w).to_string()).collect();
+        for (_, text, _) in &documents {
+            common_words.extend(tokenize(text, MAX_INTENT_TOKENS).into_iter().map(|t| t.text));
+        }
+
         let mut classifier = Classifier {
             intents,
             settings,
@@ -215,28 +235,12 @@ impl Classifier {
             temperature: 1.0,
             synonyms,
             ignored,
-            entities: EntityExtractor::new(manifest, HashSet::new()),
+            entities: EntityExtractor::new(manifest, common_words),
         };
 
-        // Documents: (intent, text, is an utterance).
-        let mut documents: Vec<(usize, String, bool)> = Vec::new();
-        let mut common_words: HashSet<String> = HashSet::new();
-        for (i, intent) in manifest.intents.iter().enumerate() {
-            documents.push((i, intent.id.replace(['_', '-'], " "), false));
-            if !intent.description.trim().is_empty() {
-                documents.push((i, intent.description.clone(), false));
-            }
-            for keyword in &intent.keywords {
-                documents.push((i, keyword.clone(), false));
-            }
-            for utterance in &intent.utterances {
-                documents.push((i, utterance.clone(), true));
-            }
-        }
         let mut example_terms: Vec<(usize, Vec<u32>, Option<u32>)> = Vec::new();
         for (intent, text, is_utterance) in &documents {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
-            common_words.extend(tokens.iter().map(|t| t.text.clone()));
             let terms = classifier.terms(&tokens);
             let first = terms.unigrams.first().map(|u| classifier.intern(u, false));
             let mut ids: Vec<u32> = Vec::with_capacity(terms.unigrams.len() + terms.bigrams.len());
@@ -295,10 +299,6 @@ impl Classifier {
                 classifier.trigram_index.entry(g).or_default().push(id);
             }
         }
-        for word in text::STOP_WORDS {
-            common_words.insert((*word).to_string());
-        }
-        classifier.entities = EntityExtractor::new(manifest, common_words);
         classifier.temperature = classifier.fit_temperature();
         classifier
     }

@@ -112,6 +112,12 @@ fn gazetteer_entities_are_exact_multi_word_and_typo_tolerant() {
     // Short and common words are never typos of an entity.
     let r = c.classify("what is the west coast share versus the rest");
     assert!(r.entities.iter().all(|e| e.source == EntitySource::Exact), "{:?}", r.entities);
+    let r = c.classify("summarise the conversation with the doctor");
+    assert!(r.entities.is_empty(), "{:?}", r.entities);
+    let r = c.classify("Entrsto and Cosentix in the Nothwest");
+    let got: Vec<&str> = r.entities.iter().map(|e| e.value.as_str()).collect();
+    assert_eq!(got, ["Entresto", "Cosentyx", "Northwest"]);
+    assert!(r.entities.iter().all(|e| e.source == EntitySource::Fuzzy));
 }
 
 #[test]
@@ -132,6 +138,13 @@ fn time_periods_are_normalised() {
     assert_eq!(periods("YTD and year-to-date"), [("ytd".into(), Inferred)]);
     assert_eq!(periods("sales in March, and last month"), [("March".into(), Exact), ("last_month".into(), Inferred)]);
     assert_eq!(periods("we may see a lift"), []);
+    assert_eq!(periods("FY25, H1 2025 and 2025 Q4"), [("FY2025".into(), Exact), ("H1 2025".into(), Exact), ("Q4 2025".into(), Exact)]);
+    assert_eq!(periods("over the next three months, in the last 24 hours, previous quarter"), [
+        ("next_3_months".into(), Inferred),
+        ("last_24_hours".into(), Inferred),
+        ("last_quarter".into(), Inferred),
+    ]);
+    assert_eq!(periods("since May 2024, in Sep, in mar"), [("May 2024".into(), Exact), ("September".into(), Exact)]);
 }
 
 #[test]
