@@ -42,6 +42,8 @@ pub(crate) struct EntityExtractor {
     patterns: Vec<(EntityType, Regex)>,
     /// Run the built-in time-period grammar (the manifest declares `time_period`).
     time_periods: bool,
+    /// Entity types whose words are left out of intent terms.
+    masked_types: Vec<EntityType>,
 }
 
 impl EntityExtractor {
@@ -87,11 +89,16 @@ impl EntityExtractor {
             .map(|(i, _)| i)
             .collect();
         let time_periods = manifest.entities.contains_key(&EntityType::TimePeriod);
-        EntityExtractor { spellings, by_first_word, fuzzy_candidates, common_words, patterns, time_periods }
+        // Brands and regions say which product or place, never which intent. KPI words stay:
+        // leaving them out did not help leave-one-out accuracy on the shipped manifest.
+        let masked_types = vec![EntityType::Brand, EntityType::Region];
+        EntityExtractor { spellings, by_first_word, fuzzy_candidates, common_words, patterns, time_periods, masked_types }
     }
 
-    /// Entities of `text` (already tokenised as `tokens`), deduplicated, in text order.
-    pub(crate) fn extract(&self, text: &str, tokens: &[Token]) -> Vec<ParsedEntity> {
+    /// Entities of `text` (already tokenised as `tokens`), deduplicated, in text order, and
+    /// per token whether a gazetteer spelling covers it (such words name *what* a question is
+    /// about, not *which* intent it is).
+    pub(crate) fn extract(&self, text: &str, tokens: &[Token]) -> (Vec<ParsedEntity>, Vec<bool>) {
         let mut found: Vec<Found> = Vec::new();
         // 1. Identifiers by pattern, first: their digits must not be read as years.
         for (entity_type, re) in &self.patterns {
@@ -109,6 +116,7 @@ impl EntityExtractor {
         let free: Vec<bool> = tokens.iter().map(|t| !inside_id(t)).collect();
         let mut taken = free.iter().map(|f| !f).collect::<Vec<bool>>();
         // 2. Gazetteer, longest exact spelling first, then typos of single long words.
+        let mut named = vec![false; tokens.len()];
         let mut i = 0;
         while i < tokens.len() {
             if taken[i] {
@@ -116,6 +124,7 @@ impl EntityExtractor {
                 continue;
             }
             let mut matched = 0;
+            let mut masked = false;
             if let Some(candidates) = self.by_first_word.get(&tokens[i].text) {
                 for &c in candidates {
                     let s = &self.spellings[c];
@@ -128,6 +137,7 @@ impl EntityExtractor {
                             end: tokens[i + n - 1].end,
                             entity: entity(s.entity_type, s.value.clone(), 1.0, EntitySource::Exact),
                         });
+                        masked = self.masked_types.contains(&s.entity_type);
                         matched = n;
                         break;
                     }
@@ -141,11 +151,13 @@ impl EntityExtractor {
                         end: tokens[i].end,
                         entity: entity(s.entity_type, s.value.clone(), confidence, EntitySource::Fuzzy),
                     });
+                    masked = self.masked_types.contains(&s.entity_type);
                     matched = 1;
                 }
             }
             for k in 0..matched {
                 taken[i + k] = true;
+                named[i + k] = masked;
             }
             i += matched.max(1);
         }
@@ -192,7 +204,7 @@ impl EntityExtractor {
                 }
             }
         }
-        out
+        (out, named)
     }
 
     /// The closest single-word spelling within 1 edit (2 for words of 8+ characters), with a

@@ -9,8 +9,8 @@
 //! # Algorithm
 //!
 //! 1. **Text to terms.** The text is split into lower-cased words; stop words, numbers and
-//!    single-word brand and region names (entities say *what*, not *which intent*) are
-//!    dropped; manifest synonyms are mapped to their key; a light stemmer conflates
+//!    the words of brand and region names found by the gazetteers (entities say *what*, not
+//!    *which intent*) are dropped; manifest synonyms are mapped to their key; a light stemmer conflates
 //!    inflections ("drifting", "drifted" → "drift"). Terms are the stems plus the bigrams of
 //!    adjacent stems ("sample size", "respond best").
 //! 2. **Learning.** Every utterance, every keyword, the description and the id of an intent
@@ -48,7 +48,7 @@
 mod entities;
 mod text;
 
-use crate::contracts::{EntityType, ParsedEntity};
+use crate::contracts::ParsedEntity;
 use crate::manifest::{ClassifierSettings, Manifest};
 use entities::EntityExtractor;
 use serde::Serialize;
@@ -153,8 +153,6 @@ pub struct Classifier {
     temperature: f64,
     /// Synonym word → the word it stands for.
     synonyms: HashMap<String, String>,
-    /// Single-word brand and region spellings, left out of intent terms.
-    ignored: HashSet<String>,
     entities: EntityExtractor,
 }
 
@@ -185,20 +183,6 @@ impl Classifier {
                 synonyms.insert(v.to_lowercase(), word.clone());
             }
         }
-        let mut ignored = HashSet::new();
-        for entity_type in [EntityType::Brand, EntityType::Region] {
-            if let Some(spec) = manifest.entities.get(&entity_type) {
-                for entry in &spec.gazetteer {
-                    for spelling in std::iter::once(entry.value()).chain(entry.aliases().iter().map(String::as_str)) {
-                        let words = tokenize(spelling, 8);
-                        if let [only] = words.as_slice() {
-                            ignored.insert(only.text.clone());
-                        }
-                    }
-                }
-            }
-        }
-
         // Documents: (intent, text, is an utterance).
         let mut documents: Vec<(usize, String, bool)> = Vec::new();
         for (i, intent) in manifest.intents.iter().enumerate() {
@@ -234,14 +218,14 @@ impl Classifier {
             postings: Vec::new(),
             temperature: 1.0,
             synonyms,
-            ignored,
             entities: EntityExtractor::new(manifest, common_words),
         };
 
         let mut example_terms: Vec<(usize, Vec<u32>, Option<u32>)> = Vec::new();
         for (intent, text, is_utterance) in &documents {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
-            let terms = classifier.terms(&tokens);
+            let (_, named) = classifier.entities.extract(text, &tokens);
+            let terms = classifier.terms(&tokens, &named);
             let first = terms.unigrams.first().map(|u| classifier.intern(u, false));
             let mut ids: Vec<u32> = Vec::with_capacity(terms.unigrams.len() + terms.bigrams.len());
             for u in &terms.unigrams {
@@ -318,9 +302,9 @@ impl Classifier {
     /// intent (else the first) with confidence 0 and the ambiguity flag set.
     pub fn classify(&self, text: &str) -> Classification {
         let tokens = tokenize(text, MAX_ENTITY_TOKENS);
-        let entities = self.entities.extract(text, &tokens);
-        let intent_tokens = &tokens[..tokens.len().min(MAX_INTENT_TOKENS)];
-        let features = self.features(intent_tokens);
+        let (entities, named) = self.entities.extract(text, &tokens);
+        let n = tokens.len().min(MAX_INTENT_TOKENS);
+        let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
         let Some(probabilities) = self.probabilities(&scores) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
@@ -361,10 +345,10 @@ impl Classifier {
     }
 
     /// Stems and bigrams of the words that can signal an intent.
-    fn terms(&self, tokens: &[Token]) -> Terms {
+    fn terms(&self, tokens: &[Token], named: &[bool]) -> Terms {
         let mut unigrams = Vec::with_capacity(tokens.len());
-        for t in tokens {
-            if t.has_digit() || is_stop_word(&t.text) || self.ignored.contains(&t.text) {
+        for (t, &named) in tokens.iter().zip(named) {
+            if named || t.has_digit() || is_stop_word(&t.text) {
                 continue;
             }
             let word = self.synonyms.get(&t.text).map(String::as_str).unwrap_or(&t.text);
@@ -392,8 +376,8 @@ impl Classifier {
     }
 
     /// Known terms of a query with their weights; unknown words go through the typo index.
-    fn features(&self, tokens: &[Token]) -> Vec<(u32, f64)> {
-        let terms = self.terms(tokens);
+    fn features(&self, tokens: &[Token], named: &[bool]) -> Vec<(u32, f64)> {
+        let terms = self.terms(tokens, named);
         let mut features: Vec<(u32, f64)> = Vec::with_capacity(terms.unigrams.len() * 2);
         for (position, u) in terms.unigrams.iter().enumerate() {
             let weight = if position == 0 { FIRST_WORD_WEIGHT } else { 1.0 };

@@ -1,5 +1,5 @@
 use super::*;
-use crate::contracts::EntitySource;
+use crate::contracts::{EntitySource, EntityType};
 
 fn shipped() -> Classifier {
     let manifest = Manifest::embedded().expect("the shipped manifest loads");
@@ -183,7 +183,8 @@ fn print_term_votes() {
     let c = shipped();
     let text = std::env::var("CLASSIFY_DEBUG").unwrap_or_default();
     let tokens = tokenize(&text, 512);
-    let features = c.features(&tokens);
+    let (_, named) = c.entities.extract(&text, &tokens);
+    let features = c.features(&tokens, &named);
     let k = c.intents.len();
     let names: HashMap<u32, &String> = c.vocab.iter().map(|(w, id)| (*id, w)).collect();
     for (id, w) in &features {
@@ -194,5 +195,20 @@ fn print_term_votes() {
     let scores = c.scores(&features, None);
     for (j, s) in scores.iter().enumerate() {
         println!("{:<20} {s:.3}", c.intents[j]);
+    }
+}
+
+#[test]
+#[ignore = "debugging aid: prints the leave-one-out misses on the shipped manifest"]
+fn print_leave_one_out_misses() {
+    let c = shipped();
+    let manifest = Manifest::embedded().expect("loads");
+    let utterances: Vec<&String> = manifest.intents.iter().flat_map(|i| i.utterances.iter()).collect();
+    for (e, example) in c.examples.iter().enumerate() {
+        let scores = c.scores(&example.terms, Some(e));
+        let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
+        if best != example.intent {
+            println!("LOO MISS {:<18} got {:<18} {}", c.intents[example.intent], c.intents[best], utterances[e]);
+        }
     }
 }
