@@ -348,7 +348,7 @@ impl Classifier {
     fn terms(&self, tokens: &[Token], named: &[bool]) -> Terms {
         let mut unigrams = Vec::with_capacity(tokens.len());
         for (t, &named) in tokens.iter().zip(named) {
-            if named || t.has_digit() || is_stop_word(&t.text) {
+            if named || t.has_digit() || is_stop_word(&t.text) || t.text.chars().count() < 2 {
                 continue;
             }
             let word = self.synonyms.get(&t.text).map(String::as_str).unwrap_or(&t.text);

@@ -170,6 +170,13 @@ fn duplicates_are_reported_once() {
 }
 
 #[test]
+fn a_classifier_can_be_shared_between_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Classifier>();
+    shareable::<Classification>();
+}
+
+#[test]
 fn bench_reports_a_median_and_p99() {
     let c = shipped();
     let report = bench(&c, &["forecast trx".to_string(), "deploy it".to_string()], 3);
