@@ -95,7 +95,10 @@ fn a_holdout_set_written_after_the_manifest_was_tuned_reports_its_accuracy() {
         if c.intent == q.intent {
             right += 1;
         } else {
-            println!("  HOLDOUT MISS expected {:<18} got {:<18} ({:.2})  {}", q.intent, c.intent, c.confidence, q.query);
+            println!(
+                "  HOLDOUT MISS expected {:<18} got {:<18} ({:.2})  {}",
+                q.intent, c.intent, c.confidence, q.query
+            );
         }
     }
     let accuracy = f64::from(right) / f64::from(n);

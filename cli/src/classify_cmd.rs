@@ -78,12 +78,7 @@ pub fn run_bench(manifest: &Manifest) -> String {
     let classifier = Classifier::new(manifest);
     let labelled: Vec<String> = labelled_questions_path()
         .and_then(|p| std::fs::read_to_string(p).ok())
-        .map(|text| {
-            text.lines()
-                .filter_map(|l| serde_json::from_str::<Request>(l).ok())
-                .map(|r| r.query)
-                .collect()
-        })
+        .map(|text| text.lines().filter_map(|l| serde_json::from_str::<Request>(l).ok()).map(|r| r.query).collect())
         .unwrap_or_default();
     let (source, queries) = if labelled.is_empty() {
         let utterances = manifest.intents.iter().flat_map(|i| i.utterances.iter().cloned()).collect();
@@ -130,14 +125,18 @@ mod tests {
         keys.sort_unstable();
         assert_eq!(keys, ["alternatives", "ambiguity_flag", "confidence", "entities", "intent"]);
         assert_eq!(answer["intent"], "prediction");
-        assert_eq!(answer["entities"][0], serde_json::json!({"type": "brand", "value": "Kisqali", "confidence": 1.0, "source": "exact"}));
+        assert_eq!(
+            answer["entities"][0],
+            serde_json::json!({"type": "brand", "value": "Kisqali", "confidence": 1.0, "source": "exact"})
+        );
         let alternative = answer["alternatives"][0].as_object().expect("an object");
         assert_eq!(alternative.keys().collect::<Vec<_>>(), ["intent", "score"]);
     }
 
     #[test]
     fn batch_mode_answers_each_line_skips_blanks_and_reports_bad_lines() {
-        let input = "{\"query\": \"deploy the churn model\"}\n\n not json\n{\"q\": 1}\n{\"query\": \"is the platform up?\"}\n";
+        let input =
+            "{\"query\": \"deploy the churn model\"}\n\n not json\n{\"q\": 1}\n{\"query\": \"is the platform up?\"}\n";
         let mut out = Vec::new();
         let code = run(&manifest(), None, input.as_bytes(), &mut out).expect("runs");
         assert_eq!(code, 1);

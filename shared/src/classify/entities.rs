@@ -56,8 +56,7 @@ impl EntityExtractor {
             let fuzzy = spec.fuzzy.unwrap_or(true);
             for entry in &spec.gazetteer {
                 for spelling in std::iter::once(entry.value()).chain(entry.aliases().iter().map(String::as_str)) {
-                    let words: Vec<String> =
-                        super::text::tokenize(spelling, 16).into_iter().map(|t| t.text).collect();
+                    let words: Vec<String> = super::text::tokenize(spelling, 16).into_iter().map(|t| t.text).collect();
                     if words.is_empty() {
                         continue;
                     }
@@ -92,7 +91,15 @@ impl EntityExtractor {
         // Brands and regions say which product or place, never which intent. KPI words stay:
         // leaving them out did not help leave-one-out accuracy on the shipped manifest.
         let masked_types = vec![EntityType::Brand, EntityType::Region];
-        EntityExtractor { spellings, by_first_word, fuzzy_candidates, common_words, patterns, time_periods, masked_types }
+        EntityExtractor {
+            spellings,
+            by_first_word,
+            fuzzy_candidates,
+            common_words,
+            patterns,
+            time_periods,
+            masked_types,
+        }
     }
 
     /// Entities of `text` (already tokenised as `tokens`), deduplicated, in text order, and
@@ -129,9 +136,7 @@ impl EntityExtractor {
                 for &c in candidates {
                     let s = &self.spellings[c];
                     let n = s.words.len();
-                    if i + n <= tokens.len()
-                        && (0..n).all(|k| !taken[i + k] && tokens[i + k].text == s.words[k])
-                    {
+                    if i + n <= tokens.len() && (0..n).all(|k| !taken[i + k] && tokens[i + k].text == s.words[k]) {
                         found.push(Found {
                             start: tokens[i].start,
                             end: tokens[i + n - 1].end,
@@ -247,10 +252,21 @@ fn entity(entity_type: EntityType, value: String, confidence: f64, source: Entit
 }
 
 const MONTHS: [&str; 12] = [
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-    "november", "december",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 ];
-const MONTH_ABBREVIATIONS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const MONTH_ABBREVIATIONS: [&str; 12] =
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
 const TIME_PREPOSITIONS: [&str; 9] = ["in", "since", "during", "through", "until", "from", "for", "of", "by"];
 
 fn year(t: &Token) -> Option<u32> {
@@ -351,8 +367,15 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
         // "2025 Q3" → "Q3 2025".
         if free(i + 1) {
             let next = tokens[i + 1].text.as_bytes();
-            if next.len() == 2 && ((next[0] == b'q' && (b'1'..=b'4').contains(&next[1])) || (next[0] == b'h' && (b'1'..=b'2').contains(&next[1]))) {
-                return Some((2, format!("{}{} {y}", (next[0] as char).to_ascii_uppercase(), next[1] as char), EntitySource::Exact));
+            if next.len() == 2
+                && ((next[0] == b'q' && (b'1'..=b'4').contains(&next[1]))
+                    || (next[0] == b'h' && (b'1'..=b'2').contains(&next[1])))
+            {
+                return Some((
+                    2,
+                    format!("{}{} {y}", (next[0] as char).to_ascii_uppercase(), next[1] as char),
+                    EntitySource::Exact,
+                ));
             }
         }
         return Some((1, y.to_string(), EntitySource::Exact));

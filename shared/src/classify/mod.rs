@@ -169,12 +169,8 @@ impl Classifier {
         let settings = manifest.classifier.clone();
         let intents: Vec<String> = manifest.intents.iter().map(|i| i.id.clone()).collect();
         let k = intents.len();
-        let fallback = manifest
-            .query
-            .fallback_intent
-            .as_ref()
-            .and_then(|f| intents.iter().position(|i| i == f))
-            .unwrap_or(0);
+        let fallback =
+            manifest.query.fallback_intent.as_ref().and_then(|f| intents.iter().position(|i| i == f)).unwrap_or(0);
 
         let mut synonyms = HashMap::new();
         for (word, variants) in &settings.synonyms {
@@ -248,7 +244,11 @@ impl Classifier {
         classifier.idf = (0..terms)
             .map(|t| {
                 let used = classifier.counts[t * k..(t + 1) * k].iter().filter(|c| **c > 0.0).count();
-                if used == 0 { 0.0 } else { (1.0 + k as f64 / used as f64).ln() }
+                if used == 0 {
+                    0.0
+                } else {
+                    (1.0 + k as f64 / used as f64).ln()
+                }
             })
             .collect();
         classifier.postings = vec![Vec::new(); terms];
@@ -320,8 +320,8 @@ impl Classifier {
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let (best, confidence) = ranked[0];
         let runner_up = ranked.get(1).map(|r| r.1).unwrap_or(0.0);
-        let ambiguity_flag = confidence - runner_up < self.settings.ambiguity_margin
-            || confidence < self.settings.min_confidence;
+        let ambiguity_flag =
+            confidence - runner_up < self.settings.ambiguity_margin || confidence < self.settings.min_confidence;
         Classification {
             intent: self.intents[best].clone(),
             confidence,
@@ -456,7 +456,8 @@ impl Classifier {
                 continue;
             }
             let idf = (1.0 + k as f64 / used as f64).ln();
-            let support: f64 = counts.iter().sum::<f64>() - f64::from(u8::from(held.is_some_and(|e| e.terms.iter().any(|&(x, _)| x == id))));
+            let support: f64 = counts.iter().sum::<f64>()
+                - f64::from(u8::from(held.is_some_and(|e| e.terms.iter().any(|&(x, _)| x == id))));
             let shrink = support / (support + SUPPORT_PRIOR);
             for j in 0..k {
                 scores[j] += weight * idf * shrink * shares[j] / sum;
@@ -534,11 +535,8 @@ impl Classifier {
         let right = (0..self.examples.len())
             .filter(|&e| {
                 let scores = self.scores(&self.examples[e].terms, Some(e));
-                let best = scores
-                    .iter()
-                    .enumerate()
-                    .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))
-                    .map(|(i, _)| i);
+                let best =
+                    scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0))).map(|(i, _)| i);
                 best == Some(self.examples[e].intent)
             })
             .count();

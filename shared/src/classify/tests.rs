@@ -132,18 +132,29 @@ fn time_periods_are_normalised() {
             .collect()
     };
     use EntitySource::{Exact, Inferred};
-    assert_eq!(periods("Q3 vs Q3 2025 vs 2024"), [("Q3".into(), Exact), ("Q3 2025".into(), Exact), ("2024".into(), Exact)]);
-    assert_eq!(periods("last quarter and this year"), [("last_quarter".into(), Inferred), ("this_year".into(), Inferred)]);
-    assert_eq!(periods("over the next 30 days, past 6 months"), [("next_30_days".into(), Inferred), ("last_6_months".into(), Inferred)]);
+    assert_eq!(
+        periods("Q3 vs Q3 2025 vs 2024"),
+        [("Q3".into(), Exact), ("Q3 2025".into(), Exact), ("2024".into(), Exact)]
+    );
+    assert_eq!(
+        periods("last quarter and this year"),
+        [("last_quarter".into(), Inferred), ("this_year".into(), Inferred)]
+    );
+    assert_eq!(
+        periods("over the next 30 days, past 6 months"),
+        [("next_30_days".into(), Inferred), ("last_6_months".into(), Inferred)]
+    );
     assert_eq!(periods("YTD and year-to-date"), [("ytd".into(), Inferred)]);
     assert_eq!(periods("sales in March, and last month"), [("March".into(), Exact), ("last_month".into(), Inferred)]);
     assert_eq!(periods("we may see a lift"), []);
-    assert_eq!(periods("FY25, H1 2025 and 2025 Q4"), [("FY2025".into(), Exact), ("H1 2025".into(), Exact), ("Q4 2025".into(), Exact)]);
-    assert_eq!(periods("over the next three months, in the last 24 hours, previous quarter"), [
-        ("next_3_months".into(), Inferred),
-        ("last_24_hours".into(), Inferred),
-        ("last_quarter".into(), Inferred),
-    ]);
+    assert_eq!(
+        periods("FY25, H1 2025 and 2025 Q4"),
+        [("FY2025".into(), Exact), ("H1 2025".into(), Exact), ("Q4 2025".into(), Exact)]
+    );
+    assert_eq!(
+        periods("over the next three months, in the last 24 hours, previous quarter"),
+        [("next_3_months".into(), Inferred), ("last_24_hours".into(), Inferred), ("last_quarter".into(), Inferred),]
+    );
     assert_eq!(periods("since May 2024, in Sep, in mar"), [("May 2024".into(), Exact), ("September".into(), Exact)]);
 }
 
@@ -196,7 +207,12 @@ fn print_term_votes() {
     let names: HashMap<u32, &String> = c.vocab.iter().map(|(w, id)| (*id, w)).collect();
     for (id, w) in &features {
         let counts = &c.counts[*id as usize * k..(*id as usize + 1) * k];
-        let row: Vec<String> = counts.iter().enumerate().filter(|(_, c)| **c > 0.0).map(|(j, x)| format!("{}:{x}", c.intents[j])).collect();
+        let row: Vec<String> = counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0.0)
+            .map(|(j, x)| format!("{}:{x}", c.intents[j]))
+            .collect();
         println!("{:<24} w={w:.2} idf={:.2} {}", names[id], c.idf[*id as usize], row.join(" "));
     }
     let scores = c.scores(&features, None);

@@ -59,10 +59,7 @@ fn push_token(tokens: &mut Vec<Token>, text: &str, start: usize, end: usize) {
     // "a/b" → "ab": the previous token is one letter, separated from this one-letter token by '/'.
     if lower.chars().count() == 1 {
         if let Some(prev) = tokens.last_mut() {
-            if prev.end + 1 == start
-                && text.as_bytes().get(prev.end) == Some(&b'/')
-                && prev.text.chars().count() == 1
-            {
+            if prev.end + 1 == start && text.as_bytes().get(prev.end) == Some(&b'/') && prev.text.chars().count() == 1 {
                 prev.text.push_str(&lower);
                 prev.end = end;
                 return;
@@ -76,19 +73,149 @@ fn push_token(tokens: &mut Vec<Token>, text: &str, start: usize, end: usize) {
 /// `where`, `will`) are deliberately absent: they often do signal an intent, and the learned
 /// weights decide how much.
 pub(crate) const STOP_WORDS: &[&str] = &[
-    "a", "about", "above", "across", "after", "again", "against", "all", "also", "am", "an",
-    "and", "any", "are", "as", "at", "be", "been", "being", "between", "both", "but", "by",
-    "can", "could", "did", "do", "does", "doing", "done", "each", "for", "from", "further",
-    "get", "give", "got", "had", "has", "have", "having", "he", "her", "here", "hers", "him",
-    "his", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "kindly", "let", "me",
-    "my", "myself", "need", "of", "off", "on", "once", "only", "or", "other", "our", "ours",
-    "out", "own", "please", "pls", "s", "same", "she", "should", "show", "so", "some", "such",
-    "t", "tell", "than", "that", "the", "their", "them", "then", "there", "these", "they",
-    "this", "those", "through", "to", "too", "us", "very", "was", "we", "were", "what",
-    "whats", "with", "would", "you", "your", "yours", "i'd", "im", "ok", "okay", "hey", "hi",
-    "now", "currently", "right", "via", "per", "one", "two", "three", "quick", "want",
-    "like", "know", "see", "look", "thing", "things", "etc", "e", "g", "ie", "eg", "d", "ll",
-    "re", "ve", "m",
+    "a",
+    "about",
+    "above",
+    "across",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "been",
+    "being",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "done",
+    "each",
+    "for",
+    "from",
+    "further",
+    "get",
+    "give",
+    "got",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "him",
+    "his",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "kindly",
+    "let",
+    "me",
+    "my",
+    "myself",
+    "need",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "out",
+    "own",
+    "please",
+    "pls",
+    "s",
+    "same",
+    "she",
+    "should",
+    "show",
+    "so",
+    "some",
+    "such",
+    "t",
+    "tell",
+    "than",
+    "that",
+    "the",
+    "their",
+    "them",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "us",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "whats",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "i'd",
+    "im",
+    "ok",
+    "okay",
+    "hey",
+    "hi",
+    "now",
+    "currently",
+    "right",
+    "via",
+    "per",
+    "one",
+    "two",
+    "three",
+    "quick",
+    "want",
+    "like",
+    "know",
+    "see",
+    "look",
+    "thing",
+    "things",
+    "etc",
+    "e",
+    "g",
+    "ie",
+    "eg",
+    "d",
+    "ll",
+    "re",
+    "ve",
+    "m",
 ];
 
 /// Whether a lower-cased word is a stop word.
@@ -114,7 +241,14 @@ pub(crate) fn stem(word: &str) -> String {
             break;
         }
     }
-    for (from, to) in [("isation", "ization"), ("isations", "izations"), ("ise", "ize"), ("ised", "ized"), ("ises", "izes"), ("ising", "izing")] {
+    for (from, to) in [
+        ("isation", "ization"),
+        ("isations", "izations"),
+        ("ise", "ize"),
+        ("ised", "ized"),
+        ("ises", "izes"),
+        ("ising", "izing"),
+    ] {
         if w.ends_with(from) && w.len() > from.len() + 3 {
             w.truncate(w.len() - from.len());
             w.push_str(to);
@@ -126,7 +260,11 @@ pub(crate) fn stem(word: &str) -> String {
         w.truncate(w.len() - 3);
         w.push('y');
     } else if w.ends_with("sses")
-        || w.ends_with("ches") || w.ends_with("shes") || w.ends_with("xes") || w.ends_with("zes") {
+        || w.ends_with("ches")
+        || w.ends_with("shes")
+        || w.ends_with("xes")
+        || w.ends_with("zes")
+    {
         w.truncate(w.len() - 2);
     } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") && w.len() > 3 {
         w.truncate(w.len() - 1);
@@ -155,8 +293,23 @@ pub(crate) fn stem(word: &str) -> String {
     }
     // Derivations.
     for (suffix, min_stem) in [
-        ("ization", 3), ("ations", 3), ("ation", 3), ("itions", 3), ("ition", 3), ("tions", 3), ("tion", 3), ("sion", 3),
-        ("ments", 4), ("ment", 4), ("ness", 3), ("ity", 4), ("ive", 4), ("er", 4), ("al", 4), ("ize", 3), ("iz", 3),
+        ("ization", 3),
+        ("ations", 3),
+        ("ation", 3),
+        ("itions", 3),
+        ("ition", 3),
+        ("tions", 3),
+        ("tion", 3),
+        ("sion", 3),
+        ("ments", 4),
+        ("ment", 4),
+        ("ness", 3),
+        ("ity", 4),
+        ("ive", 4),
+        ("er", 4),
+        ("al", 4),
+        ("ize", 3),
+        ("iz", 3),
     ] {
         if w.ends_with(suffix) && w.len() >= suffix.len() + min_stem {
             w.truncate(w.len() - suffix.len());
