@@ -34,5 +34,6 @@ pub mod jobs;
 pub mod manifest;
 pub mod plan;
 pub mod ports;
+pub mod sam;
 pub mod topology;
 pub mod validation;
