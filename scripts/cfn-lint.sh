@@ -46,7 +46,7 @@ expect() {
     if [[ "$want" == pass && $status -eq 0 ]]; then
         echo "ok    $file: passes cfn-lint, as expected"
     elif [[ "$want" == fail && $status -ne 0 && ( -z "$pattern" || -n "$(grep -E "$pattern" "$log")" ) ]]; then
-        echo "ok    $file: cfn-lint rejects it, as expected ($(grep -oE '^[EWI][0-9]+' "$log" | sort -u | tr '\n' ' '))"
+        echo "ok    $file: cfn-lint rejects it, as expected ($(grep -oE '^[EWI][0-9]+' "$log" | sort -u | paste -sd' '))"
     else
         echo "FAIL  $file: expected cfn-lint to $want (exit $status)"
         sed 's/^/      /' "$log" | cut -c1-300 | head -40
