@@ -4,6 +4,7 @@
 mod ask;
 mod serve;
 mod classify_cmd;
+mod infra_cmd;
 mod validate_cmd;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,17 @@ enum Command {
         /// Which benchmark: `classify` (median and p99 per query on the manifest).
         #[arg(default_value = "classify")]
         suite: String,
+        /// Manifest (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// The SAM template: `render` prints it from the manifest; `check FILE` reports drift.
+    Infra {
+        /// `render` or `check`.
+        action: String,
+        /// The template to check (default infra/template.yaml).
+        #[arg(default_value = "infra/template.yaml")]
+        template: PathBuf,
         /// Manifest (default: the embedded routing.yaml).
         #[arg(long)]
         manifest: Option<PathBuf>,
@@ -88,6 +100,14 @@ async fn main() -> ExitCode {
             }),
             other => Err(anyhow::anyhow!("unknown benchmark `{other}`; available: classify")),
         },
+        Command::Infra { action, template, manifest } => load_manifest(manifest.as_ref()).and_then(|m| match action.as_str() {
+            "render" => {
+                print!("{}", infra_cmd::render(&m));
+                Ok(0)
+            }
+            "check" => Ok(infra_cmd::check(&template, &m, &mut std::io::stdout().lock())),
+            other => Err(anyhow::anyhow!("unknown infra action `{other}`; use render or check")),
+        }),
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
     };
     match result {
