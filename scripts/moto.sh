@@ -6,11 +6,16 @@
 #   CARGO_TARGET_DIR=… cargo test -p switchyard-tests --test aws_adapters
 #
 # moto_start installs moto into its own virtualenv (created on first use at
-# ${SWITCHYARD_VENV:-$HOME/.cache/switchyard/venv-moto}), starts `moto_server` on a free
+# ${SWITCHYARD_VENV:-$HOME/.cache/switchyard/venv-moto}), starts moto's server on a free
 # loopback port and exports AWS_ENDPOINT_URL, dummy credentials, AWS_REGION and
 # SWITCHYARD_MOTO_PID. moto_stop stops that server (the caller traps EXIT).
+#
+# The server is `moto_server` started through scripts/moto_server.py, which handles DynamoDB
+# requests one at a time: moto's transactions are not atomic across its request threads (see
+# that file), and the adapter tests race transactions on purpose.
 
 MOTO_VERSION="${MOTO_VERSION:-5.2.5}"
+MOTO_SCRIPTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 moto_venv() {
     echo "${SWITCHYARD_VENV:-$HOME/.cache/switchyard/venv-moto}"
@@ -50,7 +55,7 @@ moto_start() {
     venv="$(moto_venv)"
     port="${MOTO_PORT:-$(moto_free_port)}"
     log="${MOTO_LOG:-${TMPDIR:-/tmp}/switchyard-moto-$port.log}"
-    "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+    "$venv/bin/python" "$MOTO_SCRIPTS_DIR/moto_server.py" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
     SWITCHYARD_MOTO_PID=$!
     export SWITCHYARD_MOTO_PID
     for i in $(seq 1 100); do
