@@ -54,8 +54,15 @@
 //! | `append_events` | 1 conditional `PutItem` per event |
 //!
 //! A transaction cancelled only by `TransactionConflict` (another transaction on the same
-//! item at the same moment; nothing was written) is sent again up to three times. Every request
-//! sent is counted in [`DynamoStore::counts`].
+//! item at the same moment; nothing was written) is sent at most three times in all; past that
+//! the call fails with the retryable [`StoreError::Unavailable`]. `record_handoff` gives up the
+//! same way after eight lost fan-in races. Every request sent is counted in
+//! [`DynamoStore::counts`].
+//!
+//! Event-log entries written inside a transaction are plain puts: the record write beside them
+//! carries the condition, so a step that runs twice is cancelled whole and logs nothing twice.
+//! [`Store::append_events`] has no record to lean on, so each of its puts is conditional on
+//! the key being new (the first event under a key stays).
 
 use crate::contracts::OrchestratorOutput;
 use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError};
@@ -259,9 +266,7 @@ impl DynamoStore {
                 }
                 _ => return Err(TxError::Store(sdk_error("TransactWriteItems", err))),
             };
-            let conflict_only = reasons.iter().any(|r| r.code == "TransactionConflict")
-                && reasons.iter().all(|r| r.code == "TransactionConflict" || r.code == "None");
-            if conflict_only && attempt < CONFLICT_ATTEMPTS {
+            if conflict_only(&reasons) && attempt < CONFLICT_ATTEMPTS {
                 tokio::time::sleep(jitter(attempt)).await;
                 continue;
             }
@@ -305,10 +310,21 @@ impl TxError {
         StoreError::Unavailable { message: format!("transaction cancelled: [{}]", codes.join(", ")), source: None }
     }
 
+    /// Whether the only reason was a conflict with a concurrent transaction.
+    fn is_conflict_only(&self) -> bool {
+        matches!(self, TxError::Cancelled(reasons) if conflict_only(reasons))
+    }
+
     /// Whether action `i`'s condition failed.
     fn condition_failed_at(&self, i: usize) -> bool {
         matches!(self, TxError::Cancelled(reasons) if reasons.get(i).is_some_and(|r| r.code == "ConditionalCheckFailed"))
     }
+}
+
+/// Cancelled by a concurrent transaction on the same item and nothing else.
+fn conflict_only(reasons: &[Reason]) -> bool {
+    reasons.iter().any(|r| r.code == "TransactionConflict")
+        && reasons.iter().all(|r| r.code == "TransactionConflict" || r.code == "None")
 }
 
 fn mentions_size(message: &str) -> bool {
@@ -753,8 +769,9 @@ impl Store for DynamoStore {
             match self.transact(actions).await {
                 Ok(()) => return Ok(HandoffWrite::Recorded { completed }),
                 Err(e) if e.condition_failed_at(0) => return Ok(HandoffWrite::Duplicate),
-                // Another handoff changed the fan-in set since the read: read again.
-                Err(e) if record.slot.is_some() && e.condition_failed_at(1) => {
+                // Another handoff changed the fan-in set since the read, or is committing
+                // on the same item right now: nothing was written, read again.
+                Err(e) if (record.slot.is_some() && e.condition_failed_at(1)) || e.is_conflict_only() => {
                     tokio::time::sleep(jitter(attempt)).await;
                 }
                 Err(e) => return Err(e.into_store_error(&["handoff exists", "query not found"])),
@@ -1083,6 +1100,8 @@ mod tests {
             StoreError::ConditionFailed(label) => assert_eq!(label, "idempotency key held"),
             other => panic!("expected ConditionFailed, got {other:?}"),
         }
+        assert!(TxError::Cancelled(vec![reason("None"), reason("TransactionConflict")]).is_conflict_only());
+        assert!(!TxError::Cancelled(vec![reason("ConditionalCheckFailed"), reason("TransactionConflict")]).is_conflict_only());
         let conflict = TxError::Cancelled(vec![reason("TransactionConflict")]).into_store_error(&[]);
         assert!(conflict.is_retryable());
         let size = TxError::Cancelled(vec![Reason {
