@@ -19,6 +19,7 @@ use crate::contracts::{
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, StoreError};
 use serde_json::{json, Value};
+use std::time::Duration;
 use tracing::{info, instrument};
 
 /// Lower bound of `confidence_high`.
@@ -65,6 +66,12 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
                     (now - at).to_std().map(|age| age < deps.settings.synth_lease).unwrap_or(true)
                 });
                 if fresh {
+                    // Another synthesizer is at work and normally finishes within milliseconds:
+                    // wait for it rather than send this duplicate back to sit out the queue's
+                    // visibility timeout. Still claimed after the wait: retry later.
+                    if wait_until_done(deps, query_id).await? {
+                        return Ok(());
+                    }
                     return Err(StepError::Retryable("another synthesizer holds the claim".into()));
                 }
                 info!("taking over a stale synthesis claim");
@@ -119,6 +126,18 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         };
     }
     Err(StepError::Retryable("query record kept changing while synthesizing".into()))
+}
+
+/// Poll the query for up to `EngineSettings::claim_wait`; true once it is done.
+async fn wait_until_done(deps: &Deps, query_id: &str) -> Result<bool, StepError> {
+    let until = tokio::time::Instant::now() + deps.settings.claim_wait;
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if deps.store.get_query(query_id).await?.is_some_and(|q| q.status == QueryStatus::Done) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Whether the query can be synthesized: the current stage is complete and either it is the
