@@ -157,9 +157,10 @@ pub struct Embedded {
 }
 
 impl Embedded {
-    /// Build the embedded system for `manifest` with the builtin/scripted agent runtime.
+    /// Build the embedded system for `manifest` with every agent kind ([`crate::agents::Agents`]).
     pub fn new(manifest: Arc<crate::manifest::Manifest>, settings: super::EngineSettings) -> Embedded {
-        Embedded::with_agents(manifest, settings, Arc::new(crate::agents::ManifestAgents))
+        let agents = Arc::new(crate::agents::Agents::new(&manifest));
+        Embedded::with_agents(manifest, settings, agents)
     }
 
     /// Build it with another agent runtime.
