@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 use shared::contracts::{ConfidenceBand, ErrorCategory, OrchestratorOutput, OutputStatus};
 use shared::manifest::{AgentKind, Manifest, ScriptedSettings};
-use shared::ports::{EventKind, Store};
+use shared::ports::EventKind;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use switchyard_tests::*;
