@@ -176,8 +176,12 @@ fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
 
 const UNITS: &[&str] = &["%", "percent", "billion", "million", "thousand", "trillion", "k"];
 
-/// `(subject words, number, unit, sentence)` for each number stated in a chunk.
-fn claims(text: &str) -> Vec<(BTreeSet<String>, f64, String, String)> {
+/// A number stated about a subject: subject words in sentence order, as a set, the number,
+/// its unit and the sentence.
+type Stated = (Vec<String>, BTreeSet<String>, f64, String, String);
+
+/// Every number stated in a chunk, with its subject.
+fn claims(text: &str) -> Vec<Stated> {
     let mut out = Vec::new();
     // Sentences end at ". ", ";" or a line break, so decimal points stay inside numbers.
     for sentence in text.split([';', '\n']).flat_map(|s| s.split(". ")).filter(|s| !s.trim().is_empty()) {
@@ -193,15 +197,17 @@ fn claims(text: &str) -> Vec<(BTreeSet<String>, f64, String, String)> {
             if unit.is_empty() && value.fract() == 0.0 && (1900.0..=2100.0).contains(&value) {
                 continue; // a year, not a quantity
             }
-            let subject: Vec<String> = toks[..i]
+            let mut subject: Vec<String> = toks[..i]
                 .iter()
                 .filter(|t| !STOPWORDS.contains(&t.as_str()) && t.parse::<f64>().is_err())
                 .rev()
                 .take(4)
                 .cloned()
                 .collect();
+            subject.reverse();
             if subject.len() >= 2 {
-                out.push((subject.into_iter().collect(), value, unit, sentence.trim().to_string()));
+                let set = subject.iter().cloned().collect();
+                out.push((subject, set, value, unit, sentence.trim().to_string()));
             }
         }
     }
@@ -213,11 +219,11 @@ fn contradictions(kept: &[&ScoredChunk]) -> Vec<Contradiction> {
     let mut found: Vec<Contradiction> = Vec::new();
     for i in 0..kept.len() {
         for j in i + 1..kept.len() {
-            for (sa, va, ua, ta) in &per_chunk[i] {
-                for (sb, vb, ub, tb) in &per_chunk[j] {
+            for (words, sa, va, ua, ta) in &per_chunk[i] {
+                for (_, sb, vb, ub, tb) in &per_chunk[j] {
                     let differ = (va - vb).abs() > 0.1 * va.abs().max(vb.abs());
                     if ua == ub && differ && jaccard(sa, sb) >= 0.5 {
-                        let subject: Vec<&str> = sa.intersection(sb).map(String::as_str).collect();
+                        let subject: Vec<&str> = words.iter().filter(|w| sb.contains(*w)).map(String::as_str).collect();
                         let subject = subject.join(" ");
                         if found.iter().any(|c| c.subject == subject) {
                             continue;
