@@ -253,3 +253,39 @@ async fn a_reclassified_intent_needing_a_role_the_caller_lacks_fails_before_any_
     assert_eq!(allowed.intent, "ml_training");
     assert_eq!(allowed.status, OutputStatus::Success, "{allowed:#?}");
 }
+
+// ---- llm agents through the engine -----------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn an_llm_agents_handoff_records_its_model_and_token_counts() {
+    let h = Harness::start(example("unified-chat"));
+    let output = ask_as(&h, "How many vacation days can I carry over?", "").await;
+    let handoffs = h.system.deps.store.list_handoffs(&output.query_id).await.expect("handoffs");
+    let answers: Vec<_> = handoffs.iter().filter(|r| r.handoff.agent_id == "policy_answerer").collect();
+    assert_eq!(answers.len(), 2, "the draft and the revision");
+    for r in answers {
+        assert_eq!(r.handoff.metadata.model_used, "scripted");
+        assert!(r.handoff.metadata.tokens_consumed > 0, "{:?}", r.handoff.metadata);
+        assert!(!r.handoff.metadata.cache_hit);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_model_answer_that_is_not_json_becomes_a_failed_handoff_with_the_raw_text() {
+    let mut manifest = example("unified-chat");
+    let offline = manifest.providers.iter_mut().find(|p| p.id == "offline").expect("offline provider");
+    let prose: shared::manifest::ScriptedModelReply =
+        serde_json::from_value(json!({ "text": "Sure! You can carry over five days." })).expect("reply");
+    offline.responses.insert("answer_question".into(), vec![prose]);
+    for tier in &mut manifest.tiers {
+        tier.fallback = shared::manifest::Fallback::None;
+    }
+    let h = Harness::start(manifest);
+    let output = ask_as(&h, "How many vacation days can I carry over?", "").await;
+    assert_eq!(output.status, OutputStatus::Failed, "{output:#?}");
+    let answerer = output.agent_results.iter().find(|r| r.agent_id == "policy_answerer").expect("answerer");
+    assert_eq!(answerer.attempts, 2, "malformed answers are retried per the tier's policy");
+    let error = answerer.error.clone().unwrap_or_default();
+    assert!(error.contains("Sure! You can carry over five days."), "the raw text is in the error: {error}");
+    assert!(!output.agents_dispatched.contains(&"answer_critic".to_string()), "nothing to criticise");
+}

@@ -241,7 +241,7 @@ impl ModelProvider for OpenAiCompatible {
 /// [`LlmAgents::problems`] and again by every call).
 #[derive(Clone)]
 enum Built {
-    Ready(Arc<dyn ModelProvider>, Provider),
+    Ready(Arc<dyn ModelProvider>, Box<Provider>),
     Unusable(String),
 }
 
@@ -272,13 +272,13 @@ impl LlmAgents {
         for p in &manifest.providers {
             let timeout = p.timeout.map(|d| d.as_std()).unwrap_or(Duration::from_secs(60));
             let built = match p.kind {
-                ProviderKind::Scripted => Built::Ready(Arc::new(ScriptedModel::new(p.responses.clone())), p.clone()),
+                ProviderKind::Scripted => Built::Ready(Arc::new(ScriptedModel::new(p.responses.clone())), Box::new(p.clone())),
                 ProviderKind::Openai => {
                     let base = p.base_url_env.as_deref().and_then(env).or_else(|| p.base_url.clone());
                     match base {
                         Some(base) => {
                             let key = p.api_key_env.as_deref().and_then(env);
-                            Built::Ready(Arc::new(OpenAiCompatible::new(http.clone(), &base, key, timeout)), p.clone())
+                            Built::Ready(Arc::new(OpenAiCompatible::new(http.clone(), &base, key, timeout)), Box::new(p.clone()))
                         }
                         None => Built::Unusable(format!(
                             "provider `{}` has no base URL: set {}",
@@ -287,7 +287,7 @@ impl LlmAgents {
                         )),
                     }
                 }
-                ProviderKind::Bedrock => Built::Ready(Arc::new(super::bedrock::Bedrock::new(p.region.clone(), p.endpoint_url.clone(), timeout)), p.clone()),
+                ProviderKind::Bedrock => Built::Ready(Arc::new(super::bedrock::Bedrock::new(p.region.clone(), p.endpoint_url.clone(), timeout)), Box::new(p.clone())),
             };
             providers.insert(p.id.clone(), built);
         }
@@ -298,7 +298,7 @@ impl LlmAgents {
     /// Use this provider for every `llm` agent, whatever the manifest says (tests, or a real
     /// model for the offline examples).
     pub fn with_provider(mut self, id: &str, provider: Arc<dyn ModelProvider>, settings: Provider) -> LlmAgents {
-        self.providers.insert(id.to_string(), Built::Ready(provider, settings));
+        self.providers.insert(id.to_string(), Built::Ready(provider, Box::new(settings)));
         self
     }
 
@@ -320,7 +320,7 @@ impl LlmAgents {
             _ => declared,
         };
         match chosen {
-            Some(Built::Ready(client, p)) => Ok((client, p)),
+            Some(Built::Ready(client, p)) => Ok((client, &**p)),
             Some(Built::Unusable(why)) => Err(AgentError { message: why.clone(), recoverable: false }),
             None => Err(AgentError { message: format!("provider `{}` is not declared", settings.provider), recoverable: false }),
         }

@@ -74,10 +74,13 @@ impl HttpAgents {
     }
 }
 
+/// Lambda clients by (region, endpoint).
+type LambdaClients = BTreeMap<(Option<String>, Option<String>), aws_sdk_lambda::Client>;
+
 /// Runs `lambda` agents; one SDK client per region / endpoint, created on first use.
 #[derive(Debug, Default)]
 pub struct LambdaAgents {
-    clients: tokio::sync::Mutex<BTreeMap<(Option<String>, Option<String>), aws_sdk_lambda::Client>>,
+    clients: tokio::sync::Mutex<LambdaClients>,
     fixed: Option<aws_sdk_lambda::Client>,
 }
 

@@ -104,23 +104,20 @@ impl Check<'_> {
         let Some(intent) = self.m.intents.get(i) else { return };
         let route = &intent.route;
         let at = |f: &str| format!("intents[{i}].route.{f}");
-        match route.mode {
-            Some(mode) => {
-                if route.primary.is_some() || route.pipeline.is_some() {
-                    self.report(
-                        at("mode"),
-                        "a route with a `mode` answers with its mode's agents; remove `primary` / `pipeline`",
-                    );
-                }
-                let (name, present) = match mode {
-                    RouteMode::Deliberate => ("deliberate", route.deliberate.is_some()),
-                    RouteMode::Sources => ("sources", route.sources.is_some()),
-                };
-                if !present {
-                    self.report(at("mode"), format!("`mode: {name}` needs a `{name}:` settings block; add it"));
-                }
+        if let Some(mode) = route.mode {
+            if route.primary.is_some() || route.pipeline.is_some() {
+                self.report(
+                    at("mode"),
+                    "a route with a `mode` answers with its mode's agents; remove `primary` / `pipeline`",
+                );
             }
-            None => {}
+            let (name, present) = match mode {
+                RouteMode::Deliberate => ("deliberate", route.deliberate.is_some()),
+                RouteMode::Sources => ("sources", route.sources.is_some()),
+            };
+            if !present {
+                self.report(at("mode"), format!("`mode: {name}` needs a `{name}:` settings block; add it"));
+            }
         }
         if route.deliberate.is_some() && route.mode != Some(RouteMode::Deliberate) {
             self.report(at("deliberate"), "a `deliberate:` block is used only with `mode: deliberate`; add the mode or remove the block");
