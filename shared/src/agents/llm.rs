@@ -332,7 +332,7 @@ impl LlmAgents {
         let request = ModelRequest {
             model: settings.model.clone().or_else(|| provider.model.clone()).unwrap_or_default(),
             system: settings.system.clone(),
-            prompt: render_prompt(settings.prompt.as_deref(), &dispatch.payload.context),
+            prompt: render_prompt(settings.prompt.as_deref(), &prompt_fields(dispatch)),
             schema_name: settings.output_schema.name.clone(),
             schema: settings.output_schema.schema.clone(),
             max_tokens: settings.max_tokens,
@@ -354,6 +354,20 @@ impl LlmAgents {
         };
         Ok(reply_from(settings, response))
     }
+}
+
+/// The fields a prompt template may name: the dispatch context, plus `intent` and
+/// `entities` from the payload.
+fn prompt_fields(dispatch: &AgentDispatch) -> Value {
+    let mut fields = dispatch.payload.context.clone();
+    if let Value::Object(map) = &mut fields {
+        map.entry("intent").or_insert_with(|| Value::String(dispatch.payload.intent.clone()));
+        if !dispatch.payload.entities.is_empty() {
+            let entities: Vec<Value> = dispatch.payload.entities.iter().map(|e| json!({ "type": e.entity_type, "value": e.value })).collect();
+            map.entry("entities").or_insert(Value::Array(entities));
+        }
+    }
+    fields
 }
 
 /// Fill `{field}` placeholders from the dispatch context (strings as they are, other values
@@ -412,4 +426,48 @@ fn reply_from(settings: &LlmSettings, response: ModelResponse) -> AgentReply {
         "tokens_consumed": response.input_tokens + response.output_tokens,
         "cache_hit": response.cache_hit,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(schema: &str, prompt: &str) -> ModelRequest {
+        ModelRequest {
+            model: String::new(),
+            system: "s".into(),
+            prompt: prompt.into(),
+            schema_name: schema.into(),
+            schema: json!({ "type": "object" }),
+            max_tokens: 100,
+            temperature: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_scripted_model_answers_by_schema_name_with_the_first_rule_whose_text_is_in_the_prompt() {
+        let responses: BTreeMap<String, Vec<ScriptedModelReply>> = serde_json::from_value(json!({
+            "evaluate_answer": [
+                { "when": "§4.2", "reply": { "verdict": "accept" } },
+                { "reply": { "verdict": "reject" } }
+            ],
+            "extract_quote": [ { "reply": { "unit_price": 4.2 } } ]
+        }))
+        .expect("responses");
+        let model = ScriptedModel::new(responses);
+        let accept = model.complete(&request("evaluate_answer", "answer cites §4.2")).await.expect("reply");
+        assert_eq!(accept.text, r#"{"verdict":"accept"}"#);
+        let reject = model.complete(&request("evaluate_answer", "no citation")).await.expect("reply");
+        assert_eq!(reject.text, r#"{"verdict":"reject"}"#);
+        assert!(reject.input_tokens > 0 && reject.output_tokens > 0);
+        let missing = model.complete(&request("orchestrate_decision", "x")).await.expect_err("no reply");
+        assert!(!missing.is_retryable());
+    }
+
+    #[test]
+    fn placeholders_are_filled_from_the_fields_and_unknown_ones_left_empty() {
+        let fields = json!({ "question": "Why?", "order": { "sku": "HG-40" } });
+        assert_eq!(render_prompt(Some("Q: {question} O: {order} X: {missing} {not a field}"), &fields), r#"Q: Why? O: {"sku":"HG-40"} X:  {not a field}"#);
+        assert!(render_prompt(None, &fields).contains("\"question\": \"Why?\""));
+    }
 }

@@ -96,8 +96,8 @@ pub mod step {
 /// Steps whose handoffs are the answer.
 const ANSWER_STEPS: [&str; 5] = [step::ANSWER, step::PIPELINE, step::CRAFTER, step::SYNTHESIZE, step::REVISE];
 
-/// The query's fields: the route's `context` defaults, the caller's pre-parsed `context`,
-/// `question` and `entities`.
+/// The query's fields: the route's `context` defaults, the caller's pre-parsed `context` and
+/// `question` (entities travel in the dispatch's own `payload.entities`).
 fn case(manifest: &Manifest, parsed: &ParsedQuery) -> Map<String, Value> {
     let mut case = Map::new();
     if let Some(intent) = manifest.intent(&parsed.intent) {
@@ -111,10 +111,6 @@ fn case(manifest: &Manifest, parsed: &ParsedQuery) -> Map<String, Value> {
         }
     }
     case.insert("question".into(), Value::String(parsed.raw_query.clone()));
-    if !parsed.entities.is_empty() {
-        let entities: Vec<Value> = parsed.entities.iter().map(|e| json!({ "type": e.entity_type, "value": e.value })).collect();
-        case.insert("entities".into(), Value::Array(entities));
-    }
     case
 }
 

@@ -159,9 +159,13 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
         let handoffs = deps.store.list_handoffs(query_id).await?;
         let outstanding = outstanding(&query, &handoffs);
         if !outstanding.is_empty() {
+            let key = match (stage_budget, &query.plan) {
+                (Some(true), Some(plan)) => event_key(plan.current_stage, 68, "budget", ""),
+                _ => deadline_event_key(),
+            };
             let event = deps.event(
                 &query,
-                deadline_event_key(),
+                key,
                 EventKind::Deadline,
                 json!({ "fire_at": fire_at, "timed_out": outstanding.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>() }),
             );
