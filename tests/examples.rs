@@ -245,11 +245,13 @@ async fn the_cascade_consults_the_llm_classifier_only_for_ambiguous_questions() 
 #[tokio::test(start_paused = true)]
 async fn a_reclassified_intent_needing_a_role_the_caller_lacks_fails_before_any_of_its_agents_runs() {
     let h = Harness::start(example("e2i"));
-    let output = ask_as(&h, "Could you refresh the scoring with this month's numbers?", "").await;
+    // The embedded classifier guesses `model_deploy` (which needs a role) but is unsure, so
+    // intake defers the role check to the router, after the cascade decided.
+    let output = ask_as(&h, "Can you redo the scoring thing?", "").await;
     assert_eq!(output.status, OutputStatus::Failed, "{output:#?}");
     assert_eq!(output.error.as_ref().map(|e| e.category), Some(ErrorCategory::PermissionDenied));
     assert_eq!(output.agents_dispatched, ["intent_classifier"]);
-    let allowed = ask_as(&h, "Could you refresh the scoring with this month's numbers?", "ml_engineer").await;
+    let allowed = ask_as(&h, "Can you redo the scoring thing?", "ml_engineer").await;
     assert_eq!(allowed.intent, "ml_training");
     assert_eq!(allowed.status, OutputStatus::Success, "{allowed:#?}");
 }

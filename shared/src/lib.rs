@@ -35,6 +35,7 @@ pub mod jobs;
 pub mod manifest;
 pub mod plan;
 pub mod ports;
+pub mod sam;
 pub mod topology;
 pub mod validation;
 

@@ -132,19 +132,30 @@ pub struct ClassifierSettings {
     /// An agent consulted when the embedded classifier is unsure (seed 000's
     /// IntentClassificationSignature: answers `intent`, `sub_intent`, `confidence`).
     pub llm: Option<String>,
+    /// Domain synonyms, read by the classifier before it learns or scores: each key is a word
+    /// the utterances use, each value lists words users write for it (`hcp: [physician,
+    /// doctor, prescriber]`). Single words; phrases belong in an intent's `keywords`.
+    pub synonyms: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for ClassifierSettings {
     fn default() -> Self {
-        ClassifierSettings { min_confidence: 0.45, ambiguity_margin: 0.08, cascade_below: None, llm: None }
+        ClassifierSettings {
+            min_confidence: 0.45,
+            ambiguity_margin: 0.08,
+            cascade_below: None,
+            llm: None,
+            synonyms: BTreeMap::new(),
+        }
     }
 }
 
 impl ClassifierSettings {
     /// Whether a classification this sure should be checked by the cascaded classifier:
-    /// below `cascade_below` (default `min_confidence`), or flagged ambiguous.
+    /// flagged ambiguous, below `cascade_below` (default `min_confidence`) or below
+    /// `min_confidence` — the rule of `Classifier::needs_cascade`, for a parsed query.
     pub fn needs_cascade(&self, confidence: f64, ambiguous: bool) -> bool {
-        ambiguous || confidence < self.cascade_below.unwrap_or(self.min_confidence)
+        ambiguous || confidence < self.cascade_below.unwrap_or(self.min_confidence) || confidence < self.min_confidence
     }
 }
 
