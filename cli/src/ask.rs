@@ -102,7 +102,11 @@ fn body_text(r: &aws_lambda_events::apigw::ApiGatewayV2httpResponse) -> String {
 pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
-    let system = Embedded::new(manifest, EngineSettings::default());
+    let agents = shared::agents::Agents::new(&manifest);
+    for problem in agents.problems() {
+        eprintln!("switchyard: warning: {problem}");
+    }
+    let system = Embedded::with_agents(manifest, EngineSettings::default(), Arc::new(agents));
     let _pollers = system.start(PollerConfig::default());
     let body = serde_json::json!({ "query": args.question }).to_string();
     let response = handle_http(&system.deps, request("POST", "/v1/queries", Some(body), &args.user, &args.roles)?).await;

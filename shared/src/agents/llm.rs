@@ -251,6 +251,10 @@ pub struct LlmAgents {
     providers: BTreeMap<String, Built>,
     /// `SWITCHYARD_MODEL_PROVIDER`, when it names a usable provider.
     override_provider: Option<String>,
+    /// `SWITCHYARD_MODEL_PROVIDER`, when it names no usable provider.
+    bad_override: Option<String>,
+    /// Providers some `llm` agent of the manifest uses.
+    used: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for LlmAgents {
@@ -291,8 +295,27 @@ impl LlmAgents {
             };
             providers.insert(p.id.clone(), built);
         }
-        let override_provider = env(PROVIDER_OVERRIDE_ENV).filter(|id| matches!(providers.get(id), Some(Built::Ready(..))));
-        LlmAgents { providers, override_provider }
+        let requested = env(PROVIDER_OVERRIDE_ENV);
+        let override_provider = requested.clone().filter(|id| matches!(providers.get(id), Some(Built::Ready(..))));
+        let bad_override = requested
+            .filter(|_| override_provider.is_none())
+            .map(|id| {
+                let why = match providers.get(&id) {
+                    Some(Built::Unusable(why)) => why.clone(),
+                    _ => format!("`{id}` is not declared in `providers`"),
+                };
+                format!("{PROVIDER_OVERRIDE_ENV}={id} is ignored ({why}); the scripted providers stay in use")
+            });
+        let used = manifest
+            .agents
+            .iter()
+            .filter_map(|a| a.llm.as_ref())
+            .map(|s| match (&override_provider, manifest.provider(&s.provider)) {
+                (Some(id), Some(p)) if p.kind == ProviderKind::Scripted => id.clone(),
+                _ => s.provider.clone(),
+            })
+            .collect();
+        LlmAgents { providers, override_provider, bad_override, used }
     }
 
     /// Use this provider for every `llm` agent, whatever the manifest says (tests, or a real
@@ -302,14 +325,17 @@ impl LlmAgents {
         self
     }
 
-    /// Providers that cannot be used as configured, for the function's init to report.
+    /// Providers an agent uses that cannot be used as configured, for the function's init to
+    /// report (a declared provider no agent uses is not a problem).
     pub fn problems(&self) -> Vec<String> {
         self.providers
-            .values()
-            .filter_map(|b| match b {
+            .iter()
+            .filter(|(id, _)| self.used.contains(*id))
+            .filter_map(|(_, b)| match b {
                 Built::Unusable(why) => Some(why.clone()),
                 Built::Ready(..) => None,
             })
+            .chain(self.bad_override.clone())
             .collect()
     }
 

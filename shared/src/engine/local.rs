@@ -175,7 +175,8 @@ impl Embedded {
     /// Build it with the queues wrapped in a [`crate::adapters::faults::FaultyQueue`]
     /// (duplicates, reordering) and every random choice seeded.
     pub fn with_faults(manifest: Arc<crate::manifest::Manifest>, faults: crate::adapters::faults::QueueFaults, seed: u64) -> Embedded {
-        Embedded::build(manifest, super::EngineSettings::default(), Arc::new(crate::agents::ManifestAgents), Some((faults, seed)))
+        let agents = Arc::new(crate::agents::Agents::new(&manifest));
+        Embedded::build(manifest, super::EngineSettings::default(), agents, Some((faults, seed)))
     }
 
     fn build(
