@@ -291,3 +291,49 @@ async fn a_model_answer_that_is_not_json_becomes_a_failed_handoff_with_the_raw_t
     assert!(error.contains("Sure! You can carry over five days."), "the raw text is in the error: {error}");
     assert!(!output.agents_dispatched.contains(&"answer_critic".to_string()), "nothing to criticise");
 }
+
+// ---- at-least-once delivery ------------------------------------------------------------------
+
+/// An embedded system whose queues duplicate and reorder, with a store that counts effects.
+fn faulty(manifest: Manifest, faults: shared::adapters::faults::QueueFaults, seed: u64) -> (Harness, std::sync::Arc<ObservedStore>) {
+    use shared::adapters::faults::FaultyQueue;
+    use shared::adapters::memory::{MemoryQueue, MemoryStore};
+    use std::sync::Arc;
+    let agents = Arc::new(shared::agents::Agents::new(&manifest));
+    let manifest = Arc::new(manifest);
+    let clock = Arc::new(shared::ports::TokioClock::new());
+    let topology = shared::topology::Topology::for_manifest(&manifest);
+    let store = Arc::new(MemoryStore::new(clock.clone()));
+    let observed = Arc::new(ObservedStore::new(store.clone()));
+    let queue = Arc::new(MemoryQueue::new(&topology));
+    let port = Arc::new(FaultyQueue::new(queue.clone(), faults, seed));
+    let deps = shared::engine::Deps::new(manifest, observed.clone(), port, clock, agents, Default::default()).with_seed(seed);
+    let system = shared::engine::local::Embedded { deps: Arc::new(deps), store, queue, topology };
+    (Harness::from_system(system), observed)
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_step_of_every_mode_is_taken_once_when_every_message_is_delivered_twice() {
+    use std::sync::atomic::Ordering;
+    let cases = [
+        ("negotiation", "This is our final offer: $4.60 per unit for 500 units.", 8),
+        ("unified-chat", "How many vacation days can I carry over?", 4),
+        ("rag-manager", "How did revenue grow by segment?", 4),
+        ("research-assistant", "How big is the solid-state battery market?", 6),
+        ("e2i", "Things got worse lately, no?", 3),
+    ];
+    for (name, question, dispatches) in cases {
+        let faults = shared::adapters::faults::QueueFaults { duplicate: 1.0, max_extra_delay: std::time::Duration::from_millis(500) };
+        let (h, observed) = faulty(example(name), faults, 5);
+        let output = ask_as(&h, question, "").await;
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await; // every duplicate arrives
+        assert_eq!(observed.outputs_written.load(Ordering::SeqCst), 1, "{name}: one output");
+        assert_eq!(observed.synth_claims.load(Ordering::SeqCst), 1, "{name}: one synthesis");
+        let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
+        let plan = query.plan.expect("plan");
+        assert_eq!(plan.all_dispatches().count(), dispatches, "{name}: each step planned once: {:?}", output.agents_dispatched);
+        let handoffs = h.system.deps.store.list_handoffs(&output.query_id).await.expect("handoffs");
+        assert_eq!(handoffs.len(), dispatches, "{name}: one handoff per dispatch");
+        assert_eq!(h.system.deps.store.get_output(&output.query_id).await.expect("store"), Some(output));
+    }
+}
