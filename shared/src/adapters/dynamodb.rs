@@ -977,6 +977,7 @@ mod tests {
             warnings: vec![],
             error: None,
             qc_report: None,
+            orchestration: Some(serde_json::json!({"critique": {"accepted": true}})),
         }
     }
 

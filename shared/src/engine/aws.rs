@@ -10,7 +10,7 @@ use super::{Deps, EngineSettings};
 use crate::adapters::aws::aws_config_from_env;
 use crate::adapters::dynamodb::DynamoStore;
 use crate::adapters::sqs::{MissingQueueUrl, SqsQueue};
-use crate::agents::ManifestAgents;
+use crate::agents::Agents;
 use crate::manifest::{Manifest, ManifestError};
 use crate::ports::TokioClock;
 use crate::topology::{Topology, ENV_MANIFEST, ENV_TABLE, ENV_TIER};
@@ -32,6 +32,9 @@ pub enum StartupError {
     /// `SWITCHYARD_TIER` is not a tier of the manifest.
     #[error("SWITCHYARD_TIER={0} is not a tier of the manifest")]
     Tier(String),
+    /// An agent kind's configuration is unusable (a provider without its base URL, …).
+    #[error("agent configuration: {}", .0.join("; "))]
+    Agents(Vec<String>),
 }
 
 /// The manifest at `SWITCHYARD_MANIFEST`, or the one embedded in the binary.
@@ -63,6 +66,8 @@ pub struct AwsSystem {
     pub queue: Arc<SqsQueue>,
     /// The manifest's resources.
     pub topology: Topology,
+    /// The agent runtime (provider clients built once).
+    pub agents: Arc<Agents>,
 }
 
 impl AwsSystem {
@@ -70,7 +75,13 @@ impl AwsSystem {
     /// queue URLs).
     pub async fn from_env(settings: EngineSettings) -> Result<AwsSystem, StartupError> {
         let manifest = Arc::new(manifest_from_env()?);
-        AwsSystem::with_manifest(manifest, settings).await
+        let system = AwsSystem::with_manifest(manifest, settings).await?;
+        let problems = system.agents.problems();
+        if problems.is_empty() {
+            Ok(system)
+        } else {
+            Err(StartupError::Agents(problems))
+        }
     }
 
     /// Build for `manifest` with the AWS resources named in the environment.
@@ -98,7 +109,8 @@ impl AwsSystem {
     }
 
     fn assemble(manifest: Arc<Manifest>, settings: EngineSettings, store: Arc<DynamoStore>, queue: Arc<SqsQueue>, topology: Topology) -> AwsSystem {
-        let deps = Deps::new(manifest, store.clone(), queue.clone(), Arc::new(TokioClock::new()), Arc::new(ManifestAgents), settings);
-        AwsSystem { deps: Arc::new(deps), store, queue, topology }
+        let agents = Arc::new(Agents::new(&manifest));
+        let deps = Deps::new(manifest, store.clone(), queue.clone(), Arc::new(TokioClock::new()), agents.clone(), settings);
+        AwsSystem { deps: Arc::new(deps), store, queue, topology, agents }
     }
 }

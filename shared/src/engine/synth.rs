@@ -170,13 +170,21 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
     if matches!(query.status, QueryStatus::Done | QueryStatus::Accepted) {
         return Ok(());
     }
+    let stage_budget = super::modes::is_stage_budget(&query, fire_at);
+    if stage_budget == Some(false) {
+        return Ok(()); // the budget of a stage that already completed
+    }
     if query.status == QueryStatus::Routed {
         let handoffs = deps.store.list_handoffs(query_id).await?;
         let outstanding = outstanding(&query, &handoffs);
         if !outstanding.is_empty() {
+            let key = match (stage_budget, &query.plan) {
+                (Some(true), Some(plan)) => event_key(plan.current_stage, 68, "budget", ""),
+                _ => deadline_event_key(),
+            };
             let event = deps.event(
                 &query,
-                deadline_event_key(),
+                key,
                 EventKind::Deadline,
                 json!({ "fire_at": fire_at, "timed_out": outstanding.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>() }),
             );
@@ -193,6 +201,10 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
             match deps.store.record_handoff(&record, &[event]).await? {
                 HandoffWrite::Recorded { .. } | HandoffWrite::Duplicate => {}
             }
+        }
+        if stage_budget == Some(true) {
+            info!("stage budget spent; moving on");
+            return super::worker::advance(deps, query_id).await;
         }
     }
     info!("deadline fired");
@@ -278,7 +290,7 @@ fn status_word(s: HandoffStatus) -> &'static str {
 /// Merge the handoffs of a query into its output.
 pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord], deadline_passed: bool) -> OrchestratorOutput {
     let now = deps.clock.now();
-    let empty = crate::plan::Plan { intent: query.parsed.intent.clone(), pipeline: None, stages: vec![], current_stage: 0, deadline_ms: 0 };
+    let empty = crate::plan::Plan { intent: query.parsed.intent.clone(), pipeline: None, stages: vec![], current_stage: 0, deadline_ms: 0, flow: None };
     let plan = query.plan.as_ref().unwrap_or(&empty);
     let ran: Vec<&PlannedDispatch> = plan.stages.iter().take(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).collect();
     let handoff_of = |d: &PlannedDispatch| handoffs.iter().find(|h| h.handoff.dispatch_id == d.dispatch.dispatch_id);
@@ -306,8 +318,8 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
 
     // One final handoff per slot of the stages that ran.
     let mut slots: Vec<(&PlannedDispatch, Option<&HandoffRecord>)> = Vec::new();
-    for stage in plan.stages.iter().take(plan.current_stage + 1) {
-        for d in stage.dispatches.iter().filter(|d| d.role != DispatchRole::Fallback) {
+    for stage in plan.stages.iter().take(plan.current_stage + 1).filter(|s| !super::modes::is_bookkeeping(s)) {
+        for d in stage.dispatches.iter().filter(|d| d.role.fills_slot()) {
             slots.push((d, slot_handoff(handoffs, &d.slot)));
         }
     }
@@ -369,7 +381,12 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
             0.0
         }
     };
-    let response_confidence = (response_confidence * 1_000.0).round() / 1_000.0;
+    let mut response_confidence = (response_confidence * 1_000.0).round() / 1_000.0;
+    let shaped = super::modes::shape(&deps.manifest, plan, handoffs, now);
+    if let Some(s) = &shaped {
+        status = s.status.unwrap_or(status);
+        response_confidence = s.confidence.unwrap_or(response_confidence);
+    }
 
     // Caveats: what failed, what stood in, what the agents and the engine flagged.
     for (d, h) in &slots {
@@ -436,7 +453,7 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
     };
     let band = band(response_confidence);
     let mut error = None;
-    let response_text = match status {
+    let mut response_text = match status {
         OutputStatus::Blocked => {
             error = Some(OutputError { category: ErrorCategory::QcGateBlocked, message: "a QC gate stopped the pipeline; see qc_report".into() });
             format!("The {} pipeline was stopped by its QC gate; nothing after it ran. {}", plan.pipeline.clone().unwrap_or_default(), answers.join(" "))
@@ -452,6 +469,17 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
         }
         _ => answers.join("\n\n"),
     };
+    let mut orchestration = None;
+    if let Some(s) = shaped {
+        if let Some(text) = s.text {
+            response_text = text;
+        }
+        if s.error.is_some() || matches!(status, OutputStatus::Success | OutputStatus::Partial) {
+            error = s.error;
+        }
+        caveats.extend(s.caveats);
+        orchestration = Some(s.orchestration);
+    }
     if matches!(status, OutputStatus::Success | OutputStatus::Partial) {
         match band {
             ConfidenceBand::ConfidenceHigh => {}
@@ -497,5 +525,6 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
         warnings: query.warnings.clone(),
         error,
         qc_report,
+        orchestration,
     }
 }

@@ -81,15 +81,16 @@ async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<Option
         .get_query(&job.query_id)
         .await?
         .ok_or_else(|| StepError::Permanent(format!("dispatch for unknown query {}", job.query_id)))?;
-    if query.status == QueryStatus::Done {
-        return Ok(None);
-    }
     let planned = query
         .plan
         .as_ref()
         .and_then(|p| p.dispatch(&job.dispatch_id))
         .cloned()
         .ok_or_else(|| StepError::Permanent(format!("dispatch {} is not in the plan of query {}", job.dispatch_id, job.query_id)))?;
+    // A background dispatch (seed 004's memory step) still runs after the answer is out.
+    if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
+        return Ok(None);
+    }
     if let Some(tier) = tier {
         if planned.dispatch.target_tier != tier {
             return Err(StepError::Permanent(format!(
@@ -562,6 +563,9 @@ pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         }
         let next = plan.current_stage + 1;
         if next >= plan.stages.len() {
+            if plan.flow.is_some() {
+                return super::modes::extend(deps, query_id).await;
+            }
             return request_synthesis(deps, query_id).await;
         }
         let handoffs = deps.store.list_handoffs(query_id).await?;
