@@ -53,6 +53,18 @@ fn an_unrelated_two_intent_manifest_classifies_its_own_questions() {
 }
 
 #[test]
+fn one_edit_typos_reach_the_word_they_misspell() {
+    // GIVEN the support manifest, whose words include "refund" and "invoice"
+    let manifest = Manifest::from_yaml(SUPPORT_MANIFEST, "support.yaml").expect("valid manifest");
+    let classifier = Classifier::new(&manifest);
+    // WHEN they are misspelt by a transposition, a deletion and a substitution
+    // THEN the intent is still found
+    assert_eq!(classifier.classify("rfeund").intent, "refund");
+    assert_eq!(classifier.classify("invoce").intent, "billing");
+    assert_eq!(classifier.classify("refumd").intent, "refund");
+}
+
+#[test]
 fn shipped_manifest_routes_plain_questions() {
     let c = shipped();
     for (q, want) in [
