@@ -79,6 +79,9 @@ const NEAREST_WEIGHT: f64 = 2.0;
 /// Pseudo-count shrinking the vote of rarely seen terms: a term seen in n documents votes
 /// with weight n / (n + SUPPORT_PRIOR).
 const SUPPORT_PRIOR: f64 = 1.0;
+/// The same pseudo-count for a term an intent's keywords, description or id use: those words
+/// were chosen to name the intent, so one occurrence is stronger evidence.
+const CURATED_SUPPORT_PRIOR: f64 = 0.5;
 /// Weight of the first content word: in "refit the forecast model" the verb says what is
 /// asked, the later nouns what it is about.
 const FIRST_WORD_WEIGHT: f64 = 1.5;
@@ -171,7 +174,7 @@ pub struct Classifier {
     curated: Vec<bool>,
     examples: Vec<Example>,
     /// Term → examples containing it.
-    postings: Vec<Vec<u32>>,
+    postings: Vec<Vec<(u32, f64)>>,
     /// Softmax temperature fitted by leave-one-out.
     temperature: f64,
     /// Synonym word → the word it stands for.
@@ -308,8 +311,8 @@ impl Classifier {
                 .collect();
             let norm = terms.iter().map(|&(id, w)| (w * classifier.idf[id as usize]).powi(2)).sum::<f64>().sqrt();
             let e = classifier.examples.len() as u32;
-            for &(id, _) in &terms {
-                classifier.postings[id as usize].push(e);
+            for &(id, w) in &terms {
+                classifier.postings[id as usize].push((e, w));
             }
             classifier.examples.push(Example { intent, terms, norm });
         }
@@ -549,7 +552,8 @@ impl Classifier {
             let idf = (1.0 + k as f64 / used as f64).ln();
             let support: f64 = counts.iter().sum::<f64>()
                 - f64::from(u8::from(held.is_some_and(|e| e.terms.iter().any(|&(x, _)| x == id))));
-            let shrink = support / (support + SUPPORT_PRIOR);
+            let prior = if self.curated[t] { CURATED_SUPPORT_PRIOR } else { SUPPORT_PRIOR };
+            let shrink = support / (support + prior);
             let weight = if self.curated[t] { weight } else { weight * UTTERANCE_ONLY_WEIGHT };
             for j in 0..k {
                 scores[j] += weight * idf * shrink * shares[j] / sum;
@@ -561,10 +565,9 @@ impl Classifier {
             let mut dots: HashMap<u32, f64> = HashMap::new();
             for &(id, w) in features {
                 let idf2 = self.idf[id as usize].powi(2);
-                let term_weight = if self.is_bigram[id as usize] { BIGRAM_WEIGHT } else { 1.0 };
-                for &e in &self.postings[id as usize] {
+                for &(e, example_weight) in &self.postings[id as usize] {
                     if Some(e as usize) != held_out {
-                        *dots.entry(e).or_insert(0.0) += w * term_weight * idf2;
+                        *dots.entry(e).or_insert(0.0) += w * example_weight * idf2;
                     }
                 }
             }

@@ -247,3 +247,33 @@ fn print_leave_one_out_misses() {
         }
     }
 }
+
+#[test]
+#[ignore = "debugging aid: prints the words of CLASSIFY_OOV_FILE (JSON lines) the manifest never uses"]
+fn print_unknown_words() {
+    let c = shipped();
+    let path = std::env::var("CLASSIFY_OOV_FILE").unwrap_or_default();
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut unknown: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let q = v["query"].as_str().unwrap_or_default();
+        let tokens = tokenize(q, 512);
+        let (_, named) = c.entities.extract(q, &tokens);
+        let terms = c.terms(&tokens, &named);
+        for (u, w) in terms.unigrams.iter().zip(&terms.words) {
+            if !c.vocab.contains_key(u) {
+                let how = if c.misspelt_term(w).or_else(|| c.misspelt_term(u)).is_some() {
+                    "typo"
+                } else if c.nearest_term(u).is_some() {
+                    "trigram"
+                } else {
+                    "none"
+                };
+                *unknown.entry(format!("{w}({how})")).or_default() += 1;
+            }
+        }
+    }
+    let words: Vec<String> = unknown.iter().map(|(w, n)| format!("{w}x{n}")).collect();
+    println!("{} unknown: {}", words.len(), words.join(" "));
+}
