@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Regression floor on the first blind set (a little under what it reaches).
-const BLIND_FLOOR: f64 = 0.93;
+const BLIND_FLOOR: f64 = 0.95;
 /// Regression floor on the second blind set.
-const BLIND2_FLOOR: f64 = 0.0;
+const BLIND2_FLOOR: f64 = 0.91;
 
 #[derive(serde::Deserialize)]
 struct Labelled {
@@ -171,8 +171,9 @@ fn evaluate(fixture: &str) -> f64 {
 #[test]
 fn the_first_blind_set_written_before_tuning_reports_its_accuracy() {
     // blind_questions.jsonl: 240 questions (20 per intent) written from seed 000's intent
-    // meanings only, committed before the classifier or manifest was tuned. The manifest was
-    // then improved by error class (vocabulary, algorithm), never by copying these questions.
+    // meanings only, committed before the classifier or manifest was tuned (90.0% then). It
+    // then served as the development set: the manifest's vocabulary was widened by error class
+    // partly from its misses, so its figure is optimistic; the second blind set is the estimate.
     let accuracy = evaluate("blind_questions.jsonl");
     assert!(accuracy >= BLIND_FLOOR, "blind accuracy {accuracy:.3} is below {BLIND_FLOOR}");
 }
@@ -180,8 +181,9 @@ fn the_first_blind_set_written_before_tuning_reports_its_accuracy() {
 #[test]
 fn the_second_blind_set_never_tuned_on_reports_its_accuracy() {
     // blind2_questions.jsonl: 120 questions (10 per intent) written like the first blind set,
-    // committed with it before any tuning and not evaluated until the tuning was finished.
-    // Its first figure is the estimate to trust for questions nobody has seen.
+    // committed with it before any tuning and not evaluated until the tuning was finished
+    // (93.3%; the untuned classifier scores 92.5% on it). It is the estimate to trust for
+    // questions nobody has seen.
     let accuracy = evaluate("blind2_questions.jsonl");
     assert!(accuracy >= BLIND2_FLOOR, "second blind accuracy {accuracy:.3} is below {BLIND2_FLOOR}");
 }

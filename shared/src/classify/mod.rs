@@ -9,8 +9,9 @@
 //! # Algorithm
 //!
 //! 1. **Text to terms.** The text is split into lower-cased words; stop words, numbers and
-//!    the words of brand and region names found by the gazetteers (entities say *what*, not
-//!    *which intent*) are dropped; manifest synonyms are mapped to their key; a light stemmer conflates
+//!    the words of brand and region names found by the gazetteers and the units and numbers
+//!    of time periods (entities say *what* and *when*, not *which intent*; a period's direction,
+//!    "next" or "last", is kept) are dropped; manifest synonyms are mapped to their key; a light stemmer conflates
 //!    inflections ("drifting", "drifted" → "drift"). Terms are the stems plus the bigrams of
 //!    adjacent stems ("sample size", "respond best").
 //! 2. **Learning.** Every utterance, every keyword, the description and the id of an intent
