@@ -14,6 +14,43 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Where the queues and the state live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// In memory, in this process (no setup).
+    Memory,
+    /// SQS and DynamoDB named by the environment, as the Lambda functions read them
+    /// (`SWITCHYARD_TABLE`, `SWITCHYARD_QUEUE_*`; `AWS_ENDPOINT_URL` for a local endpoint).
+    Aws,
+}
+
+/// Start the four functions' pollers on the chosen backend; returns their dependencies.
+pub async fn start_backend(
+    backend: Backend,
+    manifest: Arc<shared::manifest::Manifest>,
+    settings: EngineSettings,
+) -> anyhow::Result<(Arc<shared::engine::Deps>, shared::engine::local::Pollers)> {
+    match backend {
+        Backend::Memory => {
+            let agents = shared::agents::Agents::new(&manifest);
+            for problem in agents.problems() {
+                eprintln!("switchyard: warning: {problem}");
+            }
+            let system = Embedded::with_agents(manifest, settings, Arc::new(agents));
+            let pollers = system.start(PollerConfig::default());
+            Ok((system.deps, pollers))
+        }
+        Backend::Aws => {
+            let system = shared::engine::aws::AwsSystem::with_manifest(manifest, settings).await?;
+            for problem in system.agents.problems() {
+                eprintln!("switchyard: warning: {problem}");
+            }
+            let pollers = shared::engine::local::start(system.deps.clone(), &system.topology, PollerConfig::default());
+            Ok((system.deps, pollers))
+        }
+    }
+}
+
 /// Arguments of `switchyard ask`.
 #[derive(Debug, Args)]
 pub struct AskArgs {
@@ -34,6 +71,9 @@ pub struct AskArgs {
     /// Log every step to stderr.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Where the queues and the state live.
+    #[arg(long, value_enum, default_value_t = Backend::Memory)]
+    pub backend: Backend,
 }
 
 /// Arguments of `switchyard serve`.
@@ -45,6 +85,9 @@ pub struct ServeArgs {
     /// Manifest to route with (default: the embedded routing.yaml).
     #[arg(long)]
     pub manifest: Option<PathBuf>,
+    /// Where the queues and the state live.
+    #[arg(long, value_enum, default_value_t = Backend::Memory)]
+    pub backend: Backend,
 }
 
 /// An API Gateway HTTP API (v2) event for a request, as API Gateway would deliver it; `claims`
@@ -102,14 +145,9 @@ fn body_text(r: &aws_lambda_events::apigw::ApiGatewayV2httpResponse) -> String {
 pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
-    let agents = shared::agents::Agents::new(&manifest);
-    for problem in agents.problems() {
-        eprintln!("switchyard: warning: {problem}");
-    }
-    let system = Embedded::with_agents(manifest, EngineSettings::default(), Arc::new(agents));
-    let _pollers = system.start(PollerConfig::default());
+    let (deps, _pollers) = start_backend(args.backend, manifest, EngineSettings::default()).await?;
     let body = serde_json::json!({ "query": args.question }).to_string();
-    let response = handle_http(&system.deps, request("POST", "/v1/queries", Some(body), &args.user, &args.roles)?).await;
+    let response = handle_http(&deps, request("POST", "/v1/queries", Some(body), &args.user, &args.roles)?).await;
     let text = body_text(&response);
     if response.status_code >= 400 {
         eprintln!("switchyard: the question was refused ({}):\n{text}", response.status_code);
@@ -118,12 +156,12 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     let accepted: serde_json::Value = serde_json::from_str(&text)?;
     let query_id = accepted["query_id"].as_str().unwrap_or_default().to_string();
     let output = loop {
-        if let Some(output) = system.deps.store.get_output(&query_id).await? {
+        if let Some(output) = deps.store.get_output(&query_id).await? {
             break output;
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
-    let events = system.deps.store.list_events(&query_id).await?;
+    let events = deps.store.list_events(&query_id).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&output)?);
     } else {
@@ -245,13 +283,15 @@ fn print_orchestration(o: &serde_json::Value) {
 pub async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
     let settings = EngineSettings { dev_identity_headers: true, ..EngineSettings::default() };
-    let system = Arc::new(Embedded::new(manifest, settings));
-    let _pollers = system.start(PollerConfig::default());
+    let (deps, _pollers) = start_backend(args.backend, manifest, settings).await?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
     let addr = listener.local_addr()?;
-    eprintln!("switchyard: serving the intake API on http://{addr} (manifest `{}`)", system.deps.manifest.name);
+    eprintln!(
+        "switchyard: serving the intake API on http://{addr} (manifest `{}`, backend {:?})",
+        deps.manifest.name, args.backend
+    );
     eprintln!("switchyard: caller from the x-switchyard-user / x-switchyard-roles headers (dev only)");
     println!("listening on http://{addr}");
-    crate::serve::run(listener, system).await?;
+    crate::serve::run(listener, deps).await?;
     Ok(0)
 }

@@ -3,6 +3,7 @@
 
 mod ask;
 mod serve;
+mod setup_cmd;
 mod classify_cmd;
 mod infra_cmd;
 mod validate_cmd;
@@ -50,6 +51,22 @@ enum Command {
         #[arg(default_value = "infra/template.yaml")]
         template: PathBuf,
         /// Manifest (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// Create the table and queues (with DLQs and redrive) on the configured AWS endpoint and
+    /// print the environment the functions read: `eval "$(switchyard setup --backend aws)"`.
+    Setup {
+        /// `aws` (the memory backend needs no setup).
+        #[arg(long, value_enum)]
+        backend: ask::Backend,
+        /// Table name.
+        #[arg(long, default_value = "switchyard")]
+        table: String,
+        /// Queue name prefix (queues are `<prefix>route`, `<prefix>tier-2`, … and `…-dlq`).
+        #[arg(long, default_value = "switchyard-")]
+        prefix: String,
+        /// Manifest whose tiers get queues (default: the embedded routing.yaml).
         #[arg(long)]
         manifest: Option<PathBuf>,
     },
@@ -108,6 +125,10 @@ async fn main() -> ExitCode {
             "check" => Ok(infra_cmd::check(&template, &m, &mut std::io::stdout().lock())),
             other => Err(anyhow::anyhow!("unknown infra action `{other}`; use render or check")),
         }),
+        Command::Setup { backend, table, prefix, manifest } => match load_manifest(manifest.as_ref()) {
+            Ok(m) => setup_cmd::run(backend, &m, &table, &prefix, &mut std::io::stdout().lock()).await,
+            Err(e) => Err(e),
+        },
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
     };
     match result {

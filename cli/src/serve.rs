@@ -8,7 +8,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use shared::engine::handlers::{handle_http, sse_frame};
-use shared::engine::local::Embedded;
+use shared::engine::Deps;
 use shared::ports::EventKind;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use std::time::Duration;
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 
 /// Serve until the process is stopped.
-pub async fn run(listener: tokio::net::TcpListener, system: Arc<Embedded>) -> anyhow::Result<()> {
+pub async fn run(listener: tokio::net::TcpListener, system: Arc<Deps>) -> anyhow::Result<()> {
     let app = axum::Router::new().fallback(handle).with_state(system);
     axum::serve(listener, app).await?;
     Ok(())
@@ -32,7 +32,7 @@ fn plain(status: StatusCode, text: &str) -> Response {
     r
 }
 
-async fn handle(State(system): State<Arc<Embedded>>, request: Request) -> Response {
+async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(b) => b,
@@ -60,7 +60,7 @@ async fn handle(State(system): State<Arc<Embedded>>, request: Request) -> Respon
         Ok(e) => e,
         Err(_) => return plain(StatusCode::BAD_REQUEST, "request could not be read"),
     };
-    let response = handle_http(&system.deps, event).await;
+    let response = handle_http(&system, event).await;
     if sse && response.status_code == 200 {
         let query_id = path.trim_end_matches("/events").rsplit('/').next().unwrap_or_default().to_string();
         return tail(system, query_id);
@@ -78,13 +78,13 @@ async fn handle(State(system): State<Arc<Embedded>>, request: Request) -> Respon
 }
 
 /// Stream the event log as server-sent events, tailing it until the `final` event.
-fn tail(system: Arc<Embedded>, query_id: String) -> Response {
+fn tail(system: Arc<Deps>, query_id: String) -> Response {
     let stream = futures::stream::unfold((system, query_id, HashSet::<String>::new(), false), |(system, id, mut seen, done)| async move {
         if done {
             return None;
         }
         loop {
-            let events = system.deps.store.list_events(&id).await.unwrap_or_default();
+            let events = system.store.list_events(&id).await.unwrap_or_default();
             let fresh: Vec<_> = events.into_iter().filter(|e| !seen.contains(&e.key)).collect();
             if !fresh.is_empty() {
                 let finished = fresh.iter().any(|e| e.kind == EventKind::Final);
