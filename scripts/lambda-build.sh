@@ -14,10 +14,8 @@
 # still measure the binaries, and exits 2: the artifacts are then NOT deployable as arm64.
 set -euo pipefail
 
-CARGO_LAMBDA_VERSION=1.9.2
 BINARIES=(intake router agent-worker synthesizer)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${SWITCHYARD_VENV_DIR:-$HOME/.cache/switchyard}/venv-cargo-lambda"
 
 arch=arm64
 case "${1:-}" in
@@ -27,18 +25,9 @@ case "${1:-}" in
     *) echo "usage: $0 [--arm64|--x86-64]" >&2; exit 64 ;;
 esac
 
-installed_version() {
-    "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("cargo-lambda"))' 2>/dev/null || true
-}
-
-if [[ "$(installed_version)" != "$CARGO_LAMBDA_VERSION" ]]; then
-    echo "lambda-build.sh: installing cargo-lambda $CARGO_LAMBDA_VERSION into $VENV" >&2
-    mkdir -p "$(dirname "$VENV")"
-    [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet "cargo-lambda==$CARGO_LAMBDA_VERSION"
-fi
-# cargo finds `cargo-lambda` on PATH; cargo-lambda finds zig through the venv's python.
-export PATH="$VENV/bin:$PATH"
+# shellcheck source=scripts/cargo-lambda.sh
+source "$ROOT/scripts/cargo-lambda.sh"
+cargo_lambda_install
 
 cd "$ROOT"
 target_dir="${CARGO_TARGET_DIR:-$ROOT/target}"

@@ -4,7 +4,8 @@
 # From a fresh clone it builds the workspace (a warning fails the run), installs and starts a
 # local SQS + DynamoDB endpoint on 127.0.0.1 (moto, in its own venv), runs every test — unit,
 # handler, pipeline and the adapter / end-to-end tests against that endpoint — then the
-# `switchyard serve` smoke test and the SAM template lint, and stops the endpoint on exit.
+# `switchyard serve` smoke test, `cargo lambda` invocation of the four functions against the
+# endpoint and the SAM template lint, and stops the endpoint on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -31,6 +32,9 @@ cargo test --workspace --all-targets
 
 step "switchyard serve smoke test"
 bash tests/smoke_serve.sh
+
+step "cargo lambda watch + invoke of the four functions against the local endpoint"
+bash tests/cargo_lambda.sh
 
 if [ -f scripts/cfn-lint.sh ]; then
   step "SAM template lint"
