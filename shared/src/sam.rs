@@ -91,6 +91,10 @@ pub struct FunctionSpec {
     pub reserved_concurrency: Option<u32>,
     /// The queues it writes to: the only ones its role may send to.
     pub sends_to: Vec<QueueId>,
+    /// Bedrock models its agents call (`llm` agents on a `bedrock` provider).
+    pub bedrock_models: Vec<String>,
+    /// Lambda functions its agents invoke (`lambda` agents).
+    pub lambda_functions: Vec<String>,
 }
 
 /// The functions of a deployment: intake, router, one agent-worker per tier, synthesizer.
@@ -98,7 +102,7 @@ pub struct FunctionSpec {
 /// Who writes where: intake -> route; router -> every tier (dispatches) and synth (the deadline);
 /// a worker -> every tier (its own for retries, another for a fallback agent) and synth (fan-in);
 /// synthesizer -> synth (the deadline, chained past SQS's 15-minute delay).
-pub fn functions(topology: &Topology) -> Vec<FunctionSpec> {
+pub fn functions(manifest: &Manifest, topology: &Topology) -> Vec<FunctionSpec> {
     let tiers: Vec<QueueId> =
         topology.queues.iter().filter(|q| matches!(q.id.kind, QueueKind::Tier(_))).map(|q| q.id).collect();
     let mut to_tiers_and_synth = tiers.clone();
@@ -112,6 +116,8 @@ pub fn functions(topology: &Topology) -> Vec<FunctionSpec> {
         batch_size: Some(q.batch_size),
         reserved_concurrency: q.reserved_concurrency,
         sends_to,
+        bedrock_models: tier.map(|t| bedrock_models(manifest, t)).unwrap_or_default(),
+        lambda_functions: tier.map(|t| lambda_functions(manifest, t)).unwrap_or_default(),
     };
     let mut functions = vec![FunctionSpec {
         name: "intake".to_string(),
@@ -122,6 +128,8 @@ pub fn functions(topology: &Topology) -> Vec<FunctionSpec> {
         batch_size: None,
         reserved_concurrency: None,
         sends_to: vec![QueueId::route()],
+        bedrock_models: Vec::new(),
+        lambda_functions: Vec::new(),
     }];
     for q in &topology.queues {
         functions.push(match q.id.kind {
@@ -238,10 +246,48 @@ fn queue_description(id: QueueId) -> String {
     }
 }
 
+/// Models of the tier's `llm` agents whose provider is Bedrock.
+fn bedrock_models(manifest: &Manifest, tier: u8) -> Vec<String> {
+    let mut models: Vec<String> = manifest
+        .agents
+        .iter()
+        .filter(|a| a.tier == tier)
+        .filter_map(|a| a.llm.as_ref())
+        .filter_map(|llm| {
+            let provider = manifest.providers.iter().find(|p| p.id == llm.provider)?;
+            (provider.kind == crate::manifest::ProviderKind::Bedrock).then(|| llm.model.clone().or_else(|| provider.model.clone()))?
+        })
+        .collect();
+    models.sort();
+    models.dedup();
+    models
+}
+
+/// Functions the tier's `lambda` agents invoke.
+fn lambda_functions(manifest: &Manifest, tier: u8) -> Vec<String> {
+    let mut names: Vec<String> =
+        manifest.agents.iter().filter(|a| a.tier == tier).filter_map(|a| a.lambda.as_ref()).map(|l| l.function.clone()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The ARN pattern of a function named by name or ARN (any version or alias).
+fn lambda_arns(function: &str) -> Vec<Value> {
+    if function.starts_with("arn:") {
+        vec![s(function), s(&format!("{function}:*"))]
+    } else {
+        vec![
+            sub(&format!("arn:${{AWS::Partition}}:lambda:${{AWS::Region}}:${{AWS::AccountId}}:function:{function}")),
+            sub(&format!("arn:${{AWS::Partition}}:lambda:${{AWS::Region}}:${{AWS::AccountId}}:function:{function}:*")),
+        ]
+    }
+}
+
 /// The SAM template for `manifest`, as committed in `infra/template.yaml`.
 pub fn render(manifest: &Manifest) -> String {
     let topology = Topology::for_manifest(manifest);
-    let functions = functions(&topology);
+    let functions = functions(manifest, &topology);
     let tiers: Vec<String> = topology
         .queues
         .iter()
@@ -539,6 +585,22 @@ fn role(f: &FunctionSpec, stem: &str) -> Value {
     if let Some(q) = f.consumes {
         policies.push(policy("consume", vec![allow(&CONSUME_ACTIONS, vec![get_att(&queue_id(q), "Arn")])]));
     }
+    // Only the models and functions the tier's agents name (least privilege).
+    let mut agent_statements = Vec::new();
+    if !f.bedrock_models.is_empty() {
+        let models = f
+            .bedrock_models
+            .iter()
+            .map(|m| sub(&format!("arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/{m}")))
+            .collect();
+        agent_statements.push(allow(&["bedrock:InvokeModel"], models));
+    }
+    if !f.lambda_functions.is_empty() {
+        agent_statements.push(allow(&["lambda:InvokeFunction"], f.lambda_functions.iter().flat_map(|n| lambda_arns(n)).collect()));
+    }
+    if !agent_statements.is_empty() {
+        policies.push(policy("agents", agent_statements));
+    }
     map(vec![
         ("Type", s("AWS::IAM::Role")),
         (
@@ -754,7 +816,7 @@ pub fn check(template_text: &str, manifest: &Manifest) -> Vec<String> {
     }
     let template = Template { resources, globals: doc.get("Globals").and_then(|g| g.get("Function")) };
     let topology = Topology::for_manifest(manifest);
-    let functions = functions(&topology);
+    let functions = functions(manifest, &topology);
 
     check_table(&template, &topology, &mut problems);
     check_api(&template, &mut problems);
@@ -1304,6 +1366,43 @@ mod tests {
 
     fn shipped() -> Manifest {
         Manifest::embedded().expect("shipped manifest is valid")
+    }
+
+    #[test]
+    fn a_tier_with_bedrock_and_lambda_agents_may_invoke_exactly_those_and_no_other_tier_may() {
+        let yaml = r#"
+version: 1
+name: thinking
+providers:
+  - {id: claude, kind: bedrock, model: anthropic.claude-3-5-haiku-20241022-v1:0}
+tiers:
+  - {tier: 2, timeout: 30s, max_retries: 1, fallback: none}
+  - {tier: 4, timeout: 30s, max_retries: 1, fallback: none}
+agents:
+  - id: analyst
+    tier: 2
+    kind: llm
+    llm: {provider: claude, system: You analyse., output_schema: {name: analysis, schema: {type: object}}}
+  - {id: scorer, tier: 2, kind: lambda, lambda: {function: score-leads}}
+  - {id: plain, tier: 4, kind: builtin, builtin: {response: ok, confidence: 0.9}}
+intents:
+  - {id: ask, route: {primary: analyst, supporting: [scorer, plain]}, keywords: [ask]}
+"#;
+        let manifest = Manifest::from_yaml(yaml, "thinking.yaml").expect("valid");
+        let topology = Topology::for_manifest(&manifest);
+        let specs = functions(&manifest, &topology);
+        let tier2 = specs.iter().find(|f| f.tier == Some(2)).expect("tier 2 worker");
+        assert_eq!(tier2.bedrock_models, ["anthropic.claude-3-5-haiku-20241022-v1:0"]);
+        assert_eq!(tier2.lambda_functions, ["score-leads"]);
+        let tier4 = specs.iter().find(|f| f.tier == Some(4)).expect("tier 4 worker");
+        assert!(tier4.bedrock_models.is_empty() && tier4.lambda_functions.is_empty());
+        let template = render(&manifest);
+        let role = template.split("AgentWorkerTier2Role:").nth(1).and_then(|r| r.split("AgentWorkerTier2Function:").next()).expect("role");
+        assert!(role.contains("bedrock:InvokeModel") && role.contains("foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"), "{role}");
+        assert!(role.contains("lambda:InvokeFunction") && role.contains(":function:score-leads"), "{role}");
+        let other = template.split("AgentWorkerTier4Role:").nth(1).and_then(|r| r.split("AgentWorkerTier4Function:").next()).expect("role");
+        assert!(!other.contains("bedrock:") && !other.contains("lambda:InvokeFunction"), "{other}");
+        assert!(check(&template, &manifest).is_empty(), "{:?}", check(&template, &manifest));
     }
 
     #[test]
