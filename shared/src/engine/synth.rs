@@ -126,7 +126,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
 async fn ready(deps: &Deps, query: &QueryRecord) -> Result<bool, StepError> {
     let Some(plan) = &query.plan else { return Ok(false) };
     let Some(stage) = plan.stages.get(plan.current_stage) else { return Ok(true) };
-    if !stage.slots().all(|s| query.completed.contains(s)) {
+    if !stage.is_complete(&query.completed) {
         return Ok(false);
     }
     if plan.current_stage + 1 >= plan.stages.len() {

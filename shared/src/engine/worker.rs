@@ -498,7 +498,7 @@ async fn finalize(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, r
                     .plan
                     .as_ref()
                     .and_then(|p| p.stages.get(p.current_stage))
-                    .is_some_and(|s| s.slots().all(|slot| completed.contains(slot)));
+                    .is_some_and(|s| s.is_complete(&completed));
             if complete {
                 advance(deps, &query.query_id).await?;
             }
@@ -557,7 +557,7 @@ pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         }
         let Some(plan) = query.plan.clone() else { return Ok(()) };
         let Some(stage) = plan.stages.get(plan.current_stage) else { return Ok(()) };
-        if !stage.slots().all(|s| query.completed.contains(s)) {
+        if !stage.is_complete(&query.completed) {
             return Ok(());
         }
         let next = plan.current_stage + 1;
