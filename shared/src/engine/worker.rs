@@ -75,15 +75,12 @@ pub async fn run_dispatch(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> R
     result
 }
 
-async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<Option<(QueryRecord, PlannedDispatch)>, StepError> {
+async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(QueryRecord, PlannedDispatch), StepError> {
     let query = deps
         .store
         .get_query(&job.query_id)
         .await?
         .ok_or_else(|| StepError::Permanent(format!("dispatch for unknown query {}", job.query_id)))?;
-    if query.status == QueryStatus::Done {
-        return Ok(None);
-    }
     let planned = query
         .plan
         .as_ref()
@@ -98,14 +95,17 @@ async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<Option
             )));
         }
     }
-    Ok(Some((query, planned)))
+    Ok((query, planned))
 }
 
 async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(), StepError> {
-    let Some((query, planned)) = load(deps, tier, job).await? else { return Ok(()) };
+    let (query, planned) = load(deps, tier, job).await?;
     if deps.store.get_handoff(&job.query_id, &job.dispatch_id).await?.is_some() {
         // Already answered (a duplicate or a late redelivery): make sure the fan-in moved on.
         return advance(deps, &job.query_id).await;
+    }
+    if query.status == QueryStatus::Done {
+        return close_after_the_end(deps, &query, &planned).await;
     }
     let Some(agent) = deps.manifest.agent(&planned.dispatch.target_agent).cloned() else {
         let now = deps.clock.now();
@@ -611,10 +611,40 @@ async fn request_synthesis(deps: &Deps, query_id: &str) -> Result<(), StepError>
     Ok(())
 }
 
+/// A dispatch job for a query that has ended, whose dispatch has no handoff (its handoff write
+/// failed and the query finished before the job came back): close the dispatch with a `timeout`
+/// handoff that fills no slot, as the deadline closes outstanding dispatches, so every dispatch
+/// sent ends with exactly one handoff. The agent does not run; the output is not changed.
+async fn close_after_the_end(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch) -> Result<(), StepError> {
+    let now = deps.clock.now();
+    let f = Failure {
+        error_type: "agent_timeout",
+        message: "the query ended before this dispatch recorded its handoff".into(),
+        recoverable: false,
+        timed_out: true,
+        latency_ms: 0,
+        started_at: now,
+        completed_at: now,
+    };
+    let record = HandoffRecord {
+        query_id: query.query_id.clone(),
+        slot: None,
+        attempts: 0,
+        fallback_for: planned.fallback_for.clone(),
+        engine_caveats: Vec::new(),
+        handoff: failed_handoff(planned, planned.dispatch.target_tier, &f),
+        expires_at: deps.expires_at(),
+    };
+    finalize(deps, query, planned, record).await
+}
+
 /// The last delivery of a dispatch job failed: record the dispatch as failed (it fills its
 /// slot, no fallback — the worker itself is what keeps failing).
 async fn give_up_after_deliveries(deps: &Deps, job: &DispatchJob, reason: &str) -> Result<(), StepError> {
-    let Some((query, planned)) = load(deps, None, job).await? else { return Ok(()) };
+    let (query, planned) = load(deps, None, job).await?;
+    if query.status == QueryStatus::Done {
+        return Ok(());
+    }
     let now = deps.clock.now();
     let f = Failure {
         error_type: "agent_error",
