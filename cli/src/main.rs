@@ -3,6 +3,7 @@
 
 mod ask;
 mod serve;
+mod sim_cmd;
 mod validate_cmd;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,15 @@ enum Command {
         /// The manifest (default: ./routing.yaml).
         #[arg(default_value = "routing.yaml")]
         file: PathBuf,
+    },
+    /// Run the deterministic fault simulation: seeds 0..N, or replay one seed with its trace.
+    Sim {
+        /// How many seeds to run.
+        #[arg(long, default_value_t = switchyard_sim::DEFAULT_SEEDS)]
+        seeds: u64,
+        /// Run only this seed and print its trace.
+        #[arg(long)]
+        seed: Option<u64>,
     },
 }
 
@@ -61,6 +71,7 @@ async fn main() -> ExitCode {
             ask::serve(args).await
         }
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
+        Command::Sim { seeds, seed } => Ok(sim_cmd::run(seeds, seed, &mut std::io::stdout()).await),
     };
     match result {
         Ok(code) => ExitCode::from(code),
