@@ -85,7 +85,8 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         }
         claimed.version = query.version + 1;
         let handoffs = deps.store.list_handoffs(query_id).await?;
-        let output = build_output(deps, &claimed, &handoffs, deadline_passed);
+        let mut output = build_output(deps, &claimed, &handoffs, deadline_passed);
+        fit_output(&mut output);
         let mut done = claimed.clone();
         done.status = QueryStatus::Done;
         done.outcome = Some(output.status);
@@ -223,6 +224,49 @@ fn timeout_record(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch) -
         },
         expires_at: deps.expires_at(),
     }
+}
+
+/// Largest serialized output the engine writes whole (DynamoDB items stop at 400 KB; each
+/// handoff is at most [`super::worker::MAX_HANDOFF_BYTES`], but several together are not).
+pub const MAX_OUTPUT_BYTES: usize = 300 * 1024;
+
+fn truncate_chars(text: &mut String, max_chars: usize) {
+    if let Some((cut, _)) = text.char_indices().nth(max_chars) {
+        text.truncate(cut);
+        text.push('…');
+    }
+}
+
+/// Shorten an output over [`MAX_OUTPUT_BYTES`] so it can be written: each agent result keeps
+/// its first 2000 characters of text, the merged answer its first 100 000, citation texts
+/// their first 500, and a caveat says so. Every agent's full answer stays in its handoff.
+fn fit_output(output: &mut OrchestratorOutput) {
+    let size = |o: &OrchestratorOutput| serde_json::to_vec(o).map(|v| v.len()).unwrap_or(0);
+    let original = size(output);
+    if original <= MAX_OUTPUT_BYTES {
+        return;
+    }
+    for r in &mut output.agent_results {
+        let mut text = match r.result.get("response").and_then(Value::as_str) {
+            Some(t) => t.to_string(),
+            None => r.result.to_string(),
+        };
+        truncate_chars(&mut text, 2_000);
+        r.result = json!({ "response": text, "truncated": true });
+    }
+    truncate_chars(&mut output.response_text, 100_000);
+    for c in &mut output.citations {
+        if let Some(text) = &mut c.text {
+            truncate_chars(text, 500);
+        }
+    }
+    if size(output) > MAX_OUTPUT_BYTES {
+        output.visualizations.clear();
+        output.citations.truncate(20);
+    }
+    output.caveats.push(format!(
+        "The answer was {original} bytes, over the {MAX_OUTPUT_BYTES}-byte record limit, and was shortened; each agent's full answer is kept in its handoff."
+    ));
 }
 
 /// The text an agent answered with: `primary_output.response`, else `summary`, else the
