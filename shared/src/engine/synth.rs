@@ -143,10 +143,16 @@ async fn ready(deps: &Deps, query: &QueryRecord) -> Result<bool, StepError> {
 /// `timeout` and the query is synthesized with what it has.
 #[instrument(skip(deps), fields(query_id = %query_id))]
 pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chrono::Utc>) -> Result<(), StepError> {
+    let query = deps.store.get_query(query_id).await?;
     if deps.clock.now() < fire_at {
-        return router::arm_deadline(deps, query_id, fire_at).await;
+        // Chain the next link only for a query still open: a finished (or expired) query needs
+        // no deadline, and a duplicated link stops here instead of doubling at every link.
+        if query.is_some_and(|q| q.status != QueryStatus::Done) {
+            return router::arm_deadline(deps, query_id, fire_at).await;
+        }
+        return Ok(());
     }
-    let Some(query) = deps.store.get_query(query_id).await? else {
+    let Some(query) = query else {
         return Err(StepError::Permanent(format!("deadline for unknown query {query_id}")));
     };
     if matches!(query.status, QueryStatus::Done | QueryStatus::Accepted) {
