@@ -181,6 +181,12 @@ impl Store for TrippedStore {
     async fn list_events(&self, q: &str) -> Result<Vec<Event>, StoreError> {
         self.inner.list_events(q).await
     }
+    async fn put_manifest(&self, f: &str, b: &str) -> Result<(), StoreError> {
+        self.inner.put_manifest(f, b).await
+    }
+    async fn get_manifest(&self, f: &str) -> Result<Option<String>, StoreError> {
+        self.inner.get_manifest(f).await
+    }
 }
 
 type SendRule = Box<dyn Fn(QueueId, &Job) -> bool + Send + Sync>;
@@ -789,4 +795,44 @@ async fn the_same_idempotency_key_with_a_different_payload_is_a_409_and_with_the
     assert_eq!(other_user.status_code, 202, "keys belong to their caller");
     assert_ne!(json_body(&other_user)["query_id"], id);
     assert_eq!(rig.system.store.query_ids().len(), 2);
+}
+
+// ---- 20 --------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_query_running_when_the_manifest_changes_finishes_on_the_manifest_version_it_started_with() {
+    // Version 1 accepts the query; then version 2 is deployed (steady says something else,
+    // helper is gone) and every later step of the query runs in version 2's functions.
+    let v1 = rig();
+    let id = v1.submit("bravo pair question").await;
+    let v2_yaml = fixture_text("manifests/faults.yaml")
+        .replace("\"Steady answer.\"", "\"Steady answer, version 2.\"")
+        .replace("supporting: [helper], deadline: 3h}", "deadline: 3h}")
+        .replace("  - {id: helper, tier: 2, kind: scripted, scripted: {response: \"Helper answer.\", confidence: 0.9}}\n", "");
+    let v2_manifest = Manifest::from_yaml(&v2_yaml, "faults-v2.yaml").expect("version 2 is valid");
+    assert!(v2_manifest.agent("helper").is_none());
+    let v2 = Deps::new(
+        Arc::new(v2_manifest),
+        v1.store.clone(),
+        v1.queue.clone(),
+        v1.deps().clock.clone(),
+        Arc::new(ManifestAgents),
+        Default::default(),
+    );
+    assert_ne!(v2.fingerprint(), v1.deps().fingerprint());
+    let v2 = Embedded { deps: Arc::new(v2), store: v1.system.store.clone(), queue: v1.system.queue.clone(), topology: v1.system.topology.clone() };
+    let _pollers = v2.start(PollerConfig::default());
+
+    let old = v1.output(&id).await;
+    assert_eq!(old.status, OutputStatus::Success);
+    assert_eq!(old.agents_dispatched, ["steady", "helper"], "planned on version 1");
+    assert_eq!(result(&old, "steady").result["response"], "Steady answer.");
+    assert_eq!(result(&old, "helper").result["response"], "Helper answer.");
+
+    let body = json!({ "query": "bravo pair question" }).to_string();
+    let r = handle_http(&v2.deps, api_request("POST", "/v1/queries", "", Some(&body), "analyst-1", "")).await;
+    let new_id = json_body(&r)["query_id"].as_str().expect("id").to_string();
+    let new = v1.output(&new_id).await;
+    assert_eq!(new.agents_dispatched, ["steady"], "a new query starts on version 2");
+    assert_eq!(result(&new, "steady").result["response"], "Steady answer, version 2.");
 }

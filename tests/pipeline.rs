@@ -13,7 +13,7 @@ use shared::engine::local::Embedded;
 use shared::engine::Deps;
 use shared::jobs::{Job, JobMessage};
 use shared::manifest::Manifest;
-use shared::ports::{EventKind, Store, TokioClock};
+use shared::ports::{EventKind, TokioClock};
 use shared::topology::Topology;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

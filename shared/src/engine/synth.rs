@@ -16,6 +16,7 @@ use crate::contracts::{
     AgentHandoff, AgentResult, Citation, ConfidenceBand, ErrorCategory, Evidence, HandoffErrors, HandoffExecution,
     HandoffStatus, OrchestratorOutput, OutputError, OutputStatus,
 };
+use crate::manifest::Manifest;
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, StoreError};
 use serde_json::{json, Value};
@@ -85,7 +86,8 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         }
         claimed.version = query.version + 1;
         let handoffs = deps.store.list_handoffs(query_id).await?;
-        let mut output = build_output(deps, &claimed, &handoffs, deadline_passed);
+        let manifest = deps.manifest_for(&claimed).await?;
+        let mut output = build_output(deps, &manifest, &claimed, &handoffs, deadline_passed);
         fit_output(&mut output);
         let mut done = claimed.clone();
         done.status = QueryStatus::Done;
@@ -307,7 +309,7 @@ fn status_word(s: HandoffStatus) -> &'static str {
 }
 
 /// Merge the handoffs of a query into its output.
-pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord], deadline_passed: bool) -> OrchestratorOutput {
+pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRecord], deadline_passed: bool) -> OrchestratorOutput {
     let now = deps.clock.now();
     let empty = crate::plan::Plan { intent: query.parsed.intent.clone(), pipeline: None, stages: vec![], current_stage: 0, deadline_ms: 0 };
     let plan = query.plan.as_ref().unwrap_or(&empty);
@@ -434,7 +436,7 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
     let mut citations: Vec<Citation> = Vec::new();
     for (_, h) in &slots {
         let Some(h) = h.filter(|h| h.handoff.execution.status.is_usable()) else { continue };
-        let agent = deps.manifest.agent(&h.handoff.agent_id);
+        let agent = manifest.agent(&h.handoff.agent_id);
         let default_type = agent.map(|a| a.citation_source).unwrap_or(crate::contracts::CitationSourceType::AgentActivity);
         for (n, e) in h.handoff.result.evidence.iter().enumerate() {
             let c = match e {
@@ -501,7 +503,7 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
     // Follow-ups from the agents that answered.
     let mut follow_up_suggestions: Vec<String> = Vec::new();
     for (_, h) in &slots {
-        if let Some(agent) = h.filter(|h| h.handoff.execution.status.is_usable()).and_then(|h| deps.manifest.agent(&h.handoff.agent_id)) {
+        if let Some(agent) = h.filter(|h| h.handoff.execution.status.is_usable()).and_then(|h| manifest.agent(&h.handoff.agent_id)) {
             for f in &agent.follow_ups {
                 if !follow_up_suggestions.contains(f) && follow_up_suggestions.len() < 5 {
                     follow_up_suggestions.push(f.clone());

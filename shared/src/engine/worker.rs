@@ -20,7 +20,7 @@ use crate::contracts::{
     AgentHandoff, HandoffArtifacts, HandoffErrors, HandoffExecution, HandoffMetadata, HandoffResult, HandoffStatus,
 };
 use crate::jobs::Job;
-use crate::manifest::{Agent, Fallback, Gate};
+use crate::manifest::{Agent, Fallback, Gate, Manifest};
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
 use crate::topology::{MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT};
@@ -107,7 +107,8 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     if query.status == QueryStatus::Done {
         return close_after_the_end(deps, &query, &planned).await;
     }
-    let Some(agent) = deps.manifest.agent(&planned.dispatch.target_agent).cloned() else {
+    let manifest = deps.manifest_for(&query).await?;
+    let Some(agent) = manifest.agent(&planned.dispatch.target_agent).cloned() else {
         let now = deps.clock.now();
         let failure = Failure {
             error_type: "agent_error",
@@ -118,7 +119,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
             started_at: now,
             completed_at: now,
         };
-        return give_up(deps, &query, &planned, None, job.attempt, failure).await;
+        return give_up(deps, &manifest, &query, &planned, None, job.attempt, failure).await;
     };
     let started_at = deps.clock.now();
     let started = tokio::time::Instant::now();
@@ -160,9 +161,9 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
             finalize(deps, &query, &planned, record).await
         }
         Err(f) if f.recoverable && job.attempt <= planned.dispatch.routing.retry_count => {
-            schedule_retry(deps, &query, &planned, &agent, job, f).await
+            schedule_retry(deps, &manifest, &query, &planned, &agent, job, f).await
         }
-        Err(f) => give_up(deps, &query, &planned, Some(&agent), job.attempt, f).await,
+        Err(f) => give_up(deps, &manifest, &query, &planned, Some(&agent), job.attempt, f).await,
     }
 }
 
@@ -290,8 +291,8 @@ fn shrink_if_too_large(record: &mut HandoffRecord) {
     ));
 }
 
-async fn schedule_retry(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, agent: &Agent, job: &DispatchJob, f: Failure) -> Result<(), StepError> {
-    let tier = deps.manifest.tier(agent.tier);
+async fn schedule_retry(deps: &Deps, manifest: &Manifest, query: &QueryRecord, planned: &PlannedDispatch, agent: &Agent, job: &DispatchJob, f: Failure) -> Result<(), StepError> {
+    let tier = manifest.tier(agent.tier);
     let backoff = tier.map(|t| t.backoff).unwrap_or_default();
     let raw = backoff.base.as_millis().saturating_mul(1u64 << (job.attempt - 1).min(20)).min(backoff.max.as_millis());
     let delay_ms = if backoff.jitter { raw / 2 + (deps.random_fraction() * (raw / 2) as f64) as u64 } else { raw };
@@ -352,11 +353,11 @@ fn failed_handoff(planned: &PlannedDispatch, agent_tier: u8, f: &Failure) -> Age
 }
 
 /// Retries exhausted (or the failure is not recoverable): fall back, or fail the dispatch.
-async fn give_up(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, agent: Option<&Agent>, attempts: u32, f: Failure) -> Result<(), StepError> {
+async fn give_up(deps: &Deps, manifest: &Manifest, query: &QueryRecord, planned: &PlannedDispatch, agent: Option<&Agent>, attempts: u32, f: Failure) -> Result<(), StepError> {
     let tier = planned.dispatch.target_tier;
     let fallback = match (&planned.dispatch.routing.fallback_agent, agent) {
         (Some(id), _) if planned.role != DispatchRole::Fallback => Fallback::Agent(id.clone()),
-        (_, Some(a)) => match deps.manifest.agent_fallback(a) {
+        (_, Some(a)) => match manifest.agent_fallback(a) {
             Fallback::Template(t) => Fallback::Template(t),
             _ => Fallback::None,
         },
@@ -374,7 +375,7 @@ async fn give_up(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, ag
     };
     match fallback {
         Fallback::Agent(fallback_id) => {
-            hand_over(deps, &query.query_id, planned, &fallback_id, &f).await?;
+            hand_over(deps, manifest, &query.query_id, planned, &fallback_id, &f).await?;
             record.slot = None;
             finalize(deps, query, planned, record).await
         }
@@ -399,7 +400,7 @@ async fn give_up(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, ag
 }
 
 /// Add the fallback dispatch to the plan (once) and send it.
-async fn hand_over(deps: &Deps, query_id: &str, planned: &PlannedDispatch, fallback_id: &str, f: &Failure) -> Result<(), StepError> {
+async fn hand_over(deps: &Deps, manifest: &Manifest, query_id: &str, planned: &PlannedDispatch, fallback_id: &str, f: &Failure) -> Result<(), StepError> {
     for _ in 0..8 {
         let Some(query) = deps.store.get_query(query_id).await? else {
             return Err(StepError::Permanent(format!("query {query_id} vanished")));
@@ -411,11 +412,11 @@ async fn hand_over(deps: &Deps, query_id: &str, planned: &PlannedDispatch, fallb
         if plan.all_dispatches().any(|d| d.fallback_for.as_deref() == Some(planned.dispatch.dispatch_id.as_str())) {
             return Ok(()); // already handed over (a duplicate delivery): sent once
         }
-        let Some(fallback_agent) = deps.manifest.agent(fallback_id) else {
+        let Some(fallback_agent) = manifest.agent(fallback_id) else {
             return Err(StepError::Permanent(format!("fallback agent `{fallback_id}` is not in the manifest")));
         };
         let now = deps.clock.now();
-        let mut dispatch = crate::plan::dispatch_for(&deps.manifest, fallback_agent, DispatchRole::Fallback, &query.parsed, query_id, now);
+        let mut dispatch = crate::plan::dispatch_for(manifest, fallback_agent, DispatchRole::Fallback, &query.parsed, query_id, now);
         dispatch.payload.context = planned.dispatch.payload.context.clone();
         let fallback = PlannedDispatch {
             slot: planned.slot.clone(),

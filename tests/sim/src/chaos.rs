@@ -475,6 +475,17 @@ impl Store for ChaosStore {
     async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError> {
         self.inner.list_events(query_id).await
     }
+
+    async fn put_manifest(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
+        self.before_write("put_manifest")?;
+        let r = self.inner.put_manifest(fingerprint, body).await;
+        self.after_write("put_manifest", r)
+    }
+
+    async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
+        self.before_read("get_manifest")?;
+        self.inner.get_manifest(fingerprint).await
+    }
 }
 
 // ------------------------------------------------------------------------------------------
