@@ -3,6 +3,8 @@
 
 mod ask;
 mod serve;
+mod classify_cmd;
+mod infra_cmd;
 mod sim_cmd;
 mod validate_cmd;
 
@@ -24,6 +26,34 @@ enum Command {
     Ask(ask::AskArgs),
     /// Serve the intake HTTP API on 127.0.0.1 with the workers running in-process.
     Serve(ask::ServeArgs),
+    /// Classify a question (or JSON lines `{"query": …}` on stdin) without running it.
+    Classify {
+        /// Manifest to classify with (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// The question; omitted, read JSON lines from stdin and write one JSON line each.
+        query: Option<String>,
+    },
+    /// Benchmarks that print figures (build with --release for meaningful numbers).
+    Bench {
+        /// Which benchmark: `classify` (median and p99 per query on the manifest).
+        #[arg(default_value = "classify")]
+        suite: String,
+        /// Manifest (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// The SAM template: `render` prints it from the manifest; `check FILE` reports drift.
+    Infra {
+        /// `render` or `check`.
+        action: String,
+        /// The template to check (default infra/template.yaml).
+        #[arg(default_value = "infra/template.yaml")]
+        template: PathBuf,
+        /// Manifest (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
     /// Check a manifest: a summary when valid, every problem (path, line, rule) when not.
     Validate {
         /// The manifest (default: ./routing.yaml).
@@ -70,6 +100,24 @@ async fn main() -> ExitCode {
             init_tracing(true);
             ask::serve(args).await
         }
+        Command::Classify { manifest, query } => load_manifest(manifest.as_ref()).and_then(|m| {
+            classify_cmd::run(&m, query, std::io::stdin().lock(), &mut std::io::stdout().lock())
+        }),
+        Command::Bench { suite, manifest } => match suite.as_str() {
+            "classify" => load_manifest(manifest.as_ref()).map(|m| {
+                println!("{}", classify_cmd::run_bench(&m));
+                0
+            }),
+            other => Err(anyhow::anyhow!("unknown benchmark `{other}`; available: classify")),
+        },
+        Command::Infra { action, template, manifest } => load_manifest(manifest.as_ref()).and_then(|m| match action.as_str() {
+            "render" => {
+                print!("{}", infra_cmd::render(&m));
+                Ok(0)
+            }
+            "check" => Ok(infra_cmd::check(&template, &m, &mut std::io::stdout().lock())),
+            other => Err(anyhow::anyhow!("unknown infra action `{other}`; use render or check")),
+        }),
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
         Command::Sim { seeds, seed } => Ok(sim_cmd::run(seeds, seed, &mut std::io::stdout()).await),
     };

@@ -34,6 +34,7 @@ pub mod jobs;
 pub mod manifest;
 pub mod plan;
 pub mod ports;
+pub mod sam;
 pub mod topology;
 pub mod validation;
 

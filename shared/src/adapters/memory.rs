@@ -137,9 +137,14 @@ impl MemoryStore {
         self.tables.lock().map(|t| t.queries.keys().cloned().collect()).unwrap_or_default()
     }
 
-    fn put_events(tables: &mut Tables, events: &[Event]) {
+    /// Append events; a key already logged (and not expired) keeps its first entry, as the
+    /// DynamoDB adapter's conditional put does.
+    fn put_events(tables: &mut Tables, events: &[Event], now: i64) {
         for e in events {
-            tables.events.entry(e.query_id.clone()).or_default().insert(e.key.clone(), e.clone());
+            let log = tables.events.entry(e.query_id.clone()).or_default();
+            if log.get(&e.key).is_none_or(|old| old.expires_at < now) {
+                log.insert(e.key.clone(), e.clone());
+            }
         }
     }
 }
@@ -163,7 +168,7 @@ impl Store for MemoryStore {
             t.idempotency.insert(k, query.query_id.clone());
         }
         t.queries.insert(query.query_id.clone(), query.clone());
-        Self::put_events(&mut t, events);
+        Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(1 + events.len() + usize::from(query.idempotency_key.is_some()));
         Ok(())
@@ -201,7 +206,7 @@ impl Store for MemoryStore {
         *stored = query.clone();
         stored.completed = completed;
         stored.version = expected_version + 1;
-        Self::put_events(&mut t, events);
+        Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(1 + events.len());
         Ok(())
@@ -210,20 +215,25 @@ impl Store for MemoryStore {
     async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
         check_size("handoff", record)?;
         let mut t = self.lock()?;
+        let now = self.now_s();
         let key = (record.query_id.clone(), record.handoff.dispatch_id.clone());
-        if t.handoffs.contains_key(&key) {
+        if t.handoffs.get(&key).is_some_and(|h| h.expires_at >= now) {
             return Ok(HandoffWrite::Duplicate);
         }
-        let now = self.now_s();
-        let Some(query) = t.queries.get_mut(&record.query_id).filter(|q| q.expires_at >= now) else {
-            return Err(StoreError::ConditionFailed(format!("query {} does not exist", record.query_id)));
+        // Filling a slot updates the query record, which must exist; a handoff that fills no
+        // slot is a single conditional put.
+        let completed = match &record.slot {
+            Some(slot) => {
+                let Some(query) = t.queries.get_mut(&record.query_id).filter(|q| q.expires_at >= now) else {
+                    return Err(StoreError::ConditionFailed(format!("query {} does not exist", record.query_id)));
+                };
+                query.completed.insert(slot.clone());
+                query.completed.clone()
+            }
+            None => t.queries.get(&record.query_id).filter(|q| q.expires_at >= now).map(|q| q.completed.clone()).unwrap_or_default(),
         };
-        if let Some(slot) = &record.slot {
-            query.completed.insert(slot.clone());
-        }
-        let completed = query.completed.clone();
         t.handoffs.insert(key, record.clone());
-        Self::put_events(&mut t, events);
+        Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(1 + usize::from(record.slot.is_some()) + events.len());
         Ok(HandoffWrite::Recorded { completed })
@@ -274,7 +284,7 @@ impl Store for MemoryStore {
         stored.completed = completed;
         stored.version = expected_version + 1;
         t.outputs.insert(query.query_id.clone(), (output.clone(), query.expires_at));
-        Self::put_events(&mut t, events);
+        Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(2 + events.len());
         Ok(())
@@ -287,8 +297,9 @@ impl Store for MemoryStore {
     }
 
     async fn append_events(&self, events: &[Event]) -> Result<(), StoreError> {
+        let now = self.now_s();
         let mut t = self.lock()?;
-        Self::put_events(&mut t, events);
+        Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(events.len());
         Ok(())

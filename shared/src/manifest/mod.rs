@@ -122,11 +122,20 @@ pub struct ClassifierSettings {
     /// Below this confidence a cascaded (slower) classifier is consulted, when one is
     /// configured. Defaults to `min_confidence`.
     pub cascade_below: Option<f64>,
+    /// Domain synonyms, read by the classifier before it learns or scores: each key is a word
+    /// the utterances use, each value lists words users write for it (`hcp: [physician,
+    /// doctor, prescriber]`). Single words; phrases belong in an intent's `keywords`.
+    pub synonyms: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for ClassifierSettings {
     fn default() -> Self {
-        ClassifierSettings { min_confidence: 0.45, ambiguity_margin: 0.08, cascade_below: None }
+        ClassifierSettings {
+            min_confidence: 0.45,
+            ambiguity_margin: 0.08,
+            cascade_below: None,
+            synonyms: BTreeMap::new(),
+        }
     }
 }
 

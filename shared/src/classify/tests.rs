@@ -1,0 +1,237 @@
+use super::*;
+use crate::contracts::{EntitySource, EntityType};
+
+fn shipped() -> Classifier {
+    let manifest = Manifest::embedded().expect("the shipped manifest loads");
+    Classifier::new(&manifest)
+}
+
+const SUPPORT_MANIFEST: &str = r#"
+version: 1
+name: support
+tiers:
+  - {tier: 1, timeout: 2s, max_retries: 0, fallback: none}
+agents:
+  - {id: refunds, tier: 1, kind: builtin, builtin: {response: ok, confidence: 0.9}}
+  - {id: billing, tier: 1, kind: builtin, builtin: {response: ok, confidence: 0.9}}
+intents:
+  - id: refund
+    description: The customer wants their money back.
+    route: {primary: refunds}
+    keywords: [refund, money back, return]
+    utterances:
+      - I want a refund for my order
+      - Can I get my money back?
+      - How do I return this item and get reimbursed?
+  - id: billing
+    description: Questions about invoices and charges.
+    route: {primary: billing}
+    keywords: [invoice, charge, billing, payment]
+    utterances:
+      - Why was my card charged twice?
+      - Where can I download my invoice?
+      - Update the payment method on my account
+entities:
+  brand:
+    gazetteer: [Acme Plus]
+"#;
+
+#[test]
+fn an_unrelated_two_intent_manifest_classifies_its_own_questions() {
+    // GIVEN a customer-support manifest that shares nothing with the shipped one
+    let manifest = Manifest::from_yaml(SUPPORT_MANIFEST, "support.yaml").expect("valid manifest");
+    let classifier = Classifier::new(&manifest);
+    // WHEN questions nobody wrote into it are classified
+    let refund = classifier.classify("please refund the shoes, they did not fit");
+    let billing = classifier.classify("there is a strange charge on my invoice");
+    // THEN each lands on its intent, and the brand comes from that manifest's gazetteer
+    assert_eq!(refund.intent, "refund");
+    assert_eq!(billing.intent, "billing");
+    let plus = classifier.classify("My Acme Plus subscription was charged twice");
+    assert_eq!(plus.intent, "billing");
+    assert_eq!(plus.entities[0].value, "Acme Plus");
+}
+
+#[test]
+fn shipped_manifest_routes_plain_questions() {
+    let c = shipped();
+    for (q, want) in [
+        ("forecast Kisqali TRx for Q3 2025", "prediction"),
+        ("is the propensity model drifting?", "drift_check"),
+        ("deploy the churn model to prod", "model_deploy"),
+        ("what caused the drop in NRx last month", "causal_impact"),
+    ] {
+        assert_eq!(c.classify(q).intent, want, "{q}");
+    }
+}
+
+#[test]
+fn confidences_are_probabilities_and_alternatives_are_ranked_with_the_top_first() {
+    let c = shipped().classify("Which HCP segments respond best to the speaker program?");
+    assert!((0.0..=1.0).contains(&c.confidence));
+    assert_eq!(c.alternatives[0].intent, c.intent);
+    assert!(c.alternatives.len() <= 5);
+    assert!(c.alternatives.windows(2).all(|w| w[0].score >= w[1].score));
+    let total: f64 = c.alternatives.iter().map(|a| a.score).sum();
+    assert!(total <= 1.0 + 1e-9);
+}
+
+#[test]
+fn empty_and_odd_text_does_not_panic_and_is_flagged() {
+    let c = shipped();
+    for text in ["", "   \n\t", "?!?! ... ###", "🙂🙂🙂"] {
+        let r = c.classify(text);
+        assert_eq!(r.confidence, 0.0, "{text:?}");
+        assert!(r.ambiguity_flag);
+        assert!(c.needs_cascade(&r));
+        assert_eq!(r.intent, "explanation", "the manifest's fallback intent");
+    }
+    let long = "Forecast Kisqali prescriptions in the Northeast ünïcödé 🚀 ".repeat(2_000);
+    assert!(long.len() > 100_000);
+    let r = c.classify(&long);
+    assert_eq!(r.intent, "prediction");
+    assert_eq!(c.classify("ПРОГНОЗ 予測 FORECAST kisqali").intent, "prediction");
+}
+
+#[test]
+fn gazetteer_entities_are_exact_multi_word_and_typo_tolerant() {
+    let c = shipped();
+    let r = c.classify("Kisquali market share in the Pacific Northwest vs the mid-west");
+    let got: Vec<(EntityType, &str, EntitySource)> =
+        r.entities.iter().map(|e| (e.entity_type, e.value.as_str(), e.source)).collect();
+    assert_eq!(
+        got,
+        [
+            (EntityType::Brand, "Kisqali", EntitySource::Fuzzy),
+            (EntityType::Kpi, "market_share", EntitySource::Exact),
+            (EntityType::Region, "Northwest", EntitySource::Exact),
+            (EntityType::Region, "Midwest", EntitySource::Exact),
+        ]
+    );
+    assert!(r.entities[0].confidence < 0.9);
+    // Short and common words are never typos of an entity.
+    let r = c.classify("what is the west coast share versus the rest");
+    assert!(r.entities.iter().all(|e| e.source == EntitySource::Exact), "{:?}", r.entities);
+    let r = c.classify("summarise the conversation with the doctor");
+    assert!(r.entities.is_empty(), "{:?}", r.entities);
+    let r = c.classify("Entrsto and Cosentix in the Nothwest");
+    let got: Vec<&str> = r.entities.iter().map(|e| e.value.as_str()).collect();
+    assert_eq!(got, ["Entresto", "Cosentyx", "Northwest"]);
+    assert!(r.entities.iter().all(|e| e.source == EntitySource::Fuzzy));
+}
+
+#[test]
+fn time_periods_are_normalised() {
+    let c = shipped();
+    let periods = |q: &str| -> Vec<(String, EntitySource)> {
+        c.classify(q)
+            .entities
+            .into_iter()
+            .filter(|e| e.entity_type == EntityType::TimePeriod)
+            .map(|e| (e.value, e.source))
+            .collect()
+    };
+    use EntitySource::{Exact, Inferred};
+    assert_eq!(
+        periods("Q3 vs Q3 2025 vs 2024"),
+        [("Q3".into(), Exact), ("Q3 2025".into(), Exact), ("2024".into(), Exact)]
+    );
+    assert_eq!(
+        periods("last quarter and this year"),
+        [("last_quarter".into(), Inferred), ("this_year".into(), Inferred)]
+    );
+    assert_eq!(
+        periods("over the next 30 days, past 6 months"),
+        [("next_30_days".into(), Inferred), ("last_6_months".into(), Inferred)]
+    );
+    assert_eq!(periods("YTD and year-to-date"), [("ytd".into(), Inferred)]);
+    assert_eq!(periods("sales in March, and last month"), [("March".into(), Exact), ("last_month".into(), Inferred)]);
+    assert_eq!(periods("we may see a lift"), []);
+    assert_eq!(
+        periods("FY25, H1 2025 and 2025 Q4"),
+        [("FY2025".into(), Exact), ("H1 2025".into(), Exact), ("Q4 2025".into(), Exact)]
+    );
+    assert_eq!(
+        periods("over the next three months, in the last 24 hours, previous quarter"),
+        [("next_3_months".into(), Inferred), ("last_24_hours".into(), Inferred), ("last_quarter".into(), Inferred),]
+    );
+    assert_eq!(periods("since May 2024, in Sep, in mar"), [("May 2024".into(), Exact), ("September".into(), Exact)]);
+}
+
+#[test]
+fn identifiers_come_from_the_manifest_patterns() {
+    let c = shipped();
+    let r = c.classify("predict for HCP-123456, NPI 1234567890 and patient pt_98765 in 2025");
+    let got: Vec<(EntityType, &str)> = r.entities.iter().map(|e| (e.entity_type, e.value.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            (EntityType::HcpId, "HCP-123456"),
+            (EntityType::HcpId, "1234567890"),
+            (EntityType::PatientId, "PT_98765"),
+            (EntityType::TimePeriod, "2025"),
+        ]
+    );
+}
+
+#[test]
+fn duplicates_are_reported_once() {
+    let r = shipped().classify("Kisqali vs kisqali vs KISQALI");
+    assert_eq!(r.entities.len(), 1);
+}
+
+#[test]
+fn a_classifier_can_be_shared_between_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Classifier>();
+    shareable::<Classification>();
+}
+
+#[test]
+fn bench_reports_a_median_and_p99() {
+    let c = shipped();
+    let report = bench(&c, &["forecast trx".to_string(), "deploy it".to_string()], 3);
+    assert_eq!(report.n, 2);
+    assert!(report.median_us <= report.p99_us);
+}
+
+#[test]
+#[ignore = "debugging aid: prints per-term votes of CLASSIFY_DEBUG"]
+fn print_term_votes() {
+    let c = shipped();
+    let text = std::env::var("CLASSIFY_DEBUG").unwrap_or_default();
+    let tokens = tokenize(&text, 512);
+    let (_, named) = c.entities.extract(&text, &tokens);
+    let features = c.features(&tokens, &named);
+    let k = c.intents.len();
+    let names: HashMap<u32, &String> = c.vocab.iter().map(|(w, id)| (*id, w)).collect();
+    for (id, w) in &features {
+        let counts = &c.counts[*id as usize * k..(*id as usize + 1) * k];
+        let row: Vec<String> = counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0.0)
+            .map(|(j, x)| format!("{}:{x}", c.intents[j]))
+            .collect();
+        println!("{:<24} w={w:.2} idf={:.2} {}", names[id], c.idf[*id as usize], row.join(" "));
+    }
+    let scores = c.scores(&features, None);
+    for (j, s) in scores.iter().enumerate() {
+        println!("{:<20} {s:.3}", c.intents[j]);
+    }
+}
+
+#[test]
+#[ignore = "debugging aid: prints the leave-one-out misses on the shipped manifest"]
+fn print_leave_one_out_misses() {
+    let c = shipped();
+    let manifest = Manifest::embedded().expect("loads");
+    let utterances: Vec<&String> = manifest.intents.iter().flat_map(|i| i.utterances.iter()).collect();
+    for (e, example) in c.examples.iter().enumerate() {
+        let scores = c.scores(&example.terms, Some(e));
+        let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
+        if best != example.intent {
+            println!("LOO MISS {:<18} got {:<18} {}", c.intents[example.intent], c.intents[best], utterances[e]);
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! The DynamoDB store and the SQS queues against a real local endpoint (moto server).
+//!
+//! Run through the script, which starts moto on a free loopback port and sets the
+//! environment:
+//!
+//! ```text
+//! scripts/test-aws.sh
+//! # or by hand:
+//! source scripts/moto.sh && moto_start && trap moto_stop EXIT
+//! cargo test -p switchyard-tests --test aws_adapters
+//! ```
+//!
+//! Without `AWS_ENDPOINT_URL`, or with nothing answering there, every test fails and says so:
+//! these tests never skip. Each test makes its own table and queues under a fresh prefix, so
+//! they run in parallel; moto is reset once per run, before the first test creates anything.
+
+#[path = "support/store_contract.rs"]
+mod store_contract;
+
+use shared::adapters::aws::{aws_config_from_env, ensure_resources, ResourceUrls};
+use shared::adapters::dynamodb::{DynamoStore, StoreCounts};
+use shared::adapters::sqs::SqsQueue;
+use shared::manifest::Manifest;
+use shared::ports::{
+    OutgoingMessage, Queue, QueueError, QueueId, Store, ATTR_CORRELATION_ID, ATTR_TRACEPARENT,
+};
+use shared::topology::Topology;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::OnceCell;
+
+const HOW_TO_RUN: &str = "run these tests through scripts/test-aws.sh (or `source scripts/moto.sh && moto_start && \
+     trap moto_stop EXIT` first), which starts a local moto server and sets AWS_ENDPOINT_URL";
+
+// ------------------------------------------------------------------------------------------
+// The endpoint
+// ------------------------------------------------------------------------------------------
+
+/// `host:port` of `AWS_ENDPOINT_URL`; panics (fails the test) when it is not set.
+fn endpoint_authority() -> String {
+    let url = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
+    assert!(!url.trim().is_empty(), "AWS_ENDPOINT_URL is not set: {HOW_TO_RUN}");
+    let rest = url.trim().trim_start_matches("http://");
+    assert!(!rest.starts_with("https://"), "AWS_ENDPOINT_URL must be a plain-HTTP local endpoint, got {url}");
+    rest.split('/').next().unwrap_or(rest).to_string()
+}
+
+/// One HTTP/1.1 POST without a body; answers the status line.
+async fn post(authority: &str, path: &str) -> std::io::Result<String> {
+    let mut stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(authority)).await??;
+    let request = format!("POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await??;
+    Ok(String::from_utf8_lossy(&response).lines().next().unwrap_or_default().to_string())
+}
+
+static RESET: OnceCell<()> = OnceCell::const_new();
+
+/// Checks that the endpoint answers and resets moto once per test run, before any test has
+/// created a resource (every test waits here first, so the reset cannot hit a running test).
+async fn endpoint_ready() {
+    RESET
+        .get_or_init(|| async {
+            let authority = endpoint_authority();
+            match post(&authority, "/moto-api/reset").await {
+                Ok(status) if status.contains(" 200") => {}
+                Ok(status) => panic!("POST /moto-api/reset on {authority} answered {status:?}: is it a moto server? {HOW_TO_RUN}"),
+                Err(e) => panic!("nothing answers at {authority} ({e}): {HOW_TO_RUN}"),
+            }
+        })
+        .await;
+}
+
+/// SDK clients for the endpoint (built per test: each test has its own runtime).
+async fn clients() -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
+    endpoint_ready().await;
+    let config = aws_config_from_env().await;
+    (aws_sdk_dynamodb::Client::new(&config), aws_sdk_sqs::Client::new(&config))
+}
+
+fn prefix() -> String {
+    format!("t{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The shipped manifest's topology; `fast_route` makes the route queue quick to redeliver
+/// (visibility 1 s, dead-lettered after 2 receives).
+fn topology(fast_route: bool) -> Topology {
+    let manifest = Manifest::embedded().expect("the shipped manifest is valid");
+    let mut topology = Topology::for_manifest(&manifest);
+    if fast_route {
+        for spec in topology.queues.iter_mut().filter(|q| q.id == QueueId::route()) {
+            spec.visibility_timeout_s = 1;
+            spec.max_receive_count = 2;
+        }
+    }
+    topology
+}
+
+/// A fresh table and set of queues.
+async fn resources(fast_route: bool) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client, Topology, ResourceUrls) {
+    let (ddb, sqs) = clients().await;
+    let p = prefix();
+    let topology = topology(fast_route);
+    let urls = ensure_resources(&ddb, &sqs, &topology, &format!("{p}-table"), &format!("{p}-"))
+        .await
+        .expect("resources are set up");
+    (ddb, sqs, topology, urls)
+}
+
+async fn store() -> DynamoStore {
+    let (ddb, _, _, urls) = resources(false).await;
+    DynamoStore::new(ddb, urls.table)
+}
+
+async fn queue(fast_route: bool) -> SqsQueue {
+    let (_, sqs, _, urls) = resources(fast_route).await;
+    SqsQueue::new(sqs, urls.queues)
+}
+
+fn message(body: &str, delay: Duration) -> OutgoingMessage {
+    OutgoingMessage {
+        body: body.to_string(),
+        delay,
+        attributes: BTreeMap::from([
+            (ATTR_CORRELATION_ID.to_string(), "corr-1".to_string()),
+            (ATTR_TRACEPARENT.to_string(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string()),
+        ]),
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Setup
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn setup_creates_every_queue_with_its_dead_letter_queue_and_is_idempotent() {
+    let (ddb, sqs) = clients().await;
+    let p = prefix();
+    let topology = topology(false);
+    let table = format!("{p}-table");
+    let first = ensure_resources(&ddb, &sqs, &topology, &table, &format!("{p}-")).await.expect("first setup");
+    let second = ensure_resources(&ddb, &sqs, &topology, &table, &format!("{p}-")).await.expect("second setup");
+    assert_eq!(first, second, "a second run finds the same resources");
+    assert_eq!(first.queues.len(), 2 * topology.queues.len(), "every queue and its DLQ");
+    assert_eq!(first.env.get("SWITCHYARD_TABLE"), Some(&table));
+    let tier2 = first.env.get("SWITCHYARD_QUEUE_TIER_2").expect("tier 2 env");
+    assert!(tier2.ends_with(&format!("{p}-tier-2")), "{tier2}");
+    assert!(first.env.get("SWITCHYARD_QUEUE_TIER_2_DLQ").expect("tier 2 DLQ env").ends_with("tier-2-dlq"));
+    assert!(first.export_lines().iter().any(|l| l.starts_with("export SWITCHYARD_QUEUE_SYNTH=")));
+
+    // The table: keys, index, TTL.
+    let described = ddb.describe_table().table_name(&table).send().await.expect("describe").table.expect("table");
+    let index_names: Vec<_> =
+        described.global_secondary_indexes().iter().filter_map(|i| i.index_name()).collect();
+    assert_eq!(index_names, ["by_user"]);
+    let ttl = ddb.describe_time_to_live().table_name(&table).send().await.expect("ttl");
+    let ttl = ttl.time_to_live_description.expect("ttl description");
+    assert_eq!(ttl.attribute_name(), Some("expires_at"));
+
+    // A tier queue: visibility from the spec, redrive to its DLQ.
+    let spec = topology.queue(QueueId::tier(2)).expect("tier 2 spec");
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(tier2)
+        .attribute_names(A::All)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes
+        .expect("some attributes");
+    assert_eq!(attributes.get(&A::VisibilityTimeout), Some(&spec.visibility_timeout_s.to_string()));
+    let redrive: serde_json::Value =
+        serde_json::from_str(attributes.get(&A::RedrivePolicy).expect("redrive policy")).expect("json");
+    assert_eq!(redrive["maxReceiveCount"].to_string().trim_matches('"'), spec.max_receive_count.to_string());
+    assert_eq!(redrive["deadLetterTargetArn"].as_str(), first.dead_letter_arns.get(&QueueId::tier(2)).map(String::as_str));
+
+    // The functions' view: the adapter built from the printed environment.
+    let queue = SqsQueue::from_lookup(sqs.clone(), &topology, |name| first.env.get(name).cloned()).expect("from env");
+    assert_eq!(queue.url(QueueId::tier(2).dlq()), first.queues.get(&QueueId::tier(2).dlq()).map(String::as_str));
+    let missing = SqsQueue::from_lookup(sqs, &topology, |_| None).expect_err("no URLs");
+    assert_eq!(missing.env, "SWITCHYARD_QUEUE_ROUTE");
+}
+
+// ------------------------------------------------------------------------------------------
+// The store contract on DynamoDB
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn dynamodb_queries_are_created_read_and_updated_under_optimistic_versions() {
+    store_contract::a_query_is_created_read_and_updated_under_optimistic_versions(&store().await).await;
+}
+
+#[tokio::test]
+async fn dynamodb_refuses_a_second_create_of_the_same_query() {
+    store_contract::creating_a_query_twice_fails_and_writes_no_event(&store().await).await;
+}
+
+#[tokio::test]
+async fn dynamodb_holds_an_idempotency_key_for_one_query() {
+    store_contract::an_idempotency_key_is_held_by_one_query_per_user(&store().await).await;
+}
+
+#[tokio::test]
+async fn dynamodb_records_a_handoff_once() {
+    store_contract::a_handoff_recorded_twice_is_a_duplicate_and_stored_once(&store().await).await;
+}
+
+#[tokio::test]
+async fn dynamodb_fan_in_loses_no_slot_under_concurrent_handoffs() {
+    let store = store().await;
+    store_contract::concurrent_handoffs_lose_no_slot_and_exactly_one_sees_the_set_complete(&store).await;
+    // 1 create + 8 handoffs, plus one read and one transaction per lost fan-in race.
+    let counts = store.counts();
+    println!("8 concurrent handoffs: {counts:?}");
+    assert!(counts.transact_writes >= 9 && counts.reads >= 9, "{counts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_fan_in_from_two_tasks_keeps_both_slots() {
+    use shared::ports::HandoffWrite;
+    let store = Arc::new(store().await);
+    for _ in 0..5 {
+        let q = store_contract::query(&store_contract::new_id(), None);
+        store.create_query(&q, &[]).await.expect("create");
+        let spawn = |slot: &'static str| {
+            let store = Arc::clone(&store);
+            let record = store_contract::handoff(&q.query_id, slot, Some(slot));
+            tokio::spawn(async move { store.record_handoff(&record, &[]).await })
+        };
+        let (a, b) = (spawn("d-a"), spawn("d-b"));
+        let a = a.await.expect("task a").expect("handoff a");
+        let b = b.await.expect("task b").expect("handoff b");
+        let both = std::collections::BTreeSet::from(["d-a".to_string(), "d-b".to_string()]);
+        let complete = [&a, &b].iter().filter(|w| matches!(w, HandoffWrite::Recorded { completed } if *completed == both)).count();
+        assert_eq!(complete, 1, "exactly one task completes the fan-in: {a:?} / {b:?}");
+        assert_eq!(store.get_query(&q.query_id).await.expect("read").expect("present").completed, both);
+    }
+}
+
+#[tokio::test]
+async fn dynamodb_refuses_a_second_finish() {
+    store_contract::finishing_a_query_twice_fails_the_second_time(&store().await).await;
+}
+
+#[tokio::test]
+async fn dynamodb_reads_expired_records_as_absent() {
+    store_contract::expired_records_read_as_absent(&store().await).await;
+}
+
+#[tokio::test]
+async fn dynamodb_refuses_oversized_items() {
+    let store = store().await;
+    let before = store.counts();
+    store_contract::an_oversized_record_is_refused_as_too_large(&store).await;
+    let after = store.counts();
+    // Two creates' worth of requests only would be wrong: the oversized writes sent nothing.
+    assert_eq!(after.transact_writes - before.transact_writes, 1, "only the small query was sent");
+}
+
+#[tokio::test]
+async fn dynamodb_keeps_one_manifest_version_per_fingerprint() {
+    store_contract::a_manifest_version_is_kept_once_under_its_fingerprint(&store().await).await;
+}
+
+#[tokio::test]
+async fn dynamodb_lists_events_in_order() {
+    store_contract::events_are_listed_in_time_order_and_appended_once_per_key(&store().await).await;
+}
+
+#[tokio::test]
+async fn dynamodb_counts_its_requests_per_operation() {
+    let store = store().await;
+    let q = store_contract::query(&store_contract::new_id(), Some("k"));
+    let mut last = store.counts();
+    let mut step = |name: &str, store: &DynamoStore| {
+        let now = store.counts();
+        let delta = StoreCounts {
+            reads: now.reads - last.reads,
+            writes: now.writes - last.writes,
+            transact_writes: now.transact_writes - last.transact_writes,
+            items_written: now.items_written - last.items_written,
+        };
+        println!("{name:>16}: {delta:?}");
+        last = now;
+        delta
+    };
+    let e = |key: &str| store_contract::event(&q.query_id, key, chrono::Utc::now(), shared::ports::EventKind::Route);
+    store.create_query(&q, &[e("1")]).await.expect("create");
+    assert_eq!(step("create_query", &store), StoreCounts { reads: 0, writes: 0, transact_writes: 1, items_written: 3 });
+    store.get_query(&q.query_id).await.expect("get");
+    assert_eq!(step("get_query", &store), StoreCounts { reads: 1, ..Default::default() });
+    store.update_query(&q, 0, &[e("2")]).await.expect("update");
+    assert_eq!(step("update_query", &store), StoreCounts { transact_writes: 1, items_written: 2, ..Default::default() });
+    let h = store_contract::handoff(&q.query_id, "d-1", Some("d-1"));
+    store.record_handoff(&h, &[e("3")]).await.expect("handoff");
+    assert_eq!(step("record_handoff", &store), StoreCounts { reads: 1, writes: 0, transact_writes: 1, items_written: 3 });
+    store.list_handoffs(&q.query_id).await.expect("list");
+    assert_eq!(step("list_handoffs", &store), StoreCounts { reads: 1, ..Default::default() });
+    store.append_events(&[e("4")]).await.expect("append");
+    assert_eq!(step("append_events(1)", &store), StoreCounts { writes: 1, items_written: 1, ..Default::default() });
+    store.finish_query(&store_contract::output(&q.query_id), &q, 1, &[e("5")]).await.expect("finish");
+    assert_eq!(step("finish_query", &store), StoreCounts { transact_writes: 1, items_written: 3, ..Default::default() });
+    store.list_events(&q.query_id).await.expect("events");
+    assert_eq!(step("list_events", &store), StoreCounts { reads: 1, ..Default::default() });
+}
+
+// ------------------------------------------------------------------------------------------
+// SQS
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn sqs_delivers_a_message_with_its_attributes_and_deletes_it() {
+    let queue = queue(false).await;
+    let id = queue.send(QueueId::synth(), message(r#"{"v":1,"type":"synthesize","query_id":"q"}"#, Duration::ZERO)).await.expect("send");
+    let received = queue.receive(QueueId::synth(), 10, Duration::from_secs(2)).await.expect("receive");
+    assert_eq!(received.len(), 1);
+    let m = &received[0];
+    assert_eq!((m.message_id.as_str(), m.receive_count), (id.as_str(), 1));
+    assert_eq!(m.body, r#"{"v":1,"type":"synthesize","query_id":"q"}"#);
+    assert_eq!(m.attributes, message("", Duration::ZERO).attributes, "correlation id and traceparent arrive");
+    queue.delete(QueueId::synth(), &m.receipt_handle).await.expect("delete");
+    assert_eq!(queue.depth(QueueId::synth()).await.expect("depth").total(), 0);
+    assert!(queue.receive(QueueId::synth(), 10, Duration::ZERO).await.expect("receive").is_empty());
+    let counts = queue.counts();
+    assert_eq!((counts.sends, counts.receives, counts.deletes), (1, 2, 1));
+}
+
+#[tokio::test]
+async fn sqs_keeps_a_delayed_message_invisible_until_its_delay_passes() {
+    let queue = queue(false).await;
+    queue.send(QueueId::tier(2), message("later", Duration::from_millis(1_500))).await.expect("send");
+    assert!(queue.receive(QueueId::tier(2), 1, Duration::ZERO).await.expect("receive").is_empty(), "not before its delay");
+    assert_eq!(queue.depth(QueueId::tier(2)).await.expect("depth").delayed, 1);
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let received = queue.receive(QueueId::tier(2), 1, Duration::from_secs(3)).await.expect("receive");
+    assert_eq!(received.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(), ["later"], "delivered after 2 s");
+}
+
+#[tokio::test]
+async fn sqs_redelivers_after_the_visibility_timeout_and_then_dead_letters() {
+    let queue = queue(true).await; // route: visibility 1 s, 2 receives
+    let route = QueueId::route();
+    let id = queue.send(route, message("poison", Duration::ZERO)).await.expect("send");
+    let first = queue.receive(route, 1, Duration::from_secs(2)).await.expect("first receive");
+    assert_eq!(first.iter().map(|m| (m.message_id.clone(), m.receive_count)).collect::<Vec<_>>(), [(id.clone(), 1)]);
+    assert_eq!(queue.depth(route).await.expect("depth").in_flight, 1);
+
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let second = queue.receive(route, 1, Duration::from_secs(2)).await.expect("second receive");
+    assert_eq!(second.iter().map(|m| (m.message_id.clone(), m.receive_count)).collect::<Vec<_>>(), [(id.clone(), 2)]);
+
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let third = queue.receive(route, 1, Duration::from_secs(1)).await.expect("third receive");
+    assert!(third.is_empty(), "past max receives the message is not delivered again: {third:?}");
+    let dead = queue.receive(route.dlq(), 1, Duration::from_secs(2)).await.expect("dlq receive");
+    assert_eq!(dead.iter().map(|m| (m.message_id.as_str(), m.body.as_str())).collect::<Vec<_>>(), [(id.as_str(), "poison")]);
+}
+
+#[tokio::test]
+async fn sqs_reports_depth_and_makes_a_message_visible_again_on_request() {
+    let queue = queue(false).await;
+    let synth = QueueId::synth();
+    queue.send(synth, message("one", Duration::ZERO)).await.expect("send");
+    queue.send(synth, message("two", Duration::ZERO)).await.expect("send");
+    queue.send(synth, message("three", Duration::from_secs(60))).await.expect("send");
+    let got = queue.receive(synth, 1, Duration::from_secs(2)).await.expect("receive");
+    assert_eq!(got.len(), 1);
+    let depth = queue.depth(synth).await.expect("depth");
+    assert_eq!((depth.visible, depth.in_flight, depth.delayed), (1, 1, 1));
+    queue.change_visibility(synth, &got[0].receipt_handle, Duration::ZERO).await.expect("visible now");
+    assert_eq!(queue.depth(synth).await.expect("depth").visible, 2);
+}
+
+#[tokio::test]
+async fn sqs_refuses_an_oversized_message_before_sending_and_a_bad_receipt() {
+    let queue = queue(false).await;
+    let big = message(&"x".repeat(256 * 1024), Duration::ZERO);
+    match queue.send(QueueId::route(), big).await {
+        Err(QueueError::TooLarge(size)) => assert!(size > 256 * 1024),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert_eq!(queue.counts().sends, 0, "nothing was sent");
+    match queue.delete(QueueId::route(), "not-a-receipt-handle").await {
+        Err(QueueError::InvalidReceipt) => {}
+        other => panic!("expected InvalidReceipt, got {other:?}"),
+    }
+}
