@@ -29,6 +29,9 @@ fi
 step "tests"
 cargo test --workspace --all-targets
 
+step "the simulation harness finds a planted bug (engine built with --features planted-bug)"
+cargo test -p switchyard-sim --features planted-bug --test planted_bug -- --nocapture
+
 step "switchyard serve smoke test"
 bash tests/smoke_serve.sh
 
