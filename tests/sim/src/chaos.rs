@@ -372,9 +372,7 @@ impl ChaosStore {
     }
 
     fn after_write<T>(&self, op: &str, result: Result<T, StoreError>) -> Result<T, StoreError> {
-        if result.is_err() {
-            return result;
-        }
+        let applied = result?;
         let f = &self.chaos.faults;
         if self.chaos.roll(f.crash_after_write, &format!("crash after {op}")) {
             crash(&format!("after {op}"));
@@ -382,7 +380,7 @@ impl ChaosStore {
         if self.chaos.roll(f.ambiguous, &format!("{op} applied but reported unavailable")) {
             return Err(unavailable("ambiguous: the write applied"));
         }
-        result
+        Ok(applied)
     }
 
     fn before_read(&self, op: &str) -> Result<(), StoreError> {

@@ -67,12 +67,13 @@ pub const SIM_MANIFEST: &str = include_str!("../sim-routing.yaml");
 const API_EVENT: &str = include_str!("../../fixtures/events/apigw-v2-request-jwt-authorizer.json");
 
 /// Questions of the manifest's intents, with the intent each classifies to.
-const QUESTIONS: [(&str, &str); 5] = [
+const QUESTIONS: [(&str, &str); 6] = [
     ("alpha single question", "single_q"),
     ("bravo fan out question", "fanout_q"),
     ("charlie pair question", "pair_q"),
     ("delta short question", "short_q"),
     ("echo pipeline question", "pipeline_q"),
+    ("foxtrot long question", "long_q"),
 ];
 
 /// Virtual time after which a run that has not quiesced is reported.
