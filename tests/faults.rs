@@ -653,6 +653,7 @@ impl AgentRuntime for Verbose {
     }
 }
 
+/// In memory here; `aws_adapters.rs` runs the same case on DynamoDB and SQS (local endpoint).
 #[tokio::test(start_paused = true)]
 async fn payloads_at_the_sqs_and_dynamodb_limits_are_handled_as_documented() {
     // A 600 KB answer: the handoff keeps its status and the first 4000 characters, with a caveat.

@@ -137,7 +137,14 @@ impl Deps {
         }
         let body = serde_json::to_string(self.manifest.as_ref())
             .map_err(|e| StoreError::Corrupt(format!("the manifest does not serialize: {e}")))?;
-        self.store.put_manifest(&self.fingerprint, &body).await?;
+        match self.store.put_manifest(&self.fingerprint, &body).await {
+            Ok(()) => {}
+            // Too large to keep: queries still run, on whichever manifest each step has.
+            Err(StoreError::TooLarge(reason)) => {
+                tracing::warn!(fingerprint = %self.fingerprint, %reason, "the manifest is too large to store; running queries follow manifest changes")
+            }
+            Err(e) => return Err(e),
+        }
         self.manifest_stored.store(true, Ordering::Relaxed);
         Ok(())
     }
