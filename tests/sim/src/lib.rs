@@ -326,7 +326,16 @@ async fn simulate(seed: u64, manifest: Arc<Manifest>, reasons: Arc<std::sync::Mu
             events: memory_store.list_events(&a.query_id).await.unwrap_or_default(),
         };
         if let Some(o) = &facts.output {
-            chaos.note(&format!("query #{} ended {:?} after {} ms", a.index, o.status, o.total_latency_ms));
+            let results: Vec<String> = o.agent_results.iter().map(|r| format!("{}:{:?}", r.agent_id, r.status)).collect();
+            chaos.note(&format!(
+                "query #{} ended {:?} after {} ms (confidence {}, {} caveats; {})",
+                a.index,
+                o.status,
+                o.total_latency_ms,
+                o.response_confidence,
+                o.caveats.len(),
+                results.join(" ")
+            ));
         }
         invariants::check_query(&facts, &observed, slack, &mut violations);
     }

@@ -35,7 +35,8 @@ fn every_invariant_holds_for_the_default_seeds_and_every_kind_of_fault_is_inject
 
 #[test]
 fn a_seed_replays_identically() {
-    for seed in [3, 41, 977] {
+    // 247 once replayed differently: a slot filled twice was resolved by random id order.
+    for seed in [3, 41, 247, 977].into_iter().chain(1_000..1_040) {
         let first = run_seed(seed).expect("runs");
         let second = run_seed(seed).expect("runs");
         assert!(first.trace.len() > 3, "seed {seed} did something: {:?}", first.trace);
