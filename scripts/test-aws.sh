@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 source scripts/moto.sh
 moto_start
 trap moto_stop EXIT
-cargo test -p switchyard-tests --test aws_adapters -- "$@"
+cargo test -p switchyard-tests --test aws_adapters --test aws_e2e -- "$@"

@@ -17,7 +17,7 @@
 #[path = "support/store_contract.rs"]
 mod store_contract;
 
-use shared::adapters::aws::{aws_config_from_env, ensure_resources, ResourceUrls};
+use shared::adapters::aws::{ensure_resources, ResourceUrls};
 use shared::adapters::dynamodb::{DynamoStore, StoreCounts};
 use shared::adapters::sqs::SqsQueue;
 use shared::manifest::Manifest;
@@ -28,63 +28,8 @@ use shared::topology::Topology;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::OnceCell;
 
-const HOW_TO_RUN: &str = "run these tests through scripts/test-aws.sh (or `source scripts/moto.sh && moto_start && \
-     trap moto_stop EXIT` first), which starts a local moto server and sets AWS_ENDPOINT_URL";
-
-// ------------------------------------------------------------------------------------------
-// The endpoint
-// ------------------------------------------------------------------------------------------
-
-/// `host:port` of `AWS_ENDPOINT_URL`; panics (fails the test) when it is not set.
-fn endpoint_authority() -> String {
-    let url = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
-    assert!(!url.trim().is_empty(), "AWS_ENDPOINT_URL is not set: {HOW_TO_RUN}");
-    let rest = url.trim().trim_start_matches("http://");
-    assert!(!rest.starts_with("https://"), "AWS_ENDPOINT_URL must be a plain-HTTP local endpoint, got {url}");
-    rest.split('/').next().unwrap_or(rest).to_string()
-}
-
-/// One HTTP/1.1 POST without a body; answers the status line.
-async fn post(authority: &str, path: &str) -> std::io::Result<String> {
-    let mut stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(authority)).await??;
-    let request = format!("POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut response = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await??;
-    Ok(String::from_utf8_lossy(&response).lines().next().unwrap_or_default().to_string())
-}
-
-static RESET: OnceCell<()> = OnceCell::const_new();
-
-/// Checks that the endpoint answers and resets moto once per test run, before any test has
-/// created a resource (every test waits here first, so the reset cannot hit a running test).
-async fn endpoint_ready() {
-    RESET
-        .get_or_init(|| async {
-            let authority = endpoint_authority();
-            match post(&authority, "/moto-api/reset").await {
-                Ok(status) if status.contains(" 200") => {}
-                Ok(status) => panic!("POST /moto-api/reset on {authority} answered {status:?}: is it a moto server? {HOW_TO_RUN}"),
-                Err(e) => panic!("nothing answers at {authority} ({e}): {HOW_TO_RUN}"),
-            }
-        })
-        .await;
-}
-
-/// SDK clients for the endpoint (built per test: each test has its own runtime).
-async fn clients() -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
-    endpoint_ready().await;
-    let config = aws_config_from_env().await;
-    (aws_sdk_dynamodb::Client::new(&config), aws_sdk_sqs::Client::new(&config))
-}
-
-fn prefix() -> String {
-    format!("t{}", uuid::Uuid::new_v4().simple())
-}
+use switchyard_tests::endpoint::{clients, prefix};
 
 /// The shipped manifest's topology; `fast_route` makes the route queue quick to redeliver
 /// (visibility 1 s, dead-lettered after 2 receives).

@@ -5,6 +5,8 @@
 //! needs its own path, body, caller or message bodies — so the handlers are exercised with the
 //! shapes Lambda really delivers.
 
+pub mod endpoint;
+
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::sqs::SqsEvent;
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 # Smoke test of `switchyard serve`: start it on a free loopback port, POST a question with
 # curl, read the output and the event stream (SSE), and stop the server.
 set -euo pipefail
-bin=${SWITCHYARD_BIN:-target/debug/switchyard}
+bin=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/debug/switchyard}
 log=$(mktemp)
 "$bin" serve --port 0 >"$log" 2>&1 &
 pid=$!

@@ -102,7 +102,11 @@ fn body_text(r: &aws_lambda_events::apigw::ApiGatewayV2httpResponse) -> String {
 pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
-    let system = Embedded::new(manifest, EngineSettings::default());
+    let agents = shared::agents::Agents::new(&manifest);
+    for problem in agents.problems() {
+        eprintln!("switchyard: warning: {problem}");
+    }
+    let system = Embedded::with_agents(manifest, EngineSettings::default(), Arc::new(agents));
     let _pollers = system.start(PollerConfig::default());
     let body = serde_json::json!({ "query": args.question }).to_string();
     let response = handle_http(&system.deps, request("POST", "/v1/queries", Some(body), &args.user, &args.roles)?).await;
@@ -149,7 +153,18 @@ fn print_answer(output: &OrchestratorOutput, accepted: &serde_json::Value, event
         .filter(|e| e.kind == EventKind::Dispatch)
         .map(|e| format!("{} [tier {}, {}]", e.detail["agent"].as_str().unwrap_or("?"), e.detail["tier"], e.detail["role"].as_str().unwrap_or("?")))
         .collect();
+    if let Some(c) = output.orchestration.as_ref().map(|o| &o["classification"]).filter(|c| !c.is_null()) {
+        println!(
+            "classified  by the {} classifier at {:.2}{}",
+            c["decided_by"].as_str().unwrap_or("?"),
+            c["confidence"].as_f64().unwrap_or(0.0),
+            c["llm_intent"].as_str().map(|i| format!(" (cascade: embedded said {} at {:.2}, LLM said {i})", c["embedded_intent"].as_str().unwrap_or("?"), c["embedded_confidence"].as_f64().unwrap_or(0.0))).unwrap_or_default()
+        );
+    }
     println!("route       {}", route.join(" → "));
+    if let Some(o) = &output.orchestration {
+        print_orchestration(o);
+    }
     println!("agents");
     for r in &output.agent_results {
         let status = serde_json::to_value(r.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
@@ -185,6 +200,45 @@ fn print_answer(output: &OrchestratorOutput, accepted: &serde_json::Value, event
         }
     }
     println!("total       {} ms in the pipeline, {} ms wall", output.total_latency_ms, wall.as_millis());
+}
+
+/// One line per orchestration mode that ran (deliberation, critique, sources, guardrails).
+fn print_orchestration(o: &serde_json::Value) {
+    let d = &o["deliberation"];
+    if d.is_object() {
+        println!(
+            "deliberate  {} orchestrator round(s), {} re-consultation(s), action {}{}",
+            d["iterations"],
+            d["consultations"].as_array().map_or(0, Vec::len),
+            d["action"].as_str().unwrap_or("?"),
+            if d["escalated"] == true { " (escalated at max_iterations)" } else { "" }
+        );
+    }
+    let c = &o["critique"];
+    if c.is_object() {
+        let verdicts: Vec<&str> = c["rounds"].as_array().map(|r| r.iter().filter_map(|v| v["verdict"].as_str()).collect()).unwrap_or_default();
+        println!("critic      {} — {}", verdicts.join(" → "), c["summary"].as_str().unwrap_or(""));
+    }
+    let s = &o["sources"];
+    if s.is_object() {
+        println!(
+            "sources     {} ({} answered, {} failed), {} of {} chunks kept, {} contradiction(s)",
+            s["retrieval_status"].as_str().unwrap_or("?"),
+            s["sources_used"].as_array().map_or(0, Vec::len),
+            s["sources_failed"].as_array().map_or(0, Vec::len),
+            s["filtered_chunk_count"],
+            s["original_chunk_count"],
+            s["contradictions"].as_array().map_or(0, Vec::len)
+        );
+    }
+    for (key, label) in [("guardrail_input", "input"), ("guardrail_output", "output")] {
+        if o[key].is_object() {
+            println!("guardrail   {label}: {}", if o[key]["allowed"] == true { "allowed" } else { "blocked" });
+        }
+    }
+    if o["coherence"].is_object() {
+        println!("coherence   {}", o["coherence"]["coherence"].as_str().unwrap_or("?"));
+    }
 }
 
 /// Serve the intake API on 127.0.0.1 with workers in-process.

@@ -7,15 +7,86 @@
 //!   (fail N times, hang, answer slowly, malformed output, panic, fail a QC gate). Failure
 //!   handling is tested and demonstrated with it, through the same engine as real agents.
 //!
-//! [`ManifestAgents`] is the [`AgentRuntime`] that dispatches on the agent's kind.
+//! - `llm` ([`llm`]): a model asked for structured output through a provider (Bedrock
+//!   Converse, an OpenAI-compatible endpoint, or the scripted model keyed by output-schema
+//!   name).
+//! - `http` and `lambda` ([`remote`]): the dispatch sent to the user's endpoint or function.
+//!
+//! [`ManifestAgents`] runs the in-process kinds; [`Agents`] is the full [`AgentRuntime`],
+//! built once per process with every client the manifest needs.
+
+mod bedrock;
+pub mod http_client;
+pub mod llm;
+pub mod remote;
+pub mod schema;
+
+pub use bedrock::Bedrock;
 
 use crate::contracts::{AgentDispatch, EntityType, HandoffStatus};
-use crate::manifest::{Agent, AgentKind, BuiltinSettings, EvidenceSpec, ScriptedSettings};
+use crate::manifest::{Agent, AgentKind, BuiltinSettings, EvidenceSpec, Manifest, ScriptedSettings};
 use crate::ports::{AgentError, AgentReply, AgentRuntime};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 
-/// Runs `builtin` and `scripted` agents from their manifest settings.
+/// Every agent kind, with the clients built once from the manifest: the runtime the
+/// functions and the embedded system use.
+#[derive(Debug, Clone)]
+pub struct Agents {
+    llm: llm::LlmAgents,
+    http: remote::HttpAgents,
+    lambda: Arc<remote::LambdaAgents>,
+}
+
+impl Agents {
+    /// Build the runtime for `manifest` (one HTTP client, one client per provider; AWS
+    /// clients are created on first use from the environment).
+    pub fn new(manifest: &Manifest) -> Agents {
+        let http = http_client::HttpClient::new();
+        Agents {
+            llm: llm::LlmAgents::new(manifest, &http),
+            http: remote::HttpAgents::new(manifest, &http),
+            lambda: Arc::new(remote::LambdaAgents::default()),
+        }
+    }
+
+    /// Replace the `llm` agents' providers (tests: a loopback or scripted provider).
+    pub fn with_llm(mut self, llm: llm::LlmAgents) -> Agents {
+        self.llm = llm;
+        self
+    }
+
+    /// Replace the `lambda` agents' client.
+    pub fn with_lambda(mut self, lambda: remote::LambdaAgents) -> Agents {
+        self.lambda = Arc::new(lambda);
+        self
+    }
+
+    /// Configuration problems to report at init (a provider with no base URL …).
+    pub fn problems(&self) -> Vec<String> {
+        self.llm.problems()
+    }
+}
+
+fn missing(agent: &Agent) -> AgentError {
+    AgentError { message: format!("agent `{}` has no `{}` settings", agent.id, agent.kind.as_str()), recoverable: false }
+}
+
+#[async_trait]
+impl AgentRuntime for Agents {
+    async fn run(&self, agent: &Agent, dispatch: &AgentDispatch, attempt: u32) -> Result<AgentReply, AgentError> {
+        match agent.kind {
+            AgentKind::Builtin | AgentKind::Scripted => ManifestAgents.run(agent, dispatch, attempt).await,
+            AgentKind::Llm => self.llm.run(agent, agent.llm.as_ref().ok_or_else(|| missing(agent))?, dispatch).await,
+            AgentKind::Http => self.http.run(agent, agent.http.as_ref().ok_or_else(|| missing(agent))?, dispatch).await,
+            AgentKind::Lambda => self.lambda.run(agent, agent.lambda.as_ref().ok_or_else(|| missing(agent))?, dispatch).await,
+        }
+    }
+}
+
+/// Runs `builtin` and `scripted` agents from their manifest settings (other kinds fail:
+/// they need the clients of [`Agents`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ManifestAgents;
 
@@ -31,6 +102,10 @@ impl AgentRuntime for ManifestAgents {
                 let settings = agent.scripted.clone().unwrap_or_default();
                 scripted_reply(agent, &settings, dispatch, attempt).await
             }
+            other => Err(AgentError {
+                message: format!("agent `{}` is `kind: {}`, which this runtime cannot run; use `agents::Agents`", agent.id, other.as_str()),
+                recoverable: false,
+            }),
         }
     }
 }

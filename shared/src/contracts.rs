@@ -271,6 +271,12 @@ pub enum ErrorCategory {
     SynthesisFailed,
     /// A Tier 0 QC gate failed: blocked status with the QC report.
     QcGateBlocked,
+    /// A guardrail blocked the question or the answer: failed with the safe reply (seed 001).
+    GuardrailBlocked,
+    /// The planner found the question incoherent: failed at once, no specialist ran (seed 001).
+    IncoherentQuery,
+    /// The cascaded classifier chose an intent that needs a role the caller lacks.
+    PermissionDenied,
 }
 
 /// Confidence band of the final answer (seed 001's `final_reason` values).
@@ -339,6 +345,11 @@ pub struct OrchestratorOutput {
     /// Extension: the QC report of a blocked pipeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qc_report: Option<Value>,
+    /// Extension: what the route's orchestration modes did — which classifier decided and how
+    /// sure it was, guardrail and coherence verdicts, deliberation rounds, critiques, source
+    /// evaluation and contradictions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orchestration: Option<Value>,
 }
 
 /// Limits on what an agent may spend (seed 000 dispatch `payload.constraints`).

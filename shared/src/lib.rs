@@ -19,7 +19,8 @@
 //! - [`jobs`]: the pointer messages on the queues.
 //! - [`ports`]: `Store`, `Queue`, `Clock`, `AgentRuntime`.
 //! - [`adapters`]: in-memory (the embedded default), DynamoDB and SQS.
-//! - [`agents`]: the agent kinds (`builtin`, `scripted`).
+//! - [`agents`]: the agent kinds (`builtin`, `scripted`, `llm` with its model providers,
+//!   `http`, `lambda`).
 //! - [`topology`]: the AWS resources a manifest needs (table, queues, env vars).
 //! - [`engine`]: the steps — intake, route, run-agent, fan-in, synthesize, deadline — and the
 //!   Lambda event handlers around them.

@@ -21,6 +21,8 @@ pub enum DispatchRole {
     Step,
     /// Stands in for an agent whose retries were exhausted.
     Fallback,
+    /// Runs beside the query and is never waited for (seed 004's memory step).
+    Background,
 }
 
 /// One dispatch of a plan, with its fan-in slot.
@@ -46,12 +48,24 @@ pub struct Stage {
     /// A QC gate checked on the stage's output before the next stage starts.
     #[serde(default)]
     pub gate: Option<Gate>,
+    /// The orchestration step this stage carries out (`experts`, `critic`, …), for routes
+    /// with modes (see `engine::modes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// When the stage's total budget ends: dispatches still out then count as timed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_until: Option<DateTime<Utc>>,
 }
 
 impl Stage {
+    /// A stage of these dispatches, without gate, step or budget.
+    pub fn of(dispatches: Vec<PlannedDispatch>) -> Stage {
+        Stage { dispatches, gate: None, step: None, budget_until: None }
+    }
+
     /// The slots that must be filled for the stage to be complete.
     pub fn slots(&self) -> impl Iterator<Item = &str> {
-        self.dispatches.iter().filter(|d| d.role != DispatchRole::Fallback).map(|d| d.slot.as_str())
+        self.dispatches.iter().filter(|d| d.role.fills_slot()).map(|d| d.slot.as_str())
     }
 
     /// The fan-in condition: every slot of the stage has its final handoff in `completed`.
@@ -64,6 +78,45 @@ impl Stage {
         }
         self.slots().all(|s| completed.contains(s))
     }
+}
+
+impl DispatchRole {
+    /// Whether the stage waits for this dispatch's slot (not a fallback, not background).
+    pub fn fills_slot(self) -> bool {
+        !matches!(self, DispatchRole::Fallback | DispatchRole::Background)
+    }
+}
+
+/// State of a route carried out by the modes engine (`engine::modes`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Flow {
+    /// Which classifier decided the intent, and how sure it was.
+    #[serde(default)]
+    pub classification: Option<ClassificationDecision>,
+}
+
+/// The outcome of intent classification, cascaded or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassificationDecision {
+    /// `embedded`, `llm` or `pre-parsed`: the stage whose intent was used.
+    pub decided_by: String,
+    /// The intent used.
+    pub intent: String,
+    /// Its confidence.
+    pub confidence: f64,
+    /// What the embedded classifier said.
+    pub embedded_intent: String,
+    /// With this confidence.
+    pub embedded_confidence: f64,
+    /// What the LLM classifier said, when it was consulted.
+    #[serde(default)]
+    pub llm_intent: Option<String>,
+    /// With this confidence.
+    #[serde(default)]
+    pub llm_confidence: Option<f64>,
+    /// Set when the decided intent needs a role the caller lacks.
+    #[serde(default)]
+    pub forbidden_role: Option<String>,
 }
 
 /// How the query is answered.
@@ -80,6 +133,10 @@ pub struct Plan {
     pub current_stage: usize,
     /// Overall budget from acceptance to deadline.
     pub deadline_ms: u64,
+    /// Set when the route is carried out by the modes engine: stages are added one step at
+    /// a time as the previous one completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Flow>,
 }
 
 impl Plan {
@@ -98,7 +155,6 @@ use crate::contracts::{DispatchConstraints, DispatchMetadata, DispatchPayload, D
 use crate::manifest::{Agent, Fallback, Manifest};
 use crate::topology::extended_timeout_ms;
 use chrono::{DateTime, Utc};
-use serde_json::json;
 
 /// Why no plan could be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -124,6 +180,7 @@ fn priority(role: DispatchRole, tier: u8) -> u8 {
     match role {
         DispatchRole::Primary | DispatchRole::Step => 1,
         DispatchRole::Supporting | DispatchRole::Fallback => 2 + tier,
+        DispatchRole::Background => 9,
     }
 }
 
@@ -150,7 +207,7 @@ pub fn dispatch_for(
         payload: DispatchPayload {
             intent: parsed.intent.clone(),
             entities: parsed.entities.clone(),
-            context: json!({ "question": parsed.raw_query }),
+            context: crate::engine::modes::context_for(manifest, agent, parsed, &[]),
             constraints: DispatchConstraints { max_latency_ms: timeout_ms, required_confidence: agent.required_confidence },
         },
         routing: DispatchRouting {
@@ -202,7 +259,7 @@ pub fn build(manifest: &Manifest, parsed: &ParsedQuery, correlation_id: &str, no
         for step in &pipeline.steps {
             let a = agent(&step.agent)?;
             deadline_ms += worst_case_ms(manifest, a, true);
-            stages.push(Stage { dispatches: vec![planned(a, DispatchRole::Step)], gate: step.gate.clone() });
+            stages.push(Stage { gate: step.gate.clone(), ..Stage::of(vec![planned(a, DispatchRole::Step)]) });
         }
     } else {
         let primary_id = intent.route.primary.as_deref().unwrap_or_default();
@@ -216,10 +273,10 @@ pub fn build(manifest: &Manifest, parsed: &ParsedQuery, correlation_id: &str, no
             .map(|a| worst_case_ms(manifest, a, true))
             .max()
             .unwrap_or(0);
-        stages.push(Stage { dispatches, gate: None });
+        stages.push(Stage::of(dispatches));
     }
     if let Some(deadline) = intent.route.deadline {
         deadline_ms = deadline.as_millis();
     }
-    Ok(Plan { intent: intent.id.clone(), pipeline: intent.route.pipeline.clone(), stages, current_stage: 0, deadline_ms })
+    Ok(Plan { intent: intent.id.clone(), pipeline: intent.route.pipeline.clone(), stages, current_stage: 0, deadline_ms, flow: None })
 }

@@ -134,6 +134,11 @@ pub enum EventKind {
     Gate,
     /// The deadline fired.
     Deadline,
+    /// An orchestration step decided something (guardrail verdict, coherence, orchestrator
+    /// decision or re-consultation, escalation, source evaluation, memory dispatch).
+    Step,
+    /// A critic judged the answer (verdict and critique).
+    Critique,
     /// The synthesizer merged the handoffs.
     Synthesis,
     /// The output is written. Terminal.

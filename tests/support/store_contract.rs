@@ -157,6 +157,7 @@ pub fn output(query_id: &str) -> OrchestratorOutput {
         warnings: vec![],
         error: None,
         qc_report: None,
+        orchestration: None,
     }
 }
 

@@ -1,1 +1,17 @@
-fn main() {}
+//! router: route jobs → plan, dispatches on the tier queues, the deadline armed.
+
+use aws_lambda_events::sqs::SqsEvent;
+use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use shared::engine::aws::AwsSystem;
+use shared::engine::handlers::{handle_sqs, Function};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let system = AwsSystem::from_env(Default::default()).await?;
+    let deps = &system.deps;
+    run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
+        handle_sqs(deps, Function::Router, event.payload).await.map_err(Error::from)
+    }))
+    .await
+}

@@ -1015,6 +1015,7 @@ mod tests {
             warnings: vec![],
             error: None,
             qc_report: None,
+            orchestration: Some(serde_json::json!({"critique": {"accepted": true}})),
         }
     }
 

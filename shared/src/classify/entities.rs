@@ -184,6 +184,9 @@ impl EntityExtractor {
                         });
                         for k in 0..n {
                             taken[i + k] = true;
+                            // The unit and the number of a period say *when*, not what is
+                            // asked; its direction ("next quarter", "last month") may.
+                            named[i + k] = !is_direction_word(&tokens[i + k].text);
                         }
                         i += n;
                     }
@@ -427,4 +430,12 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
         }
     }
     None
+}
+
+/// Words of a time period that say which way it points from now.
+fn is_direction_word(word: &str) -> bool {
+    matches!(
+        word,
+        "next" | "last" | "past" | "previous" | "prior" | "coming" | "upcoming" | "following" | "recent" | "ago" | "since"
+    )
 }

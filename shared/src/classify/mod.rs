@@ -9,8 +9,9 @@
 //! # Algorithm
 //!
 //! 1. **Text to terms.** The text is split into lower-cased words; stop words, numbers and
-//!    the words of brand and region names found by the gazetteers (entities say *what*, not
-//!    *which intent*) are dropped; manifest synonyms are mapped to their key; a light stemmer conflates
+//!    the words of brand and region names found by the gazetteers and the units and numbers
+//!    of time periods (entities say *what* and *when*, not *which intent*; a period's direction,
+//!    "next" or "last", is kept) are dropped; manifest synonyms are mapped to their key; a light stemmer conflates
 //!    inflections ("drifting", "drifted" → "drift"). Terms are the stems plus the bigrams of
 //!    adjacent stems ("sample size", "respond best").
 //! 2. **Learning.** Every utterance, every keyword, the description and the id of an intent
@@ -21,14 +22,19 @@
 //!      `p(i | t) = r(t, i) / Σⱼ r(t, j)`, weighted by its inverse intent frequency
 //!      `ln(1 + K / k_t)` (K intents, k_t of them use the term) and shrunk by its support
 //!      `n / (n + 1)` (a term seen in one document is weak evidence). Bigrams count a quarter
-//!      of a unigram and the first content word one and a half (the verb of "refit the
-//!      forecast model" says what is asked); these weights were chosen on leave-one-out
-//!      accuracy over the manifest's utterances, not on test questions;
+//!      of a unigram, a term that only utterances use (no intent's id, description or
+//!      keywords) 0.6 of one (utterances carry incidental objects, keywords are the curated
+//!      vocabulary), and the first content word one and a half when only request words
+//!      ("please", "can you") precede it (the verb of "refit the forecast model" says what is
+//!      asked; the subject of "is specialty a predictor" does not); these weights were chosen
+//!      on leave-one-out accuracy over the manifest's utterances;
 //!    - *nearest utterance*: the cosine similarity (IDF-weighted) of the query with the
 //!      intent's closest utterance, times a constant.
 //!
-//!    A query word the model has never seen is matched to the known stem with the most
-//!    character trigrams in common (a typo such as "forcast"), at a discount.
+//!    A query word the model has never seen is first matched to a known spelling one edit
+//!    away (insertion, deletion, substitution or adjacent transposition, found through a
+//!    symmetric-delete index: "drfit", "depoly", "trian"), else to the known stem with the
+//!    most character trigrams in common, at a discount.
 //! 4. **Calibration.** Confidences are a softmax over the scores at a temperature fitted, in
 //!    [`Classifier::new`], by leave-one-out on the manifest's own utterances (each utterance is
 //!    scored by the model without it, and the temperature minimising the negative
@@ -66,13 +72,22 @@ const MAX_ENTITY_TOKENS: usize = 20_000;
 /// Weight of a bigram term relative to a unigram.
 const BIGRAM_WEIGHT: f64 = 0.25;
 /// Weight of the nearest-utterance similarity relative to the votes.
+/// Weight of the vote of a term only the utterances use (not an intent's id, description or
+/// keywords): utterances mix what is asked with incidental objects ("the nurse educator
+/// program"), keywords are the curated vocabulary of the intent. Chosen on leave-one-out.
+const UTTERANCE_ONLY_WEIGHT: f64 = 0.6;
 const NEAREST_WEIGHT: f64 = 2.0;
 /// Pseudo-count shrinking the vote of rarely seen terms: a term seen in n documents votes
 /// with weight n / (n + SUPPORT_PRIOR).
 const SUPPORT_PRIOR: f64 = 1.0;
+/// The same pseudo-count for a term an intent's keywords, description or id use: those words
+/// were chosen to name the intent, so one occurrence is stronger evidence.
+const CURATED_SUPPORT_PRIOR: f64 = 0.5;
 /// Weight of the first content word: in "refit the forecast model" the verb says what is
 /// asked, the later nouns what it is about.
 const FIRST_WORD_WEIGHT: f64 = 1.5;
+/// Discount of a term reached through a one-edit spelling match.
+const TYPO_TERM_WEIGHT: f64 = 0.85;
 /// Discount of a term reached through a typo-tolerant match.
 const FUZZY_TERM_WEIGHT: f64 = 0.7;
 /// Least trigram overlap (Dice) for a typo-tolerant term match.
@@ -143,15 +158,24 @@ pub struct Classifier {
     trigram_index: HashMap<String, Vec<u32>>,
     /// Per unigram term id, its number of trigrams (0 for bigrams).
     trigram_counts: Vec<usize>,
+    /// Known spellings (manifest words and unigram stems) with their term id.
+    spellings: Vec<(String, u32)>,
+    /// Each spelling and each one-character deletion of it → indices into `spellings`
+    /// (a symmetric-delete index: one edit or one transposition apart share a key).
+    deletions: HashMap<String, Vec<u32>>,
     /// Weighted document counts, `counts[term * K + intent]`.
     counts: Vec<f64>,
     /// Total document weight per intent.
     totals: Vec<f64>,
     /// Per term, ln(1 + K / intents using it).
     idf: Vec<f64>,
+    /// Per term, whether an intent's id, description or keywords use it (curated intent
+    /// vocabulary) rather than only its example utterances (where the objects of a question,
+    /// "the nurse educator program", sit beside the words that say what is asked).
+    curated: Vec<bool>,
     examples: Vec<Example>,
     /// Term → examples containing it.
-    postings: Vec<Vec<u32>>,
+    postings: Vec<Vec<(u32, f64)>>,
     /// Softmax temperature fitted by leave-one-out.
     temperature: f64,
     /// Synonym word → the word it stands for.
@@ -162,7 +186,13 @@ pub struct Classifier {
 /// A term to be learnt from or scored, before it has an id.
 struct Terms {
     unigrams: Vec<String>,
+    /// The lower-cased word each unigram was read from (before synonyms and stemming).
+    words: Vec<String>,
     bigrams: Vec<String>,
+    /// Whether the first unigram opens the request ("refit the model", "can you refit the
+    /// model"): only request words come before it, so it is most likely the verb of an
+    /// imperative. In "is specialty a predictor" it is not.
+    leading: bool,
 }
 
 impl Classifier {
@@ -210,9 +240,12 @@ impl Classifier {
             is_bigram: Vec::new(),
             trigram_index: HashMap::new(),
             trigram_counts: Vec::new(),
+            spellings: Vec::new(),
+            deletions: HashMap::new(),
             counts: Vec::new(),
             totals: vec![0.0; k],
             idf: Vec::new(),
+            curated: Vec::new(),
             examples: Vec::new(),
             postings: Vec::new(),
             temperature: 1.0,
@@ -221,11 +254,16 @@ impl Classifier {
         };
 
         let mut example_terms: Vec<(usize, Vec<u32>, Option<u32>)> = Vec::new();
+        let mut spellings: HashMap<String, String> = HashMap::new();
         for (intent, text, is_utterance) in &documents {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
             let (_, named) = classifier.entities.extract(text, &tokens);
             let terms = classifier.terms(&tokens, &named);
-            let first = terms.unigrams.first().map(|u| classifier.intern(u, false));
+            for (word, unigram) in terms.words.iter().zip(&terms.unigrams) {
+                spellings.entry(word.clone()).or_insert_with(|| unigram.clone());
+                spellings.entry(unigram.clone()).or_insert_with(|| unigram.clone());
+            }
+            let first = terms.unigrams.first().filter(|_| terms.leading).map(|u| classifier.intern(u, false));
             let mut ids: Vec<u32> = Vec::with_capacity(terms.unigrams.len() + terms.bigrams.len());
             for u in &terms.unigrams {
                 ids.push(classifier.intern(u, false));
@@ -237,6 +275,9 @@ impl Classifier {
             ids.dedup();
             for &id in &ids {
                 classifier.counts[id as usize * k + intent] += 1.0;
+                if !*is_utterance {
+                    classifier.curated[id as usize] = true;
+                }
             }
             classifier.totals[*intent] += 1.0;
             if *is_utterance {
@@ -271,8 +312,8 @@ impl Classifier {
                 .collect();
             let norm = terms.iter().map(|&(id, w)| (w * classifier.idf[id as usize]).powi(2)).sum::<f64>().sqrt();
             let e = classifier.examples.len() as u32;
-            for &(id, _) in &terms {
-                classifier.postings[id as usize].push(e);
+            for &(id, w) in &terms {
+                classifier.postings[id as usize].push((e, w));
             }
             classifier.examples.push(Example { intent, terms, norm });
         }
@@ -285,6 +326,22 @@ impl Classifier {
             for g in grams {
                 classifier.trigram_index.entry(g).or_default().push(id);
             }
+        }
+        let mut spellings: Vec<(String, String)> = spellings.into_iter().collect();
+        spellings.sort();
+        for (word, unigram) in spellings {
+            if word.chars().count() < MIN_FUZZY_CHARS - 1 || !word.chars().all(char::is_alphabetic) {
+                continue;
+            }
+            let Some(&id) = classifier.vocab.get(&unigram) else { continue };
+            let s = classifier.spellings.len() as u32;
+            for key in deletions_of(&word) {
+                let list = classifier.deletions.entry(key).or_default();
+                if list.last() != Some(&s) {
+                    list.push(s);
+                }
+            }
+            classifier.spellings.push((word, id));
         }
         classifier.temperature = classifier.fit_temperature();
         classifier
@@ -350,7 +407,12 @@ impl Classifier {
     /// Stems and bigrams of the words that can signal an intent.
     fn terms(&self, tokens: &[Token], named: &[bool]) -> Terms {
         let mut unigrams = Vec::with_capacity(tokens.len());
+        let mut words = Vec::with_capacity(tokens.len());
+        let mut leading = true;
         for (t, &named) in tokens.iter().zip(named) {
+            if unigrams.is_empty() && !text::is_request_word(&t.text) && (named || is_stop_word(&t.text)) {
+                leading = false;
+            }
             if named || t.has_digit() || is_stop_word(&t.text) || t.text.chars().count() < 2 {
                 continue;
             }
@@ -361,9 +423,10 @@ impl Classifier {
                 None => stemmed,
             };
             unigrams.push(stemmed);
+            words.push(t.text.clone());
         }
         let bigrams = unigrams.windows(2).map(|w| format!("{} {}", w[0], w[1])).collect();
-        Terms { unigrams, bigrams }
+        Terms { unigrams, words, bigrams, leading }
     }
 
     fn intern(&mut self, term: &str, bigram: bool) -> u32 {
@@ -374,6 +437,7 @@ impl Classifier {
         self.vocab.insert(term.to_string(), id);
         self.is_bigram.push(bigram);
         self.trigram_counts.push(0);
+        self.curated.push(false);
         self.counts.extend(std::iter::repeat_n(0.0, self.intents.len()));
         id
     }
@@ -382,12 +446,14 @@ impl Classifier {
     fn features(&self, tokens: &[Token], named: &[bool]) -> Vec<(u32, f64)> {
         let terms = self.terms(tokens, named);
         let mut features: Vec<(u32, f64)> = Vec::with_capacity(terms.unigrams.len() * 2);
-        for (position, u) in terms.unigrams.iter().enumerate() {
-            let weight = if position == 0 { FIRST_WORD_WEIGHT } else { 1.0 };
+        for (position, (u, word)) in terms.unigrams.iter().zip(&terms.words).enumerate() {
+            let weight = if position == 0 && terms.leading { FIRST_WORD_WEIGHT } else { 1.0 };
             match self.vocab.get(u) {
                 Some(&id) => features.push((id, weight)),
                 None => {
-                    if let Some((id, similarity)) = self.nearest_term(u) {
+                    if let Some(id) = self.misspelt_term(word).or_else(|| self.misspelt_term(u)) {
+                        features.push((id, weight * TYPO_TERM_WEIGHT));
+                    } else if let Some((id, similarity)) = self.nearest_term(u) {
                         features.push((id, weight * FUZZY_TERM_WEIGHT * similarity));
                     }
                 }
@@ -401,6 +467,32 @@ impl Classifier {
         features.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
         features.dedup_by_key(|f| f.0);
         features
+    }
+
+    /// The term of a known spelling one edit (insertion, deletion, substitution or adjacent
+    /// transposition) away from `word` ("drfit", "depoly", "forcast"); among several, the
+    /// best supported.
+    fn misspelt_term(&self, word: &str) -> Option<u32> {
+        if word.chars().count() < MIN_FUZZY_CHARS || !word.chars().all(char::is_alphabetic) {
+            return None;
+        }
+        let k = self.intents.len();
+        let mut best: Option<(f64, u32)> = None;
+        for key in deletions_of(word) {
+            let Some(list) = self.deletions.get(&key) else { continue };
+            for &s in list {
+                let (spelling, id) = &self.spellings[s as usize];
+                if text::edit_distance(word, spelling, 1) > 1 {
+                    continue;
+                }
+                let t = *id as usize;
+                let support: f64 = self.counts[t * k..(t + 1) * k].iter().sum();
+                if best.is_none_or(|(b, bid)| support > b || (support == b && *id < bid)) {
+                    best = Some((support, *id));
+                }
+            }
+        }
+        best.map(|(_, id)| id)
     }
 
     /// The known unigram sharing the most character trigrams with `word` (Dice ≥ 0.6).
@@ -461,7 +553,9 @@ impl Classifier {
             let idf = (1.0 + k as f64 / used as f64).ln();
             let support: f64 = counts.iter().sum::<f64>()
                 - f64::from(u8::from(held.is_some_and(|e| e.terms.iter().any(|&(x, _)| x == id))));
-            let shrink = support / (support + SUPPORT_PRIOR);
+            let prior = if self.curated[t] { CURATED_SUPPORT_PRIOR } else { SUPPORT_PRIOR };
+            let shrink = support / (support + prior);
+            let weight = if self.curated[t] { weight } else { weight * UTTERANCE_ONLY_WEIGHT };
             for j in 0..k {
                 scores[j] += weight * idf * shrink * shares[j] / sum;
             }
@@ -472,10 +566,9 @@ impl Classifier {
             let mut dots: HashMap<u32, f64> = HashMap::new();
             for &(id, w) in features {
                 let idf2 = self.idf[id as usize].powi(2);
-                let term_weight = if self.is_bigram[id as usize] { BIGRAM_WEIGHT } else { 1.0 };
-                for &e in &self.postings[id as usize] {
+                for &(e, example_weight) in &self.postings[id as usize] {
                     if Some(e as usize) != held_out {
-                        *dots.entry(e).or_insert(0.0) += w * term_weight * idf2;
+                        *dots.entry(e).or_insert(0.0) += w * example_weight * idf2;
                     }
                 }
             }
@@ -545,6 +638,19 @@ impl Classifier {
             .count();
         right as f64 / self.examples.len() as f64
     }
+}
+
+/// `word` and every string made by deleting one of its characters.
+fn deletions_of(word: &str) -> Vec<String> {
+    let chars: Vec<char> = word.chars().collect();
+    let mut keys = Vec::with_capacity(chars.len() + 1);
+    keys.push(word.to_string());
+    for i in 0..chars.len() {
+        keys.push(chars[..i].iter().chain(&chars[i + 1..]).collect());
+    }
+    keys.sort();
+    keys.dedup();
+    keys
 }
 
 /// Softmax of `scores / temperature`; `None` when every score is zero (no evidence).

@@ -53,6 +53,18 @@ fn an_unrelated_two_intent_manifest_classifies_its_own_questions() {
 }
 
 #[test]
+fn one_edit_typos_reach_the_word_they_misspell() {
+    // GIVEN the support manifest, whose words include "refund" and "invoice"
+    let manifest = Manifest::from_yaml(SUPPORT_MANIFEST, "support.yaml").expect("valid manifest");
+    let classifier = Classifier::new(&manifest);
+    // WHEN they are misspelt by a transposition, a deletion and a substitution
+    // THEN the intent is still found
+    assert_eq!(classifier.classify("rfeund").intent, "refund");
+    assert_eq!(classifier.classify("invoce").intent, "billing");
+    assert_eq!(classifier.classify("refumd").intent, "refund");
+}
+
+#[test]
 fn shipped_manifest_routes_plain_questions() {
     let c = shipped();
     for (q, want) in [
@@ -234,4 +246,34 @@ fn print_leave_one_out_misses() {
             println!("LOO MISS {:<18} got {:<18} {}", c.intents[example.intent], c.intents[best], utterances[e]);
         }
     }
+}
+
+#[test]
+#[ignore = "debugging aid: prints the words of CLASSIFY_OOV_FILE (JSON lines) the manifest never uses"]
+fn print_unknown_words() {
+    let c = shipped();
+    let path = std::env::var("CLASSIFY_OOV_FILE").unwrap_or_default();
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut unknown: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let q = v["query"].as_str().unwrap_or_default();
+        let tokens = tokenize(q, 512);
+        let (_, named) = c.entities.extract(q, &tokens);
+        let terms = c.terms(&tokens, &named);
+        for (u, w) in terms.unigrams.iter().zip(&terms.words) {
+            if !c.vocab.contains_key(u) {
+                let how = if c.misspelt_term(w).or_else(|| c.misspelt_term(u)).is_some() {
+                    "typo"
+                } else if c.nearest_term(u).is_some() {
+                    "trigram"
+                } else {
+                    "none"
+                };
+                *unknown.entry(format!("{w}({how})")).or_default() += 1;
+            }
+        }
+    }
+    let words: Vec<String> = unknown.iter().map(|(w, n)| format!("{w}x{n}")).collect();
+    println!("{} unknown: {}", words.len(), words.join(" "));
 }

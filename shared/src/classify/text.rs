@@ -218,6 +218,45 @@ pub(crate) const STOP_WORDS: &[&str] = &[
     "m",
 ];
 
+/// Words that may open a request before its verb: "please", "can you", "I'd like to",
+/// "let's", "go ahead and".
+pub(crate) fn is_request_word(word: &str) -> bool {
+    matches!(
+        word,
+        "please"
+            | "pls"
+            | "kindly"
+            | "can"
+            | "could"
+            | "would"
+            | "will"
+            | "you"
+            | "let"
+            | "lets"
+            | "let's"
+            | "us"
+            | "i"
+            | "we"
+            | "need"
+            | "to"
+            | "want"
+            | "like"
+            | "d"
+            | "id"
+            | "go"
+            | "ahead"
+            | "and"
+            | "now"
+            | "ok"
+            | "okay"
+            | "hey"
+            | "hi"
+            | "so"
+            | "just"
+            | "s"
+    )
+}
+
 /// Whether a lower-cased word is a stop word.
 pub(crate) fn is_stop_word(word: &str) -> bool {
     STOP_WORDS.contains(&word)

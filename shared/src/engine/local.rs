@@ -157,9 +157,10 @@ pub struct Embedded {
 }
 
 impl Embedded {
-    /// Build the embedded system for `manifest` with the builtin/scripted agent runtime.
+    /// Build the embedded system for `manifest` with every agent kind ([`crate::agents::Agents`]).
     pub fn new(manifest: Arc<crate::manifest::Manifest>, settings: super::EngineSettings) -> Embedded {
-        Embedded::with_agents(manifest, settings, Arc::new(crate::agents::ManifestAgents))
+        let agents = Arc::new(crate::agents::Agents::new(&manifest));
+        Embedded::with_agents(manifest, settings, agents)
     }
 
     /// Build it with another agent runtime.
@@ -174,7 +175,8 @@ impl Embedded {
     /// Build it with the queues wrapped in a [`crate::adapters::faults::FaultyQueue`]
     /// (duplicates, reordering) and every random choice seeded.
     pub fn with_faults(manifest: Arc<crate::manifest::Manifest>, faults: crate::adapters::faults::QueueFaults, seed: u64) -> Embedded {
-        Embedded::build(manifest, super::EngineSettings::default(), Arc::new(crate::agents::ManifestAgents), Some((faults, seed)))
+        let agents = Arc::new(crate::agents::Agents::new(&manifest));
+        Embedded::build(manifest, super::EngineSettings::default(), agents, Some((faults, seed)))
     }
 
     fn build(

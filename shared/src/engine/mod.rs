@@ -16,12 +16,19 @@
 //!   the handoff; fan in; advance pipelines through their QC gates.
 //! - [`synth`]: claim, merge the handoffs into the seed 000 output with seed 001's confidence
 //!   bands, write it once; the deadline that ends every query.
+//! - [`modes`]: orchestration modes (guardrails, coherence, deliberation, critic, parallel
+//!   sources, cascade classification) as plan stages added one step at a time; [`evaluate`]
+//!   scores the sources' chunks.
+//! - [`aws`]: dependencies from the environment, on DynamoDB and SQS (Lambda and `--backend aws`).
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
 //! - [`local`]: pollers that feed queues to the handlers like Lambda's SQS event sources.
 
+pub mod aws;
+pub mod evaluate;
 pub mod handlers;
 pub mod intake;
 pub mod local;
+pub mod modes;
 pub mod router;
 pub mod synth;
 pub mod worker;
@@ -46,6 +53,9 @@ use std::time::Duration;
 pub struct EngineSettings {
     /// A synthesizer's claim older than this may be taken over (the claimer crashed).
     pub synth_lease: Duration,
+    /// How long a duplicate synth job waits for the claim holder to finish before it is
+    /// returned to its queue.
+    pub claim_wait: Duration,
     /// Longest `?wait=N` accepted (API Gateway's own limit is 29 s).
     pub max_wait: Duration,
     /// How often `?wait` re-reads the output.
@@ -59,6 +69,7 @@ impl Default for EngineSettings {
     fn default() -> Self {
         EngineSettings {
             synth_lease: Duration::from_secs(60),
+            claim_wait: Duration::from_secs(3),
             max_wait: Duration::from_secs(25),
             wait_poll: Duration::from_millis(25),
             dev_identity_headers: false,

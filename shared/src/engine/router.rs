@@ -7,7 +7,7 @@
 
 use super::{event_key, Deps, StepError};
 use crate::jobs::Job;
-use crate::plan::{self, Plan};
+use crate::plan::Plan;
 use crate::ports::{EventKind, QueryRecord, QueryStatus, QueueId, StoreError};
 use crate::topology::SQS_MAX_DELAY_S;
 use serde_json::json;
@@ -30,7 +30,7 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         }
         let now = deps.clock.now();
         let manifest = deps.manifest_for(&query).await?;
-        let plan = match plan::build(&manifest, &query.parsed, &query.query_id, now) {
+        let plan = match super::modes::build_plan(&manifest, &query, now) {
             Ok(plan) => plan,
             Err(e) => return Err(StepError::Permanent(format!("no plan: {e}"))),
         };
@@ -60,6 +60,9 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         info!(intent = %routed.parsed.intent, "query routed");
         send_stage(deps, &routed, 0).await?;
         arm_deadline(deps, query_id, deadline_at).await?;
+        if let Some(budget) = routed.plan.as_ref().and_then(|p| p.stages.first()).and_then(|s| s.budget_until) {
+            arm_deadline(deps, query_id, budget).await?;
+        }
         return Ok(());
     }
     Err(StepError::Retryable("query record kept changing while routing".into()))

@@ -20,6 +20,7 @@ use crate::manifest::Manifest;
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, StoreError};
 use serde_json::{json, Value};
+use std::time::Duration;
 use tracing::{info, instrument};
 
 /// Lower bound of `confidence_high`.
@@ -66,6 +67,12 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
                     (now - at).to_std().map(|age| age < deps.settings.synth_lease).unwrap_or(true)
                 });
                 if fresh {
+                    // Another synthesizer is at work and normally finishes within milliseconds:
+                    // wait for it rather than send this duplicate back to sit out the queue's
+                    // visibility timeout. Still claimed after the wait: retry later.
+                    if wait_until_done(deps, query_id).await? {
+                        return Ok(());
+                    }
                     return Err(StepError::Retryable("another synthesizer holds the claim".into()));
                 }
                 info!("taking over a stale synthesis claim");
@@ -124,6 +131,18 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
     Err(StepError::Retryable("query record kept changing while synthesizing".into()))
 }
 
+/// Poll the query for up to `EngineSettings::claim_wait`; true once it is done.
+async fn wait_until_done(deps: &Deps, query_id: &str) -> Result<bool, StepError> {
+    let until = tokio::time::Instant::now() + deps.settings.claim_wait;
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if deps.store.get_query(query_id).await?.is_some_and(|q| q.status == QueryStatus::Done) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Whether the query can be synthesized: the current stage is complete and either it is the
 /// last or the pipeline cannot go on.
 async fn ready(deps: &Deps, query: &QueryRecord) -> Result<bool, StepError> {
@@ -160,13 +179,21 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
     if matches!(query.status, QueryStatus::Done | QueryStatus::Accepted) {
         return Ok(());
     }
+    let stage_budget = super::modes::is_stage_budget(&query, fire_at);
+    if stage_budget == Some(false) {
+        return Ok(()); // the budget of a stage that already completed
+    }
     if query.status == QueryStatus::Routed {
         let handoffs = deps.store.list_handoffs(query_id).await?;
         let outstanding = outstanding(&query, &handoffs);
         if !outstanding.is_empty() {
+            let key = match (stage_budget, &query.plan) {
+                (Some(true), Some(plan)) => event_key(plan.current_stage, 68, "budget", ""),
+                _ => deadline_event_key(),
+            };
             let event = deps.event(
                 &query,
-                deadline_event_key(),
+                key,
                 EventKind::Deadline,
                 json!({ "fire_at": fire_at, "timed_out": outstanding.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>() }),
             );
@@ -183,6 +210,10 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
             match deps.store.record_handoff(&record, &[event]).await? {
                 HandoffWrite::Recorded { .. } | HandoffWrite::Duplicate => {}
             }
+        }
+        if stage_budget == Some(true) {
+            info!("stage budget spent; moving on");
+            return super::worker::advance(deps, query_id).await;
         }
     }
     info!("deadline fired");
@@ -311,7 +342,7 @@ fn status_word(s: HandoffStatus) -> &'static str {
 /// Merge the handoffs of a query into its output.
 pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRecord], deadline_passed: bool) -> OrchestratorOutput {
     let now = deps.clock.now();
-    let empty = crate::plan::Plan { intent: query.parsed.intent.clone(), pipeline: None, stages: vec![], current_stage: 0, deadline_ms: 0 };
+    let empty = crate::plan::Plan { intent: query.parsed.intent.clone(), pipeline: None, stages: vec![], current_stage: 0, deadline_ms: 0, flow: None };
     let plan = query.plan.as_ref().unwrap_or(&empty);
     let ran: Vec<&PlannedDispatch> = plan.stages.iter().take(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).collect();
     let handoff_of = |d: &PlannedDispatch| handoffs.iter().find(|h| h.handoff.dispatch_id == d.dispatch.dispatch_id);
@@ -339,8 +370,8 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
 
     // One final handoff per slot of the stages that ran.
     let mut slots: Vec<(&PlannedDispatch, Option<&HandoffRecord>)> = Vec::new();
-    for stage in plan.stages.iter().take(plan.current_stage + 1) {
-        for d in stage.dispatches.iter().filter(|d| d.role != DispatchRole::Fallback) {
+    for stage in plan.stages.iter().take(plan.current_stage + 1).filter(|s| !super::modes::is_bookkeeping(s)) {
+        for d in stage.dispatches.iter().filter(|d| d.role.fills_slot()) {
             slots.push((d, slot_handoff(handoffs, &d.slot)));
         }
     }
@@ -402,7 +433,12 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
             0.0
         }
     };
-    let response_confidence = (response_confidence * 1_000.0).round() / 1_000.0;
+    let mut response_confidence = (response_confidence * 1_000.0).round() / 1_000.0;
+    let shaped = super::modes::shape(manifest, plan, handoffs, now);
+    if let Some(s) = &shaped {
+        status = s.status.unwrap_or(status);
+        response_confidence = s.confidence.unwrap_or(response_confidence);
+    }
 
     // Caveats: what failed, what stood in, what the agents and the engine flagged.
     for (d, h) in &slots {
@@ -469,7 +505,7 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
     };
     let band = band(response_confidence);
     let mut error = None;
-    let response_text = match status {
+    let mut response_text = match status {
         OutputStatus::Blocked => {
             error = Some(OutputError { category: ErrorCategory::QcGateBlocked, message: "a QC gate stopped the pipeline; see qc_report".into() });
             format!("The {} pipeline was stopped by its QC gate; nothing after it ran. {}", plan.pipeline.clone().unwrap_or_default(), answers.join(" "))
@@ -485,6 +521,17 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
         }
         _ => answers.join("\n\n"),
     };
+    let mut orchestration = None;
+    if let Some(s) = shaped {
+        if let Some(text) = s.text {
+            response_text = text;
+        }
+        if s.error.is_some() || matches!(status, OutputStatus::Success | OutputStatus::Partial) {
+            error = s.error;
+        }
+        caveats.extend(s.caveats);
+        orchestration = Some(s.orchestration);
+    }
     if matches!(status, OutputStatus::Success | OutputStatus::Partial) {
         match band {
             ConfidenceBand::ConfidenceHigh => {}
@@ -530,5 +577,6 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
         warnings: query.warnings.clone(),
         error,
         qc_report,
+        orchestration,
     }
 }

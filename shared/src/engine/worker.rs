@@ -104,7 +104,8 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
         // Already answered (a duplicate or a late redelivery): make sure the fan-in moved on.
         return advance(deps, &job.query_id).await;
     }
-    if query.status == QueryStatus::Done {
+    // A background dispatch (seed 004's memory step) still runs after the answer is out.
+    if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
         return close_after_the_end(deps, &query, &planned).await;
     }
     let manifest = deps.manifest_for(&query).await?;
@@ -570,6 +571,9 @@ pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         }
         let next = plan.current_stage + 1;
         if next >= plan.stages.len() {
+            if plan.flow.is_some() {
+                return super::modes::extend(deps, query_id).await;
+            }
             return request_synthesis(deps, query_id).await;
         }
         let handoffs = deps.store.list_handoffs(query_id).await?;
@@ -650,7 +654,7 @@ async fn close_after_the_end(deps: &Deps, query: &QueryRecord, planned: &Planned
 /// slot, no fallback — the worker itself is what keeps failing).
 async fn give_up_after_deliveries(deps: &Deps, job: &DispatchJob, reason: &str) -> Result<(), StepError> {
     let (query, planned) = load(deps, None, job).await?;
-    if query.status == QueryStatus::Done {
+    if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
         return Ok(());
     }
     let now = deps.clock.now();

@@ -11,9 +11,13 @@
 //! value is immutable and cheap to share behind an `Arc`.
 
 mod duration;
+mod kinds;
+mod modes;
 mod validate;
 
 pub use duration::Dur;
+pub use kinds::{HttpSettings, LambdaSettings, LlmSettings, OutputSchema, Provider, ProviderKind, ScriptedModelReply};
+pub use modes::{CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings};
 pub use validate::{validate, Problem};
 
 use crate::contracts::{CitationSourceType, EntityType, HandoffStatus};
@@ -67,6 +71,9 @@ pub struct Manifest {
     pub classifier: ClassifierSettings,
     /// Per-tier timeouts, retries and fallbacks.
     pub tiers: Vec<Tier>,
+    /// Model providers `llm` agents name.
+    #[serde(default)]
+    pub providers: Vec<Provider>,
     /// Every agent a route may dispatch.
     pub agents: Vec<Agent>,
     /// Every intent the system answers.
@@ -122,6 +129,9 @@ pub struct ClassifierSettings {
     /// Below this confidence a cascaded (slower) classifier is consulted, when one is
     /// configured. Defaults to `min_confidence`.
     pub cascade_below: Option<f64>,
+    /// An agent consulted when the embedded classifier is unsure (seed 000's
+    /// IntentClassificationSignature: answers `intent`, `sub_intent`, `confidence`).
+    pub llm: Option<String>,
     /// Domain synonyms, read by the classifier before it learns or scores: each key is a word
     /// the utterances use, each value lists words users write for it (`hcp: [physician,
     /// doctor, prescriber]`). Single words; phrases belong in an intent's `keywords`.
@@ -134,8 +144,18 @@ impl Default for ClassifierSettings {
             min_confidence: 0.45,
             ambiguity_margin: 0.08,
             cascade_below: None,
+            llm: None,
             synonyms: BTreeMap::new(),
         }
+    }
+}
+
+impl ClassifierSettings {
+    /// Whether a classification this sure should be checked by the cascaded classifier:
+    /// flagged ambiguous, below `cascade_below` (default `min_confidence`) or below
+    /// `min_confidence` — the rule of `Classifier::needs_cascade`, for a parsed query.
+    pub fn needs_cascade(&self, confidence: f64, ambiguous: bool) -> bool {
+        ambiguous || confidence < self.cascade_below.unwrap_or(self.min_confidence) || confidence < self.min_confidence
     }
 }
 
@@ -297,6 +317,25 @@ pub enum AgentKind {
     /// Behaves as its settings script it (fail N times, hang, answer slowly, malformed output,
     /// fail the QC gate): for tests and demonstrations of failure handling.
     Scripted,
+    /// Asks a model (Bedrock Converse or an OpenAI-compatible endpoint) for structured output.
+    Llm,
+    /// POSTs the dispatch to a URL and reads the handoff from the response.
+    Http,
+    /// Invokes the user's Lambda function with the dispatch and reads the handoff it returns.
+    Lambda,
+}
+
+impl AgentKind {
+    /// The name written in the manifest (and of the settings block).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Builtin => "builtin",
+            AgentKind::Scripted => "scripted",
+            AgentKind::Llm => "llm",
+            AgentKind::Http => "http",
+            AgentKind::Lambda => "lambda",
+        }
+    }
 }
 
 /// An agent the routes can dispatch.
@@ -330,12 +369,26 @@ pub struct Agent {
     /// Follow-up questions to suggest after it answered.
     #[serde(default)]
     pub follow_ups: Vec<String>,
+    /// The only context fields its dispatches carry (seed 002's tailored inputs); every field
+    /// when absent. Fields the engine adds for a mode (`additional_question`, `decision`, …)
+    /// are named in the mode's docs.
+    #[serde(default)]
+    pub inputs: Option<Vec<String>>,
     /// Settings of a `builtin` agent.
     #[serde(default)]
     pub builtin: Option<BuiltinSettings>,
     /// Settings of a `scripted` agent.
     #[serde(default)]
     pub scripted: Option<ScriptedSettings>,
+    /// Settings of an `llm` agent.
+    #[serde(default)]
+    pub llm: Option<LlmSettings>,
+    /// Settings of an `http` agent.
+    #[serde(default)]
+    pub http: Option<HttpSettings>,
+    /// Settings of a `lambda` agent.
+    #[serde(default)]
+    pub lambda: Option<LambdaSettings>,
 }
 
 fn default_required_confidence() -> f64 {
@@ -462,9 +515,36 @@ pub struct Route {
     /// Agents dispatched in parallel with the primary.
     #[serde(default)]
     pub supporting: Vec<String>,
-    /// Overall deadline; defaults to the slowest dispatch's worst case.
+    /// Overall deadline; defaults to the slowest dispatch's worst case (for a route with
+    /// modes, the sum of its steps' worst cases).
     #[serde(default)]
     pub deadline: Option<Dur>,
+    /// Answer shape besides primary + supporting; its settings block must be present.
+    #[serde(default)]
+    pub mode: Option<RouteMode>,
+    /// Default context fields of the query (a pre-parsed query's `context` overrides them).
+    #[serde(default)]
+    pub context: BTreeMap<String, Value>,
+    /// `mode: deliberate` settings (seed 002).
+    #[serde(default)]
+    pub deliberate: Option<DeliberateSettings>,
+    /// `mode: sources` settings (seed 004).
+    #[serde(default)]
+    pub sources: Option<SourcesSettings>,
+    /// Critic loop after the answer (seed 003).
+    #[serde(default)]
+    pub critic: Option<CriticSettings>,
+    /// Guardrails and coherence check (seed 001).
+    #[serde(default)]
+    pub guardrails: Option<GuardrailSettings>,
+}
+
+impl Route {
+    /// Whether the route is carried out by the staged modes engine (any mode, critic or
+    /// guardrail).
+    pub fn has_modes(&self) -> bool {
+        self.mode.is_some() || self.critic.is_some() || self.guardrails.is_some()
+    }
 }
 
 /// A sequence of agents run one after another (seed 000 Tier 0 ML training).
@@ -607,6 +687,11 @@ impl Manifest {
     /// The intent with this id.
     pub fn intent(&self, id: &str) -> Option<&Intent> {
         self.intents.iter().find(|i| i.id == id)
+    }
+
+    /// The model provider with this id.
+    pub fn provider(&self, id: &str) -> Option<&Provider> {
+        self.providers.iter().find(|p| p.id == id)
     }
 
     /// The pipeline with this id.

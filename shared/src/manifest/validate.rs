@@ -9,6 +9,8 @@ use super::{Agent, Backoff, Dur, Fallback, GazetteerEntry, Manifest, TierTimeout
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+mod ext;
+
 /// One problem in a manifest: where (YAML path, and line when the parser knows it) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -59,6 +61,8 @@ pub fn validate(manifest: &Manifest) -> Vec<Problem> {
     check.intents();
     check.pipelines();
     check.entities();
+    check.providers();
+    check.cascade();
     check.problems
 }
 
@@ -274,11 +278,14 @@ impl<'m> Check<'m> {
 
     /// The settings block named by `kind` is present; the other kinds' blocks are absent.
     fn kind_settings(&mut self, i: usize, agent: &Agent) {
-        let kind = match agent.kind {
-            super::AgentKind::Builtin => "builtin",
-            super::AgentKind::Scripted => "scripted",
-        };
-        let blocks = [("builtin", agent.builtin.is_some()), ("scripted", agent.scripted.is_some())];
+        let kind = agent.kind.as_str();
+        let blocks = [
+            ("builtin", agent.builtin.is_some()),
+            ("scripted", agent.scripted.is_some()),
+            ("llm", agent.llm.is_some()),
+            ("http", agent.http.is_some()),
+            ("lambda", agent.lambda.is_some()),
+        ];
         for (block, present) in blocks {
             if block == kind && !present {
                 self.report(format!("agents[{i}]"), format!("`kind: {kind}` needs a `{kind}:` settings block; add it"));
@@ -299,6 +306,7 @@ impl<'m> Check<'m> {
         if let Some(confidence) = agent.scripted.as_ref().and_then(|s| s.confidence) {
             self.unit_interval(format!("agents[{i}].scripted.confidence"), "confidence", confidence);
         }
+        self.remote_kinds(i, agent);
     }
 
     /// Follows each agent's effective fallback; a chain that comes back to an agent is a loop.
@@ -393,10 +401,11 @@ impl<'m> Check<'m> {
                 format!("intents[{i}].route"),
                 "route sets both `primary` and `pipeline`; set exactly one of them",
             ),
-            (None, None) => self.report(
+            (None, None) if route.mode.is_none() => self.report(
                 format!("intents[{i}].route"),
                 "route sets neither `primary` nor `pipeline`; set exactly one of them",
             ),
+            (None, None) => {}
             (Some(primary), None) => {
                 if self.known_agent(at("primary"), primary) {
                     first_tier = self.m.agent(primary).map(|a| (a.tier, format!("the primary agent `{primary}`")));
@@ -436,6 +445,7 @@ impl<'m> Check<'m> {
         if route.deadline.is_some_and(|d| d.as_millis() == 0) {
             self.report(at("deadline"), "deadline is 0, so every query would fail at once; set a positive duration or remove it");
         }
+        self.route_modes(i);
     }
 
     fn pipelines(&mut self) {

@@ -1,0 +1,117 @@
+//! One HTTP client per process (hyper over rustls), shared by the `http` agents and the
+//! OpenAI-compatible provider.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
+/// Why an HTTP exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The URL or a header could not be used; retrying cannot help.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// No complete response within the timeout; a retry may help.
+    #[error("no response within {0} ms")]
+    Timeout(u64),
+    /// Connecting, sending or reading failed; a retry may help.
+    #[error("transport error: {message}")]
+    Transport {
+        /// What failed.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl HttpError {
+    /// Whether another attempt may succeed.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, HttpError::Invalid(_))
+    }
+}
+
+/// A response: status, `Retry-After` (seconds) when present, body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpReply {
+    /// HTTP status code.
+    pub status: u16,
+    /// `Retry-After` in seconds, when the server sent one.
+    pub retry_after: Option<Duration>,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// A pooled HTTP/1.1 client for `http://` and `https://` (native roots; with none available,
+/// only plain HTTP works).
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient").finish_non_exhaustive()
+    }
+}
+
+impl Default for HttpClient {
+    fn default() -> Self {
+        HttpClient::new()
+    }
+}
+
+impl HttpClient {
+    /// Build the client (once per process).
+    pub fn new() -> HttpClient {
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let builder = hyper_rustls::HttpsConnectorBuilder::new();
+        let builder = match builder.with_provider_and_native_roots(provider.clone()) {
+            Ok(b) => b,
+            Err(_) => {
+                let config = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map(|b| b.with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth());
+                match config {
+                    Ok(c) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(c),
+                    Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
+                        .with_tls_config(rustls::ClientConfig::builder_with_protocol_versions(&[]).with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth()),
+                }
+            }
+        };
+        let connector = builder.https_or_http().enable_http1().build();
+        HttpClient { inner: Client::builder(TokioExecutor::new()).build(connector) }
+    }
+
+    /// POST `body` as JSON to `url` with `headers`; the whole exchange within `timeout`.
+    pub async fn post_json(&self, url: &str, headers: &[(String, String)], body: Vec<u8>, timeout: Duration) -> Result<HttpReply, HttpError> {
+        let mut request = hyper::Request::post(url).header("content-type", "application/json").header("accept", "application/json");
+        for (k, v) in headers {
+            request = request.header(k.as_str(), v.as_str());
+        }
+        let request = request.body(Full::new(Bytes::from(body))).map_err(|e| HttpError::Invalid(e.to_string()))?;
+        let exchange = async {
+            let response = self.inner.request(request).await.map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })?;
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(Duration::from_secs_f64);
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| HttpError::Transport { message: format!("reading the response of {url}"), source: Box::new(e) })?
+                .to_bytes();
+            Ok(HttpReply { status, retry_after, body })
+        };
+        tokio::time::timeout(timeout, exchange).await.map_err(|_| HttpError::Timeout(timeout.as_millis() as u64))?
+    }
+}

@@ -1,0 +1,195 @@
+//! The whole pipeline against the local SQS + DynamoDB endpoint, in real time: queries enter
+//! through the intake handler, the router, workers and synthesizer are fed by pollers that
+//! behave like Lambda's SQS event sources, and afterwards the records and queues are checked.
+//! Fails (never skips) when the endpoint is missing: run through `scripts/test.sh`.
+
+use serde_json::json;
+use shared::adapters::aws::ensure_resources;
+use shared::adapters::faults::{FaultyQueue, QueueFaults};
+use shared::contracts::{HandoffStatus, OutputStatus};
+use shared::engine::aws::AwsSystem;
+use shared::engine::handlers::handle_http;
+use shared::engine::local::{start, PollerConfig};
+use shared::engine::{Deps, EngineSettings};
+use shared::ports::{EventKind, Queue};
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_tests::endpoint;
+use switchyard_tests::{api_request, json_body, manifest_fixture, text_body};
+
+struct Setup {
+    system: AwsSystem,
+}
+
+async fn setup() -> Setup {
+    let manifest = Arc::new(manifest_fixture("manifests/e2e.yaml"));
+    let config = endpoint::config().await;
+    let p = endpoint::prefix();
+    let topology = shared::topology::Topology::for_manifest(&manifest);
+    let urls = ensure_resources(
+        &aws_sdk_dynamodb::Client::new(&config),
+        &aws_sdk_sqs::Client::new(&config),
+        &topology,
+        &format!("{p}-table"),
+        &format!("{p}-"),
+    )
+    .await
+    .expect("resources are created on the endpoint");
+    let system = AwsSystem::with_resources(manifest, EngineSettings::default(), &config, &urls.table, urls.queues);
+    Setup { system }
+}
+
+fn pollers(deps: Arc<Deps>, system: &AwsSystem) -> shared::engine::local::Pollers {
+    start(deps, &system.topology, PollerConfig { wait: Duration::from_secs(1), default_concurrency: 8 })
+}
+
+async fn submit(deps: &Deps, question: &str) -> String {
+    let body = json!({ "query": question }).to_string();
+    let response = handle_http(deps, api_request("POST", "/v1/queries", "", Some(&body), "e2e-user", "")).await;
+    assert_eq!(response.status_code, 202, "{}", text_body(&response));
+    json_body(&response)["query_id"].as_str().expect("query id").to_string()
+}
+
+async fn wait_output(deps: &Deps, id: &str) -> shared::contracts::OrchestratorOutput {
+    for _ in 0..300 {
+        if let Some(o) = deps.store.get_output(id).await.expect("store") {
+            return o;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("query {id} did not finish within 30 s");
+}
+
+/// Wait until every queue (dead-letter queues included) is empty; fail with what is left.
+async fn wait_drained(system: &AwsSystem, within: Duration) {
+    let until = tokio::time::Instant::now() + within;
+    loop {
+        let mut left = Vec::new();
+        for spec in &system.topology.queues {
+            for id in [spec.id, spec.id.dlq()] {
+                let d = system.queue.depth(id).await.expect("depth");
+                if d.total() > 0 {
+                    left.push(format!("{}: {d:?}", id.name()));
+                }
+            }
+        }
+        if left.is_empty() {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < until, "messages left on the queues: {left:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_completes_through_every_function_and_leaves_consistent_records_and_empty_queues() {
+    let s = setup().await;
+    let _p = pollers(s.system.deps.clone(), &s.system);
+    let deps = &s.system.deps;
+    let id = submit(deps, "delta quartet of agents").await;
+    let output = wait_output(deps, &id).await;
+    assert_eq!(output.status, OutputStatus::Success, "{output:#?}");
+    assert_eq!(output.agents_dispatched, ["a1", "a2", "a3", "a4"]);
+    // Records: one handoff per dispatch, one output, a complete event log.
+    let query = deps.store.get_query(&id).await.expect("store").expect("query");
+    let dispatches: Vec<String> = query.plan.expect("plan").all_dispatches().map(|d| d.dispatch.dispatch_id.clone()).collect();
+    let handoffs = deps.store.list_handoffs(&id).await.expect("store");
+    assert_eq!(handoffs.len(), dispatches.len());
+    for d in &dispatches {
+        assert_eq!(handoffs.iter().filter(|h| &h.handoff.dispatch_id == d).count(), 1, "one handoff for {d}");
+    }
+    let events = deps.store.list_events(&id).await.expect("store");
+    for kind in [EventKind::Accepted, EventKind::Route, EventKind::Plan, EventKind::Synthesis, EventKind::Final] {
+        assert_eq!(events.iter().filter(|e| e.kind == kind).count(), 1, "{kind:?}");
+    }
+    assert_eq!(events.iter().filter(|e| e.kind == EventKind::Dispatch).count(), 4);
+    assert_eq!(events.iter().filter(|e| e.kind == EventKind::Handoff).count(), 4);
+    // Queues: every message deleted once the deadline message has fired as a no-op; DLQs empty.
+    wait_drained(&s.system, Duration::from_secs(15)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_agent_is_retried_then_its_fallback_answers_on_the_real_queues() {
+    let s = setup().await;
+    let _p = pollers(s.system.deps.clone(), &s.system);
+    let deps = &s.system.deps;
+    let id = submit(deps, "echo failing agent").await;
+    let output = wait_output(deps, &id).await;
+    assert_eq!(output.status, OutputStatus::Success, "{output:#?}");
+    let broken = output.agent_results.iter().find(|r| r.agent_id == "broken").expect("broken");
+    assert_eq!((broken.status, broken.attempts), (HandoffStatus::Failed, 2));
+    let rescuer = output.agent_results.iter().find(|r| r.agent_id == "rescuer").expect("rescuer");
+    assert_eq!(rescuer.fallback_for.as_deref(), Some("broken"));
+    wait_drained(&s.system, Duration::from_secs(15)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_agent_is_ended_by_the_deadline_as_partial_on_the_real_queues() {
+    let s = setup().await;
+    let _p = pollers(s.system.deps.clone(), &s.system);
+    let deps = &s.system.deps;
+    let id = submit(deps, "foxtrot hanging agent").await;
+    let output = wait_output(deps, &id).await;
+    assert_eq!(output.status, OutputStatus::Partial, "{output:#?}");
+    assert!(output.total_latency_ms >= 3_000 && output.total_latency_ms < 3_000 + 2_500, "deadline 3 s: {}", output.total_latency_ms);
+    let hanging = output.agent_results.iter().find(|r| r.agent_id == "hanging").expect("hanging");
+    assert_eq!(hanging.status, HandoffStatus::Timeout);
+    for dlq in s.system.topology.queues.iter().map(|q| q.id.dlq()) {
+        assert_eq!(s.system.queue.depth(dlq).await.expect("depth").total(), 0, "{}", dlq.name());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_sent_twice_to_the_real_queues_still_gives_one_output() {
+    let s = setup().await;
+    let doubled = Arc::new(FaultyQueue::new(s.system.queue.clone(), QueueFaults { duplicate: 1.0, max_extra_delay: Duration::ZERO }, 3));
+    let deps = Arc::new(Deps::new(
+        s.system.deps.manifest.clone(),
+        s.system.store.clone(),
+        doubled,
+        s.system.deps.clock.clone(),
+        s.system.deps.agents.clone(),
+        EngineSettings::default(),
+    ));
+    let _p = pollers(deps.clone(), &s.system);
+    let id = submit(&deps, "bravo pair of agents").await;
+    let output = wait_output(&deps, &id).await;
+    assert_eq!(output.status, OutputStatus::Success);
+    wait_drained(&s.system, Duration::from_secs(20)).await;
+    let handoffs = deps.store.list_handoffs(&id).await.expect("store");
+    assert_eq!(handoffs.len(), 2, "one handoff per dispatch");
+    let finals = deps.store.list_events(&id).await.expect("store").into_iter().filter(|e| e.kind == EventKind::Final).count();
+    assert_eq!(finals, 1);
+    assert_eq!(deps.store.get_output(&id).await.expect("store"), Some(output), "the output was written once and never replaced");
+}
+
+/// Requests per completed query for k = 1..4 agents, counted by the adapters themselves
+/// (printed; targets: at most k + 3 SQS sends and 2k + 4 DynamoDB writes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_per_query_stay_within_k_plus_3_sends_and_2k_plus_4_writes() {
+    let s = setup().await;
+    let _p = pollers(s.system.deps.clone(), &s.system);
+    let deps = &s.system.deps;
+    println!("k  sqs_sends  sqs_receives  sqs_deletes  ddb_reads  ddb_writes  ddb_transact_writes");
+    for (k, question) in [(1u64, "alpha single agent"), (2, "bravo pair of agents"), (3, "charlie trio of agents"), (4, "delta quartet of agents")] {
+        wait_drained(&s.system, Duration::from_secs(15)).await;
+        let (q0, s0) = (s.system.queue.counts(), s.system.store.counts());
+        let id = submit(deps, question).await;
+        let output = wait_output(deps, &id).await;
+        assert_eq!(output.agents_dispatched.len() as u64, k);
+        wait_drained(&s.system, Duration::from_secs(15)).await;
+        let (q1, s1) = (s.system.queue.counts(), s.system.store.counts());
+        let sends = q1.sends - q0.sends;
+        let writes = (s1.writes - s0.writes) + (s1.transact_writes - s0.transact_writes);
+        println!(
+            "{k}  {sends:>9}  {:>12}  {:>11}  {:>9}  {:>10}  {:>19}",
+            q1.receives - q0.receives,
+            q1.deletes - q0.deletes,
+            s1.reads - s0.reads,
+            s1.writes - s0.writes,
+            s1.transact_writes - s0.transact_writes
+        );
+        assert!(sends <= k + 3, "k={k}: {sends} SQS sends");
+        assert!(writes <= 2 * k + 4, "k={k}: {writes} DynamoDB writes");
+    }
+}

@@ -1,0 +1,339 @@
+//! The five example manifests under `examples/`, one per seed system, end to end on the
+//! embedded default with no network: each test asks the question a user of that system would
+//! ask and checks the seed's behaviour in the output and the event log. Virtual time, so the
+//! timeouts, budgets and background steps are exact and instant.
+
+use serde_json::{json, Value};
+use shared::contracts::{ConfidenceBand, ErrorCategory, OrchestratorOutput, OutputStatus};
+use shared::manifest::{AgentKind, Manifest, ScriptedSettings};
+use shared::ports::EventKind;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use switchyard_tests::*;
+
+fn example(name: &str) -> Manifest {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name).join("routing.yaml");
+    Manifest::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn ask_as(h: &Harness, question: &str, roles: &str) -> OrchestratorOutput {
+    let response = h.post(question, "user-1", roles).await;
+    assert_eq!(response.status_code, 202, "intake answered {}", text_body(&response));
+    let id = json_body(&response)["query_id"].as_str().expect("query id").to_string();
+    h.output(&id).await
+}
+
+async fn events(h: &Harness, output: &OrchestratorOutput) -> Vec<shared::ports::Event> {
+    h.system.deps.store.list_events(&output.query_id).await.expect("events")
+}
+
+fn orchestration<'a>(output: &'a OrchestratorOutput, key: &str) -> &'a Value {
+    &output.orchestration.as_ref().unwrap_or_else(|| panic!("no orchestration block: {output:#?}"))[key]
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_example_answers_its_first_utterance_offline() {
+    for name in ["e2i", "rag-manager", "negotiation", "unified-chat", "research-assistant"] {
+        let manifest = example(name);
+        let question = manifest.intents[0].utterances[0].clone();
+        let h = Harness::start(manifest);
+        let output = ask_as(&h, &question, "").await;
+        assert_eq!(output.status, OutputStatus::Success, "{name}: {output:#?}");
+        assert!(!output.response_text.is_empty(), "{name}: an answer");
+    }
+}
+
+// ---- seed 002: negotiation ------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_orchestrator_re_consults_the_needs_expert_then_asks_the_supplier_for_the_missing_terms() {
+    let h = Harness::start(example("negotiation"));
+    let output = ask_as(&h, "Hi, we can do 500 units of HG-40-SS at $4.20 each.", "").await;
+    assert_eq!(output.status, OutputStatus::Success, "{output:#?}");
+    let deliberation = orchestration(&output, "deliberation");
+    assert_eq!(deliberation["iterations"], 2);
+    assert_eq!(deliberation["consultations"][0]["expert"], "needs_expert");
+    assert_eq!(deliberation["action"], "clarify");
+    assert_eq!(deliberation["escalated"], false);
+    assert!(output.response_text.contains("lead time"), "{}", output.response_text);
+    assert_eq!(
+        output.agents_dispatched,
+        ["extraction_expert", "escalation_expert", "negotiation_orchestrator", "needs_expert", "negotiation_orchestrator", "response_crafter"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_final_offer_that_never_settles_escalates_at_max_iterations() {
+    let h = Harness::start(example("negotiation"));
+    let output = ask_as(&h, "This is our final offer: $4.60 per unit for 500 units.", "").await;
+    let deliberation = orchestration(&output, "deliberation");
+    assert_eq!(deliberation["iterations"], 3, "max_iterations is 3: {deliberation:#}");
+    assert_eq!(deliberation["consultations"].as_array().map(Vec::len), Some(2));
+    assert_eq!(deliberation["escalated"], true);
+    assert_eq!(deliberation["action"], "escalate");
+    assert!(output.response_text.contains("manager"), "the crafter drafts the hand-over: {}", output.response_text);
+    let log = events(&h, &output).await;
+    let escalation = log.iter().find(|e| e.kind == EventKind::Step && e.detail["escalated"] == true).expect("an escalation event");
+    assert_eq!(escalation.detail["iteration"], 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn experts_never_see_fields_outside_their_input_lists() {
+    let manifest = example("negotiation");
+    let h = Harness::start(manifest.clone());
+    let output = ask_as(&h, "Hi, we can do 500 units of HG-40-SS at $4.20 each.", "").await;
+    let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
+    let plan = query.plan.expect("plan");
+    let mut experts_seen = 0;
+    for d in plan.all_dispatches() {
+        let agent = manifest.agent(&d.dispatch.target_agent).expect("agent");
+        if !["extraction_expert", "escalation_expert", "needs_expert"].contains(&agent.id.as_str()) {
+            continue;
+        }
+        experts_seen += 1;
+        let allowed: BTreeSet<&str> = agent.inputs.iter().flatten().map(String::as_str).chain(["additional_question"]).collect();
+        let seen: BTreeSet<&str> = d.dispatch.payload.context.as_object().expect("object").keys().map(String::as_str).collect();
+        assert!(seen.is_subset(&allowed), "{} saw {seen:?}, may see {allowed:?}", agent.id);
+    }
+    assert_eq!(experts_seen, 3);
+    let extraction = plan.all_dispatches().find(|d| d.dispatch.target_agent == "extraction_expert").expect("extraction");
+    for hidden in ["negotiation_rules", "order_context", "escalation_triggers"] {
+        assert!(extraction.dispatch.payload.context.get(hidden).is_none(), "extraction saw {hidden}");
+    }
+    let orchestrator = plan.all_dispatches().find(|d| d.dispatch.target_agent == "negotiation_orchestrator").expect("orchestrator");
+    assert_eq!(orchestrator.dispatch.payload.context["order_context"]["target_price"], json!(4.0), "the orchestrator sees everything");
+}
+
+// ---- seed 003: unified chat -----------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_critic_rejects_the_first_draft_then_accepts_the_revision() {
+    let h = Harness::start(example("unified-chat"));
+    let output = ask_as(&h, "How many vacation days can I carry over?", "").await;
+    assert_eq!(output.status, OutputStatus::Success, "{output:#?}");
+    assert!(output.response_text.contains("§4.2"), "the revised answer: {}", output.response_text);
+    let critique = orchestration(&output, "critique");
+    let verdicts: Vec<&str> = critique["rounds"].as_array().expect("rounds").iter().filter_map(|r| r["verdict"].as_str()).collect();
+    assert_eq!(verdicts, ["reject", "accept"]);
+    assert_eq!(critique["revisions"], 1);
+    assert!(critique["summary"].as_str().is_some_and(|s| s.contains("one revision")), "{critique:#}");
+    assert_eq!(output.agents_dispatched, ["policy_answerer", "answer_critic", "policy_answerer", "answer_critic"]);
+    let log = events(&h, &output).await;
+    let critiques: Vec<&Value> = log.iter().filter(|e| e.kind == EventKind::Critique).map(|e| &e.detail["verdict"]).collect();
+    assert_eq!(critiques, [&json!("reject"), &json!("accept")]);
+    let usage = output.agent_results.iter().find(|r| r.agent_id == "policy_answerer").expect("answerer");
+    assert_eq!(usage.attempts, 1);
+}
+
+// ---- seed 001: rag manager ------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_question_asking_for_a_password_gets_the_guardrails_safe_reply_and_nothing_else_runs() {
+    let h = Harness::start(example("rag-manager"));
+    let output = ask_as(&h, "What is the admin password for the annual report portal?", "").await;
+    assert_eq!(output.status, OutputStatus::Failed);
+    assert_eq!(output.response_text, "I can't help with passwords or account access. Please contact the IT service desk.");
+    assert_eq!(output.error.as_ref().map(|e| e.category), Some(ErrorCategory::GuardrailBlocked));
+    assert_eq!(output.agents_dispatched, ["input_guard"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_incoherent_question_fails_politely_without_calling_any_specialist() {
+    let h = Harness::start(example("rag-manager"));
+    let output = ask_as(&h, "purple revenue sideways the report of?", "").await;
+    assert_eq!(output.status, OutputStatus::Failed);
+    assert_eq!(output.error.as_ref().map(|e| e.category), Some(ErrorCategory::IncoherentQuery));
+    assert!(output.response_text.starts_with("Sorry — I couldn't make sense of that question"), "{}", output.response_text);
+    assert_eq!(output.agents_dispatched, ["input_guard", "query_planner"], "no retrieval, rerank or synthesis");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coherent_question_passes_both_guardrails_and_ends_in_seed_001s_medium_band() {
+    let h = Harness::start(example("rag-manager"));
+    let output = ask_as(&h, "How did revenue grow by segment?", "").await;
+    assert_eq!(output.status, OutputStatus::Success, "{output:#?}");
+    assert_eq!(output.agents_dispatched, ["input_guard", "query_planner", "hybrid_retriever", "output_guard"]);
+    assert_eq!(output.final_reason, Some(ConfidenceBand::ConfidenceMediumCaveated));
+    assert!(output.caveats.iter().any(|c| c.starts_with("Moderate confidence")), "{:?}", output.caveats);
+    assert_eq!(orchestration(&output, "coherence")["revised_query"], "revenue growth by segment in the annual report");
+    let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
+    let retriever = query.plan.expect("plan").all_dispatches().find(|d| d.dispatch.target_agent == "hybrid_retriever").cloned().expect("retriever");
+    assert_eq!(retriever.dispatch.payload.context["revised_query"], "revenue growth by segment in the annual report");
+}
+
+// ---- seed 004: research assistant -----------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_planted_market_size_contradiction_is_flagged_and_memory_never_delays_the_answer() {
+    let h = Harness::start(example("research-assistant"));
+    let output = ask_as(&h, "How big is the solid-state battery market?", "").await;
+    assert_eq!(output.status, OutputStatus::Success, "{output:#?}");
+    let sources = orchestration(&output, "sources");
+    assert_eq!(sources["retrieval_status"], "success");
+    let contradictions = sources["contradictions"].as_array().expect("contradictions");
+    assert_eq!(contradictions.len(), 1, "{sources:#}");
+    let values: BTreeSet<u64> = [&contradictions[0]["a"]["value"], &contradictions[0]["b"]["value"]].iter().filter_map(|v| v.as_f64()).map(|v| v as u64).collect();
+    assert_eq!(values, BTreeSet::from([50, 100]));
+    assert!(output.caveats.iter().any(|c| c.starts_with("Sources disagree")), "{:?}", output.caveats);
+    assert!(output.response_text.contains("disagree"), "multi-perspective answer: {}", output.response_text);
+    assert_eq!(sources["original_chunk_count"], 7);
+    assert_eq!(sources["filtered_chunk_count"], 5, "the duplicate and the weak memory chunk are dropped: {sources:#}");
+    assert_eq!(orchestration(&output, "memory")["dispatched"], true);
+    assert!(output.total_latency_ms < 20_000, "the 20 s memory step did not delay the answer: {} ms", output.total_latency_ms);
+    // The memory step still runs to completion after the answer.
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    let handoffs = h.system.deps.store.list_handoffs(&output.query_id).await.expect("handoffs");
+    assert!(handoffs.iter().any(|r| r.handoff.agent_id == "memory_writer" && r.handoff.execution.status.is_usable()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_source_timing_out_makes_the_answer_partial() {
+    let mut manifest = example("research-assistant");
+    let arxiv = manifest.agents.iter_mut().find(|a| a.id == "arxiv_source").expect("arxiv");
+    arxiv.kind = AgentKind::Scripted;
+    arxiv.builtin = None;
+    arxiv.scripted = Some(ScriptedSettings { hang_times: 1_000, ..ScriptedSettings::default() });
+    let h = Harness::start(manifest);
+    let output = ask_as(&h, "How big is the solid-state battery market?", "").await;
+    assert_eq!(output.status, OutputStatus::Partial, "{output:#?}");
+    let sources = orchestration(&output, "sources");
+    assert_eq!(sources["sources_failed"], json!(["arxiv_source"]));
+    assert_eq!(sources["retrieval_status"], "partial");
+    assert!(output.caveats.iter().any(|c| c.contains("3 of 4 sources")), "{:?}", output.caveats);
+    assert!(output.total_latency_ms < 30_000, "bounded by the 7 s per-source timeout: {} ms", output.total_latency_ms);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_total_budget_ends_retrieval_even_when_a_source_may_take_longer() {
+    let mut manifest = example("research-assistant");
+    let web = manifest.agents.iter_mut().find(|a| a.id == "web_source").expect("web");
+    web.kind = AgentKind::Scripted;
+    web.builtin = None;
+    web.timeout = Some("120s".parse().expect("duration"));
+    web.scripted = Some(ScriptedSettings { hang_times: 1_000, ..ScriptedSettings::default() });
+    let h = Harness::start(manifest);
+    let output = ask_as(&h, "How big is the solid-state battery market?", "").await;
+    assert_eq!(output.status, OutputStatus::Partial, "{output:#?}");
+    assert_eq!(orchestration(&output, "sources")["sources_failed"], json!(["web_source"]));
+    assert!((30_000..60_000).contains(&output.total_latency_ms), "the 30 s budget, not the 120 s timeout: {} ms", output.total_latency_ms);
+}
+
+// ---- seed 000: cascade classification --------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_cascade_consults_the_llm_classifier_only_for_ambiguous_questions() {
+    let h = Harness::start(example("e2i"));
+    let clear = ask_as(&h, "What was the impact of the new speaker program on Kisqali prescriptions?", "").await;
+    assert!(!clear.agents_dispatched.contains(&"intent_classifier".to_string()), "{:?}", clear.agents_dispatched);
+    assert_eq!(orchestration(&clear, "classification")["decided_by"], "embedded");
+    assert_eq!(clear.intent, "causal_impact");
+
+    let vague = ask_as(&h, "Things got worse lately, no?", "").await;
+    assert_eq!(vague.agents_dispatched.first().map(String::as_str), Some("intent_classifier"));
+    let classification = orchestration(&vague, "classification");
+    assert_eq!(classification["decided_by"], "llm");
+    assert_eq!(classification["intent"], "causal_impact");
+    assert_eq!(classification["confidence"], 0.78);
+    assert_eq!(vague.intent, "causal_impact");
+    assert_eq!(vague.status, OutputStatus::Success, "{vague:#?}");
+    assert!(vague.agents_dispatched.contains(&"causal_impact".to_string()));
+    let log = events(&h, &vague).await;
+    let cascade = log.iter().find(|e| e.kind == EventKind::Route && e.detail["stage"] == "llm").expect("a route event from the cascade");
+    assert_eq!(cascade.detail["confidence"], 0.78);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reclassified_intent_needing_a_role_the_caller_lacks_fails_before_any_of_its_agents_runs() {
+    let h = Harness::start(example("e2i"));
+    // The embedded classifier guesses `model_deploy` (which needs a role) but is unsure, so
+    // intake defers the role check to the router, after the cascade decided.
+    let output = ask_as(&h, "Can you redo the scoring thing?", "").await;
+    assert_eq!(output.status, OutputStatus::Failed, "{output:#?}");
+    assert_eq!(output.error.as_ref().map(|e| e.category), Some(ErrorCategory::PermissionDenied));
+    assert_eq!(output.agents_dispatched, ["intent_classifier"]);
+    let allowed = ask_as(&h, "Can you redo the scoring thing?", "ml_engineer").await;
+    assert_eq!(allowed.intent, "ml_training");
+    assert_eq!(allowed.status, OutputStatus::Success, "{allowed:#?}");
+}
+
+// ---- llm agents through the engine -----------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn an_llm_agents_handoff_records_its_model_and_token_counts() {
+    let h = Harness::start(example("unified-chat"));
+    let output = ask_as(&h, "How many vacation days can I carry over?", "").await;
+    let handoffs = h.system.deps.store.list_handoffs(&output.query_id).await.expect("handoffs");
+    let answers: Vec<_> = handoffs.iter().filter(|r| r.handoff.agent_id == "policy_answerer").collect();
+    assert_eq!(answers.len(), 2, "the draft and the revision");
+    for r in answers {
+        assert_eq!(r.handoff.metadata.model_used, "scripted");
+        assert!(r.handoff.metadata.tokens_consumed > 0, "{:?}", r.handoff.metadata);
+        assert!(!r.handoff.metadata.cache_hit);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_model_answer_that_is_not_json_becomes_a_failed_handoff_with_the_raw_text() {
+    let mut manifest = example("unified-chat");
+    let offline = manifest.providers.iter_mut().find(|p| p.id == "offline").expect("offline provider");
+    let prose: shared::manifest::ScriptedModelReply =
+        serde_json::from_value(json!({ "text": "Sure! You can carry over five days." })).expect("reply");
+    offline.responses.insert("answer_question".into(), vec![prose]);
+    for tier in &mut manifest.tiers {
+        tier.fallback = shared::manifest::Fallback::None;
+    }
+    let h = Harness::start(manifest);
+    let output = ask_as(&h, "How many vacation days can I carry over?", "").await;
+    assert_eq!(output.status, OutputStatus::Failed, "{output:#?}");
+    let answerer = output.agent_results.iter().find(|r| r.agent_id == "policy_answerer").expect("answerer");
+    assert_eq!(answerer.attempts, 2, "malformed answers are retried per the tier's policy");
+    let error = answerer.error.clone().unwrap_or_default();
+    assert!(error.contains("Sure! You can carry over five days."), "the raw text is in the error: {error}");
+    assert!(!output.agents_dispatched.contains(&"answer_critic".to_string()), "nothing to criticise");
+}
+
+// ---- at-least-once delivery ------------------------------------------------------------------
+
+/// An embedded system whose queues duplicate and reorder, with a store that counts effects.
+fn faulty(manifest: Manifest, faults: shared::adapters::faults::QueueFaults, seed: u64) -> (Harness, std::sync::Arc<ObservedStore>) {
+    use shared::adapters::faults::FaultyQueue;
+    use shared::adapters::memory::{MemoryQueue, MemoryStore};
+    use std::sync::Arc;
+    let agents = Arc::new(shared::agents::Agents::new(&manifest));
+    let manifest = Arc::new(manifest);
+    let clock = Arc::new(shared::ports::TokioClock::new());
+    let topology = shared::topology::Topology::for_manifest(&manifest);
+    let store = Arc::new(MemoryStore::new(clock.clone()));
+    let observed = Arc::new(ObservedStore::new(store.clone()));
+    let queue = Arc::new(MemoryQueue::new(&topology));
+    let port = Arc::new(FaultyQueue::new(queue.clone(), faults, seed));
+    let deps = shared::engine::Deps::new(manifest, observed.clone(), port, clock, agents, Default::default()).with_seed(seed);
+    let system = shared::engine::local::Embedded { deps: Arc::new(deps), store, queue, topology };
+    (Harness::from_system(system), observed)
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_step_of_every_mode_is_taken_once_when_every_message_is_delivered_twice() {
+    use std::sync::atomic::Ordering;
+    let cases = [
+        ("negotiation", "This is our final offer: $4.60 per unit for 500 units.", 8),
+        ("unified-chat", "How many vacation days can I carry over?", 4),
+        ("rag-manager", "How did revenue grow by segment?", 4),
+        ("research-assistant", "How big is the solid-state battery market?", 6),
+        ("e2i", "Things got worse lately, no?", 3),
+    ];
+    for (name, question, dispatches) in cases {
+        let faults = shared::adapters::faults::QueueFaults { duplicate: 1.0, max_extra_delay: std::time::Duration::from_millis(500) };
+        let (h, observed) = faulty(example(name), faults, 5);
+        let output = ask_as(&h, question, "").await;
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await; // every duplicate arrives
+        assert_eq!(observed.outputs_written.load(Ordering::SeqCst), 1, "{name}: one output");
+        assert_eq!(observed.synth_claims.load(Ordering::SeqCst), 1, "{name}: one synthesis");
+        let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
+        let plan = query.plan.expect("plan");
+        assert_eq!(plan.all_dispatches().count(), dispatches, "{name}: each step planned once: {:?}", output.agents_dispatched);
+        let handoffs = h.system.deps.store.list_handoffs(&output.query_id).await.expect("handoffs");
+        assert_eq!(handoffs.len(), dispatches, "{name}: one handoff per dispatch");
+        assert_eq!(h.system.deps.store.get_output(&output.query_id).await.expect("store"), Some(output));
+    }
+}

@@ -1,0 +1,365 @@
+//! The clients that leave the process — the OpenAI-compatible and Bedrock Converse model
+//! providers, the `http` and `lambda` agent kinds — on the wire, against recorded responses
+//! served by a tiny HTTP server on 127.0.0.1:0 in the test. No internet, real time (the
+//! timeouts are real sockets), short durations.
+
+use serde_json::{json, Value};
+use shared::agents::llm::LlmAgents;
+use shared::agents::remote::LambdaAgents;
+use shared::agents::{Agents, Bedrock};
+use shared::contracts::{AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting};
+use shared::manifest::Manifest;
+use shared::ports::{AgentReply, AgentRuntime};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use switchyard_tests::fixture_text;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A recorded response: status, extra headers, body, and how long to wait before answering.
+#[derive(Clone)]
+struct Recorded {
+    status: u16,
+    headers: Vec<(&'static str, &'static str)>,
+    body: String,
+    delay: Duration,
+}
+
+fn ok(body: String) -> Recorded {
+    Recorded { status: 200, headers: vec![], body, delay: Duration::ZERO }
+}
+
+/// A request the server received.
+#[derive(Debug, Clone)]
+struct Received {
+    path: String,
+    headers: String,
+    body: Value,
+}
+
+/// Serve `responses` in order (the last one repeats) on 127.0.0.1:0; returns the base URL and
+/// the requests received.
+async fn serve(responses: Vec<Recorded>) -> (String, Arc<Mutex<Vec<Received>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let log = received.clone();
+    tokio::spawn(async move {
+        let mut n = 0usize;
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let response = responses[n.min(responses.len() - 1)].clone();
+            n += 1;
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let (head_end, length) = loop {
+                    let Ok(read) = socket.read(&mut chunk).await else { return };
+                    if read == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..read]);
+                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                        let length = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        break (end + 4, length);
+                    }
+                };
+                while buf.len() < head_end + length {
+                    let Ok(read) = socket.read(&mut chunk).await else { return };
+                    if read == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..read]);
+                }
+                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                let path = head.split_whitespace().nth(1).unwrap_or_default().to_string();
+                let body = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+                log.lock().expect("log").push(Received { path, headers: head.to_lowercase(), body });
+                tokio::time::sleep(response.delay).await;
+                let mut out = format!(
+                    "HTTP/1.1 {} Recorded\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+                    response.status,
+                    response.body.len()
+                );
+                for (k, v) in &response.headers {
+                    out.push_str(&format!("{k}: {v}\r\n"));
+                }
+                out.push_str("\r\n");
+                out.push_str(&response.body);
+                let _ = socket.write_all(out.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (base, received)
+}
+
+/// A manifest with one agent of each remote kind, aimed at `base`.
+fn manifest(base: &str, provider_timeout: &str) -> Manifest {
+    let yaml = format!(
+        r#"
+version: 1
+name: wire
+tiers:
+  - {{tier: 2, timeout: 5s, max_retries: 1, fallback: none}}
+providers:
+  - {{id: compatible, kind: openai, base_url: "{base}/v1", model: gpt-4o-mini, timeout: {provider_timeout}, throttle_retries: 2, throttle_backoff: 10ms}}
+  - {{id: bedrock, kind: bedrock, model: anthropic.claude-3-5-haiku-20241022-v1:0, throttle_retries: 2, throttle_backoff: 10ms}}
+agents:
+  - id: critic_openai
+    tier: 2
+    kind: llm
+    llm:
+      provider: compatible
+      system: You review answers.
+      prompt: "Question: {{question}}"
+      output_schema:
+        name: evaluate_answer
+        schema: {{type: object, required: [verdict, critique], properties: {{verdict: {{enum: [accept, reject]}}}}}}
+  - id: critic_bedrock
+    tier: 2
+    kind: llm
+    llm:
+      provider: bedrock
+      system: You review answers.
+      prompt: "Question: {{question}}"
+      output_schema:
+        name: evaluate_answer
+        schema: {{type: object, required: [verdict, critique], properties: {{verdict: {{enum: [accept, reject]}}}}}}
+  - {{id: remote_service, tier: 2, kind: http, http: {{url: "{base}/agent", headers: {{x-team: analytics}}}}}}
+  - {{id: user_function, tier: 2, kind: lambda, lambda: {{function: my-agent, qualifier: live}}}}
+intents:
+  - {{id: review, route: {{primary: critic_openai}}, keywords: [review]}}
+"#
+    );
+    Manifest::from_yaml(&yaml, "<wire>").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn dispatch(agent: &str, timeout_ms: u64) -> AgentDispatch {
+    AgentDispatch {
+        dispatch_id: "6f1c2a7e-0000-4000-8000-000000000001".into(),
+        query_id: "6f1c2a7e-0000-4000-8000-000000000002".into(),
+        target_agent: agent.into(),
+        target_tier: 2,
+        payload: DispatchPayload {
+            intent: "review".into(),
+            entities: vec![],
+            context: json!({ "question": "Is the draft grounded?" }),
+            constraints: DispatchConstraints { max_latency_ms: timeout_ms, required_confidence: 0.7 },
+        },
+        routing: DispatchRouting { priority: 1, timeout_ms, retry_count: 1, fallback_agent: None },
+        metadata: DispatchMetadata { dispatched_at: chrono::Utc::now(), correlation_id: "c".into() },
+    }
+}
+
+async fn run(agents: &Agents, m: &Manifest, agent: &str, timeout_ms: u64) -> Result<AgentReply, shared::ports::AgentError> {
+    agents.run(m.agent(agent).expect("agent"), &dispatch(agent, timeout_ms), 1).await
+}
+
+fn answer(reply: AgentReply) -> Value {
+    match reply {
+        AgentReply::Answer(v) => v,
+        AgentReply::Malformed(raw) => panic!("malformed: {raw}"),
+    }
+}
+
+/// Bedrock aimed at the loopback server with static credentials and the SDK's retries off.
+fn bedrock_agents(m: &Manifest, base: &str) -> Agents {
+    use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
+    let config = aws_sdk_bedrockruntime::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(base)
+        .credentials_provider(Credentials::new("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG", None, None, "test"))
+        .retry_config(aws_sdk_bedrockruntime::config::retry::RetryConfig::disabled())
+        .build();
+    let client = aws_sdk_bedrockruntime::Client::from_conf(config);
+    let provider = m.provider("bedrock").expect("provider").clone();
+    let http = shared::agents::http_client::HttpClient::new();
+    let llm = LlmAgents::new(m, &http).with_provider("bedrock", Arc::new(Bedrock::from_client(client, Duration::from_millis(500))), provider);
+    Agents::new(m).with_llm(llm)
+}
+
+// ---- OpenAI-compatible -----------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_openai_compatible_answer_is_parsed_with_its_tokens_model_and_cache_hit() {
+    let (base, received) = serve(vec![ok(fixture_text("providers/openai-chat-completion.json"))]).await;
+    let m = manifest(&base, "2s");
+    let agents = Agents::new(&m);
+    let reply = answer(run(&agents, &m, "critic_openai", 2_000).await.expect("answer"));
+    assert_eq!(reply["primary_output"]["verdict"], "accept");
+    assert_eq!(reply["confidence"], 0.91);
+    assert_eq!(reply["model_used"], "gpt-4o-mini-2024-07-18");
+    assert_eq!(reply["tokens_consumed"], 1163);
+    assert_eq!(reply["cache_hit"], true);
+    let requests = received.lock().expect("log").clone();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    let body = &requests[0].body;
+    assert_eq!(body["model"], "gpt-4o-mini");
+    assert_eq!(body["messages"][0], json!({ "role": "system", "content": "You review answers." }));
+    assert_eq!(body["messages"][1]["content"], "Question: Is the draft grounded?");
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(body["response_format"]["json_schema"]["name"], "evaluate_answer");
+}
+
+#[tokio::test]
+async fn an_openai_compatible_answer_in_prose_is_malformed_with_the_raw_text() {
+    let (base, _) = serve(vec![ok(fixture_text("providers/openai-chat-completion-prose.json"))]).await;
+    let m = manifest(&base, "2s");
+    match run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect("a reply") {
+        AgentReply::Malformed(raw) => assert_eq!(raw, "I think the answer looks fine overall, nice work!"),
+        other => panic!("expected malformed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_429_is_backed_off_and_the_retried_request_succeeds() {
+    let limited = Recorded { status: 429, headers: vec![("retry-after", "0")], body: fixture_text("providers/openai-rate-limited.json"), delay: Duration::ZERO };
+    let (base, received) = serve(vec![limited, ok(fixture_text("providers/openai-chat-completion.json"))]).await;
+    let m = manifest(&base, "2s");
+    let reply = answer(run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect("answer after the 429"));
+    assert_eq!(reply["primary_output"]["verdict"], "accept");
+    assert_eq!(received.lock().expect("log").len(), 2);
+}
+
+#[tokio::test]
+async fn a_provider_that_keeps_throttling_fails_the_attempt_as_recoverable() {
+    let limited = Recorded { status: 429, headers: vec![], body: fixture_text("providers/openai-rate-limited.json"), delay: Duration::ZERO };
+    let (base, received) = serve(vec![limited]).await;
+    let m = manifest(&base, "2s");
+    let error = run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect_err("still throttled");
+    assert!(error.recoverable, "the tier's retry policy takes over: {error}");
+    assert_eq!(received.lock().expect("log").len(), 3, "one request and throttle_retries: 2");
+}
+
+#[tokio::test]
+async fn a_provider_that_does_not_answer_in_time_fails_the_attempt_as_recoverable() {
+    let slow = Recorded { delay: Duration::from_secs(3), ..ok(fixture_text("providers/openai-chat-completion.json")) };
+    let (base, _) = serve(vec![slow]).await;
+    let m = manifest(&base, "200ms");
+    let started = std::time::Instant::now();
+    let error = run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect_err("timed out");
+    assert!(error.recoverable && error.message.contains("no response within 200 ms"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn a_client_error_is_not_retried_but_a_server_error_is() {
+    let (base, _) = serve(vec![Recorded { status: 401, headers: vec![], body: r#"{"error":{"message":"bad key"}}"#.into(), delay: Duration::ZERO }]).await;
+    let m = manifest(&base, "2s");
+    let error = run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect_err("401");
+    assert!(!error.recoverable && error.message.contains("401"), "{error}");
+    let (base, _) = serve(vec![Recorded { status: 503, headers: vec![], body: "{}".into(), delay: Duration::ZERO }]).await;
+    let m = manifest(&base, "2s");
+    assert!(run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect_err("503").recoverable);
+}
+
+// ---- Bedrock Converse ------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_bedrock_converse_answer_is_parsed_with_its_tokens() {
+    let (base, received) = serve(vec![ok(fixture_text("providers/bedrock-converse.json"))]).await;
+    let m = manifest(&base, "2s");
+    let reply = answer(run(&bedrock_agents(&m, &base), &m, "critic_bedrock", 2_000).await.expect("answer"));
+    assert_eq!(reply["primary_output"]["verdict"], "reject");
+    assert_eq!(reply["tokens_consumed"], 435);
+    assert_eq!(reply["cache_hit"], false);
+    assert_eq!(reply["model_used"], "anthropic.claude-3-5-haiku-20241022-v1:0");
+    let requests = received.lock().expect("log").clone();
+    assert_eq!(requests[0].path, "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse");
+    assert!(requests[0].headers.contains("authorization: aws4-hmac-sha256"), "signed: {}", requests[0].headers);
+    let body = &requests[0].body;
+    assert!(body["system"][0]["text"].as_str().is_some_and(|s| s.starts_with("You review answers.") && s.contains("evaluate_answer")));
+    assert_eq!(body["messages"][0]["content"][0]["text"], "Question: Is the draft grounded?");
+}
+
+#[tokio::test]
+async fn a_bedrock_answer_in_prose_is_malformed_with_the_raw_text() {
+    let (base, _) = serve(vec![ok(fixture_text("providers/bedrock-converse-prose.json"))]).await;
+    let m = manifest(&base, "2s");
+    match run(&bedrock_agents(&m, &base), &m, "critic_bedrock", 2_000).await.expect("a reply") {
+        AgentReply::Malformed(raw) => assert_eq!(raw, "Here is my review: the draft is mostly fine."),
+        other => panic!("expected malformed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_bedrock_throttling_exception_is_backed_off_and_the_retried_request_succeeds() {
+    let throttled = Recorded {
+        status: 429,
+        headers: vec![("x-amzn-errortype", "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/")],
+        body: fixture_text("providers/bedrock-throttling.json"),
+        delay: Duration::ZERO,
+    };
+    let (base, received) = serve(vec![throttled, ok(fixture_text("providers/bedrock-converse.json"))]).await;
+    let m = manifest(&base, "2s");
+    let reply = answer(run(&bedrock_agents(&m, &base), &m, "critic_bedrock", 2_000).await.expect("answer after throttling"));
+    assert_eq!(reply["primary_output"]["verdict"], "reject");
+    assert_eq!(received.lock().expect("log").len(), 2);
+}
+
+#[tokio::test]
+async fn a_bedrock_call_that_does_not_answer_in_time_fails_as_recoverable() {
+    let slow = Recorded { delay: Duration::from_secs(3), ..ok(fixture_text("providers/bedrock-converse.json")) };
+    let (base, _) = serve(vec![slow]).await;
+    let m = manifest(&base, "2s");
+    let error = run(&bedrock_agents(&m, &base), &m, "critic_bedrock", 2_000).await.expect_err("timed out");
+    assert!(error.recoverable, "{error}");
+}
+
+// ---- http and lambda agents ------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_http_agent_gets_the_dispatch_envelope_and_its_handoff_comes_back() {
+    let handoff = json!({ "handoff": { "status": "success", "primary_output": { "response": "Remote answer." }, "confidence": 0.83 } });
+    let (base, received) = serve(vec![ok(handoff.to_string())]).await;
+    let m = manifest(&base, "2s");
+    let reply = answer(run(&Agents::new(&m), &m, "remote_service", 2_000).await.expect("answer"));
+    assert_eq!(reply["handoff"]["primary_output"]["response"], "Remote answer.");
+    let requests = received.lock().expect("log").clone();
+    assert_eq!(requests[0].path, "/agent");
+    assert!(requests[0].headers.contains("x-team: analytics"));
+    assert_eq!(requests[0].body["dispatch"]["dispatch_id"], "6f1c2a7e-0000-4000-8000-000000000001");
+    assert_eq!(requests[0].body["dispatch"]["payload"]["context"]["question"], "Is the draft grounded?");
+}
+
+#[tokio::test]
+async fn an_http_agent_slower_than_its_dispatch_timeout_is_cut_off() {
+    let slow = Recorded { delay: Duration::from_secs(3), ..ok("{}".into()) };
+    let (base, _) = serve(vec![slow]).await;
+    let m = manifest(&base, "2s");
+    let started = std::time::Instant::now();
+    let error = run(&Agents::new(&m), &m, "remote_service", 300).await.expect_err("timed out");
+    assert!(error.recoverable && error.message.contains("no response within 300 ms"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn a_lambda_agent_invokes_the_function_with_the_dispatch_and_reports_function_errors() {
+    let handoff = json!({ "status": "success", "primary_output": { "response": "From Lambda." }, "confidence": 0.8 });
+    let crashed = Recorded { headers: vec![("x-amz-function-error", "Unhandled")], ..ok(r#"{"errorMessage":"boom","errorType":"Error"}"#.into()) };
+    let (base, received) = serve(vec![ok(handoff.to_string()), crashed]).await;
+    let m = manifest(&base, "2s");
+    use aws_sdk_lambda::config::{BehaviorVersion, Credentials, Region};
+    let config = aws_sdk_lambda::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(&base)
+        .credentials_provider(Credentials::new("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG", None, None, "test"))
+        .build();
+    let agents = Agents::new(&m).with_lambda(LambdaAgents::with_client(aws_sdk_lambda::Client::from_conf(config)));
+    let reply = answer(run(&agents, &m, "user_function", 2_000).await.expect("answer"));
+    assert_eq!(reply["primary_output"]["response"], "From Lambda.");
+    let requests = received.lock().expect("log").clone();
+    assert_eq!(requests[0].path, "/2015-03-31/functions/my-agent/invocations?Qualifier=live");
+    assert_eq!(requests[0].body["dispatch"]["target_agent"], "user_function");
+    let error = run(&agents, &m, "user_function", 2_000).await.expect_err("function error");
+    assert!(error.recoverable && error.message.contains("Unhandled") && error.message.contains("boom"), "{error}");
+}
