@@ -19,16 +19,17 @@ if grep -qE '^warning' "$log"; then
   exit 1
 fi
 
-if [ -f scripts/moto.sh ]; then
-  step "start the local SQS + DynamoDB endpoint"
-  # shellcheck source=scripts/moto.sh
-  source scripts/moto.sh
-  moto_start
-  trap moto_stop EXIT
-fi
+step "start the local SQS + DynamoDB endpoint"
+# shellcheck source=scripts/moto.sh
+source scripts/moto.sh
+moto_start
+trap moto_stop EXIT
 
 step "tests"
 cargo test --workspace --all-targets
+
+step "the simulation harness finds a planted bug (engine built with --features planted-bug)"
+cargo test -p switchyard-sim --features planted-bug --test planted_bug -- --nocapture
 
 step "switchyard serve smoke test"
 bash tests/smoke_serve.sh
@@ -36,9 +37,7 @@ bash tests/smoke_serve.sh
 step "cargo lambda watch + invoke of the four functions against the local endpoint"
 bash tests/cargo_lambda.sh
 
-if [ -f scripts/cfn-lint.sh ]; then
-  step "SAM template lint"
-  bash scripts/cfn-lint.sh
-fi
+step "SAM template lint"
+bash scripts/cfn-lint.sh
 
 step "all green"

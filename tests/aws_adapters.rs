@@ -208,6 +208,11 @@ async fn dynamodb_refuses_oversized_items() {
 }
 
 #[tokio::test]
+async fn dynamodb_keeps_one_manifest_version_per_fingerprint() {
+    store_contract::a_manifest_version_is_kept_once_under_its_fingerprint(&store().await).await;
+}
+
+#[tokio::test]
 async fn dynamodb_lists_events_in_order() {
     store_contract::events_are_listed_in_time_order_and_appended_once_per_key(&store().await).await;
 }
@@ -329,4 +334,90 @@ async fn sqs_refuses_an_oversized_message_before_sending_and_a_bad_receipt() {
         Err(QueueError::InvalidReceipt) => {}
         other => panic!("expected InvalidReceipt, got {other:?}"),
     }
+}
+
+// ------------------------------------------------------------------------------------------
+// Named fault test 14 on the real services: payloads at the item and message limits
+// ------------------------------------------------------------------------------------------
+
+/// Agents that answer with `bytes` of text each.
+struct Verbose {
+    bytes: usize,
+}
+
+#[shared::async_trait]
+impl shared::ports::AgentRuntime for Verbose {
+    async fn run(
+        &self,
+        agent: &shared::manifest::Agent,
+        _dispatch: &shared::contracts::AgentDispatch,
+        _attempt: u32,
+    ) -> Result<shared::ports::AgentReply, shared::ports::AgentError> {
+        Ok(shared::ports::AgentReply::Answer(serde_json::json!({
+            "primary_output": { "response": format!("{}: {}", agent.id, "x".repeat(self.bytes)) },
+            "confidence": 0.9,
+        })))
+    }
+}
+
+#[tokio::test]
+async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_handled_as_documented() {
+    let manifest = Arc::new(Manifest::load(&switchyard_tests::fixture("manifests/faults.yaml")).expect("manifest"));
+    let topology = Topology::for_manifest(&manifest);
+    let (ddb, sqs) = clients().await;
+    let p = prefix();
+    let urls = ensure_resources(&ddb, &sqs, &topology, &format!("{p}-table"), &format!("{p}-")).await.expect("resources");
+    let store = Arc::new(DynamoStore::new(ddb, urls.table.clone()));
+    let queue = Arc::new(SqsQueue::new(sqs, urls.queues.clone()));
+    let clock = Arc::new(shared::ports::TokioClock::new());
+    // Two answers of 250 KB: each handoff fits an item; together they overflow the output's.
+    let deps = Arc::new(shared::engine::Deps::new(
+        manifest,
+        store.clone(),
+        queue.clone(),
+        clock,
+        Arc::new(Verbose { bytes: 250 * 1024 }),
+        Default::default(),
+    ));
+    let _pollers = shared::engine::local::start(
+        deps.clone(),
+        &topology,
+        shared::engine::local::PollerConfig { wait: Duration::from_secs(1), default_concurrency: 4 },
+    );
+    let body = serde_json::json!({ "query": "bravo pair question" }).to_string();
+    let r = shared::engine::handlers::handle_http(
+        &deps,
+        switchyard_tests::api_request("POST", "/v1/queries", "", Some(&body), "analyst-1", ""),
+    )
+    .await;
+    assert_eq!(r.status_code, 202, "{}", switchyard_tests::text_body(&r));
+    let id = switchyard_tests::json_body(&r)["query_id"].as_str().expect("id").to_string();
+    let mut output = None;
+    for _ in 0..120 {
+        if let Some(o) = store.get_output(&id).await.expect("store") {
+            output = Some(o);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let output = output.expect("the query finished on DynamoDB and SQS within a minute");
+    assert_eq!(output.status, shared::contracts::OutputStatus::Success);
+    assert!(output.caveats.iter().any(|c| c.contains("shortened")), "{:?}", output.caveats);
+    let handoffs = store.list_handoffs(&id).await.expect("handoffs");
+    assert_eq!(handoffs.len(), 2, "both 250 KB handoffs are stored whole");
+    assert!(handoffs.iter().all(|h| shared::engine::synth::answer_text(&h.handoff).len() > 250 * 1024));
+
+    // SQS: a message over 1 MiB is refused before sending; one at the job limit is a batch
+    // item failure, never a crash.
+    let big = message(&"x".repeat(shared::adapters::memory::MAX_MESSAGE_BYTES + 1), Duration::ZERO);
+    assert!(matches!(queue.send(QueueId::route(), big).await, Err(QueueError::TooLarge(_))));
+    let over_job_limit = "x".repeat(shared::jobs::MAX_JOB_BYTES + 1);
+    let response = shared::engine::handlers::handle_sqs(
+        &deps,
+        shared::engine::handlers::Function::Router,
+        switchyard_tests::sqs_event(&[&over_job_limit]),
+    )
+    .await
+    .expect("handled");
+    assert_eq!(response.batch_item_failures.len(), 1);
 }

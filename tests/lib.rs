@@ -222,4 +222,10 @@ impl shared::ports::Store for ObservedStore {
     async fn list_events(&self, q: &str) -> Result<Vec<shared::ports::Event>, shared::ports::StoreError> {
         self.inner.list_events(q).await
     }
+    async fn put_manifest(&self, f: &str, b: &str) -> Result<(), shared::ports::StoreError> {
+        self.inner.put_manifest(f, b).await
+    }
+    async fn get_manifest(&self, f: &str) -> Result<Option<String>, shared::ports::StoreError> {
+        self.inner.get_manifest(f).await
+    }
 }

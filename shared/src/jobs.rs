@@ -107,16 +107,23 @@ impl JobMessage {
         }
         let value: serde_json::Value =
             serde_json::from_str(body).map_err(|e| JobError::Malformed(e.to_string()))?;
-        match value.get("v").and_then(serde_json::Value::as_u64) {
-            Some(v) if v == u64::from(JOB_VERSION) => {}
-            Some(v) => return Err(JobError::Version(v)),
+        let serde_json::Value::Object(mut map) = value else {
+            return Err(JobError::Malformed("the body is not a JSON object".into()));
+        };
+        match map.remove("v") {
             None => return Err(JobError::Malformed("missing `v`".into())),
+            Some(v) => match v.as_u64() {
+                Some(v) if v == u64::from(JOB_VERSION) => {}
+                Some(v) => return Err(JobError::Version(v)),
+                None => return Err(JobError::Malformed(format!("`v` must be a whole number, not {v}"))),
+            },
         }
-        let mut object = value;
-        if let Some(map) = object.as_object_mut() {
-            map.remove("v");
-        }
-        let job: Job = serde_json::from_value(object).map_err(|e| JobError::Malformed(e.to_string()))?;
+        // Name the field a value is wrong in: `fire_at: input contains invalid characters`.
+        let job: Job = serde_path_to_error::deserialize(serde_json::Value::Object(map)).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            JobError::Malformed(if path == "." { inner.to_string() } else { format!("{path}: {inner}") })
+        })?;
         if uuid::Uuid::parse_str(job.query_id()).is_err() {
             return Err(JobError::BadId { field: "query_id" });
         }

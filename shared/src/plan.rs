@@ -67,6 +67,17 @@ impl Stage {
     pub fn slots(&self) -> impl Iterator<Item = &str> {
         self.dispatches.iter().filter(|d| d.role.fills_slot()).map(|d| d.slot.as_str())
     }
+
+    /// The fan-in condition: every slot of the stage has its final handoff in `completed`.
+    ///
+    /// The one place the condition is written, so the simulation harness can prove it notices
+    /// when it is wrong: the test-only `planted-bug` feature makes it always true.
+    pub fn is_complete(&self, completed: &std::collections::BTreeSet<String>) -> bool {
+        if cfg!(feature = "planted-bug") {
+            return true;
+        }
+        self.slots().all(|s| completed.contains(s))
+    }
 }
 
 impl DispatchRole {

@@ -255,6 +255,15 @@ pub trait Store: Send + Sync {
 
     /// The event log, ordered by `(at, key)`.
     async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError>;
+
+    /// Keep a manifest under its [`crate::manifest::Manifest::fingerprint`] (`body` is its
+    /// canonical JSON), so queries started on it can finish on it after a new manifest is
+    /// deployed. Idempotent: a manifest already stored under the fingerprint is left as it is.
+    /// Not subject to the records' TTL (a manifest is small and outlives its queries).
+    async fn put_manifest(&self, fingerprint: &str, body: &str) -> Result<(), StoreError>;
+
+    /// The manifest stored under a fingerprint (its canonical JSON).
+    async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError>;
 }
 
 // ------------------------------------------------------------------------------------------

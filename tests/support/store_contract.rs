@@ -188,6 +188,17 @@ pub async fn all(store: &dyn Store) {
     expired_records_read_as_absent(store).await;
     an_oversized_record_is_refused_as_too_large(store).await;
     events_are_listed_in_time_order_and_appended_once_per_key(store).await;
+    a_manifest_version_is_kept_once_under_its_fingerprint(store).await;
+}
+
+/// Manifests are stored once per fingerprint: a second put changes nothing; an unknown
+/// fingerprint reads as absent.
+pub async fn a_manifest_version_is_kept_once_under_its_fingerprint(store: &dyn Store) {
+    let fingerprint = new_id();
+    assert_eq!(store.get_manifest(&fingerprint).await.expect("get"), None);
+    store.put_manifest(&fingerprint, r#"{"version":1}"#).await.expect("put");
+    store.put_manifest(&fingerprint, r#"{"version":2}"#).await.expect("a second put succeeds");
+    assert_eq!(store.get_manifest(&fingerprint).await.expect("get").as_deref(), Some(r#"{"version":1}"#));
 }
 
 /// GIVEN a created query, WHEN it is updated with the right and then a stale version, THEN

@@ -9,6 +9,7 @@
 //! | event | `Q#<query_id>` | `E#<event key>` | `at` S (RFC 3339), `expires_at` N | [`Event`] |
 //! | output | `Q#<query_id>` | `OUT` | `status` S, `expires_at` N | [`OrchestratorOutput`] |
 //! | idempotency key | `IDEM#<user_id>#<key>` | `IDEM` | `query_id` S, `expires_at` N | — |
+//! | manifest version | `M#<fingerprint>` | `MANIFEST` | — (no TTL) | the manifest's canonical JSON |
 //!
 //! Every item also carries `kind` S (`query`, `handoff`, `event`, `output`, `idempotency`) for
 //! people reading the table. In the idempotency key's `pk`, `%` and `#` inside the user id and
@@ -107,6 +108,7 @@ const QUERY_ID: &str = "query_id";
 const SK_META: &str = "META";
 const SK_OUT: &str = "OUT";
 const SK_IDEM: &str = "IDEM";
+const SK_MANIFEST: &str = "MANIFEST";
 const PREFIX_HANDOFF: &str = "H#";
 const PREFIX_EVENT: &str = "E#";
 
@@ -845,6 +847,42 @@ impl Store for DynamoStore {
         let mut events = items.iter().map(event_from_item).collect::<Result<Vec<_>, _>>()?;
         events.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
         Ok(events)
+    }
+
+    async fn put_manifest(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
+        let mut item = Item::new();
+        item.insert(PK.into(), s(format!("M#{fingerprint}")));
+        item.insert(SK.into(), s(SK_MANIFEST));
+        item.insert(KIND.into(), s("manifest"));
+        item.insert(DOC.into(), s(body));
+        check_size("manifest", &item)?;
+        bump(&self.counters.writes, 1);
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", PK)
+            .send()
+            .await;
+        match result.map_err(|e| sdk_error("PutItem", e)) {
+            Ok(_) => {
+                bump(&self.counters.items_written, 1);
+                Ok(())
+            }
+            // Stored before (by this deployment or another process): the same content.
+            Err(StoreError::ConditionFailed(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
+        let item = self.get_item(format!("M#{fingerprint}"), SK_MANIFEST).await?;
+        Ok(item.and_then(|i| match i.get(DOC) {
+            Some(AttributeValue::S(body)) => Some(body.clone()),
+            _ => None,
+        }))
     }
 }
 

@@ -64,6 +64,7 @@ struct Tables {
     outputs: HashMap<String, (OrchestratorOutput, i64)>,
     events: HashMap<String, BTreeMap<String, Event>>,
     idempotency: HashMap<(String, String), String>,
+    manifests: HashMap<String, String>,
 }
 
 /// The embedded store.
@@ -314,6 +315,21 @@ impl Store for MemoryStore {
             .unwrap_or_default();
         list.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
         Ok(list)
+    }
+
+    async fn put_manifest(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
+        check_size("manifest", &body)?;
+        let mut t = self.lock()?;
+        t.manifests.entry(fingerprint.to_string()).or_insert_with(|| body.to_string());
+        drop(t);
+        self.transact(1);
+        Ok(())
+    }
+
+    async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.manifests.get(fingerprint).cloned())
     }
 }
 

@@ -144,7 +144,7 @@ pub async fn submit(deps: &Deps, caller: &Caller, body: &[u8], idempotency_key: 
         roles: caller.roles.clone(),
         idempotency_key: idempotency_key.map(str::to_string),
         request_hash,
-        manifest_fingerprint: deps.manifest.fingerprint(),
+        manifest_fingerprint: deps.fingerprint().to_string(),
         status: QueryStatus::Accepted,
         version: 0,
         parsed,
@@ -171,6 +171,7 @@ pub async fn submit(deps: &Deps, caller: &Caller, body: &[u8], idempotency_key: 
             }),
         ),
     ];
+    deps.store_manifest().await?;
     match deps.store.create_query(&query, &events).await {
         Ok(()) => {}
         Err(StoreError::ConditionFailed(_)) => {

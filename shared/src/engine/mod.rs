@@ -44,6 +44,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -93,6 +94,12 @@ pub struct Deps {
     /// Tunables.
     pub settings: EngineSettings,
     rng: Mutex<StdRng>,
+    /// [`Manifest::fingerprint`] of `manifest`, computed once.
+    fingerprint: String,
+    /// Manifests of earlier versions that queries started on, by fingerprint.
+    versions: Mutex<BTreeMap<String, Arc<Manifest>>>,
+    /// Whether this process has stored `manifest` in the store.
+    manifest_stored: AtomicBool,
 }
 
 impl std::fmt::Debug for Deps {
@@ -112,7 +119,72 @@ impl Deps {
         settings: EngineSettings,
     ) -> Deps {
         let classifier = Arc::new(Classifier::new(&manifest));
-        Deps { manifest, classifier, store, queue, clock, agents, settings, rng: Mutex::new(StdRng::from_os_rng()) }
+        let fingerprint = manifest.fingerprint();
+        Deps {
+            manifest,
+            classifier,
+            store,
+            queue,
+            clock,
+            agents,
+            settings,
+            rng: Mutex::new(StdRng::from_os_rng()),
+            fingerprint,
+            versions: Mutex::new(BTreeMap::new()),
+            manifest_stored: AtomicBool::new(false),
+        }
+    }
+
+    /// Fingerprint of the manifest new queries start on.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// Keep the current manifest in the store (once per process), so that queries starting on
+    /// it finish on it even after another manifest is deployed.
+    async fn store_manifest(&self) -> Result<(), StoreError> {
+        if self.manifest_stored.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let body = serde_json::to_string(self.manifest.as_ref())
+            .map_err(|e| StoreError::Corrupt(format!("the manifest does not serialize: {e}")))?;
+        match self.store.put_manifest(&self.fingerprint, &body).await {
+            Ok(()) => {}
+            // Too large to keep: queries still run, on whichever manifest each step has.
+            Err(StoreError::TooLarge(reason)) => {
+                tracing::warn!(fingerprint = %self.fingerprint, %reason, "the manifest is too large to store; running queries follow manifest changes")
+            }
+            Err(e) => return Err(e),
+        }
+        self.manifest_stored.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The manifest `query` started on: the current one, or the version stored under its
+    /// fingerprint (read once per process). A query recorded before manifests were stored runs
+    /// on the current manifest.
+    pub async fn manifest_for(&self, query: &QueryRecord) -> Result<Arc<Manifest>, StepError> {
+        let wanted = &query.manifest_fingerprint;
+        if *wanted == self.fingerprint {
+            return Ok(self.manifest.clone());
+        }
+        if let Some(m) = self.versions.lock().ok().and_then(|v| v.get(wanted).cloned()) {
+            return Ok(m);
+        }
+        let Some(body) = self.store.get_manifest(wanted).await? else {
+            tracing::warn!(query_id = %query.query_id, fingerprint = %wanted, "the query's manifest version is not stored; using the current one");
+            return Ok(self.manifest.clone());
+        };
+        let manifest: Manifest = serde_json::from_str(&body)
+            .map_err(|e| StepError::Permanent(format!("stored manifest {wanted} does not parse: {e}")))?;
+        if manifest.fingerprint() != *wanted {
+            return Err(StepError::Permanent(format!("the manifest stored under {wanted} has another fingerprint")));
+        }
+        let manifest = Arc::new(manifest);
+        if let Ok(mut v) = self.versions.lock() {
+            v.insert(wanted.clone(), manifest.clone());
+        }
+        Ok(manifest)
     }
 
     /// Seed the jitter RNG, for simulations that must replay identically.

@@ -712,12 +712,13 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         }
         let Some(plan) = query.plan.clone() else { return Ok(()) };
         let Some(current) = plan.stages.get(plan.current_stage) else { return Ok(()) };
-        if !current.slots().all(|s| query.completed.contains(s)) || plan.current_stage + 1 < plan.stages.len() {
+        if !current.is_complete(&query.completed) || plan.current_stage + 1 < plan.stages.len() {
             return Ok(());
         }
         let handoffs = deps.store.list_handoffs(query_id).await?;
         let now = deps.clock.now();
-        let next = next_step(&deps.manifest, &query, &handoffs, now).map_err(|e| StepError::Permanent(format!("cannot plan the next step: {e}")))?;
+        let manifest = deps.manifest_for(&query).await?;
+        let next = next_step(&manifest, &query, &handoffs, now).map_err(|e| StepError::Permanent(format!("cannot plan the next step: {e}")))?;
         let changes = !next.stages.is_empty() || !next.background.is_empty() || next.parsed.is_some();
         if !changes {
             // Nothing more to run; the step's events are written with the synthesis request.
@@ -739,7 +740,7 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             .map(|(kind, name, detail)| deps.event(&query, event_key(plan.current_stage, 70, name, ""), *kind, detail.clone()))
             .collect();
         if let Some(parsed) = next.parsed {
-            if let Some(intent) = deps.manifest.intent(&parsed.intent) {
+            if let Some(intent) = manifest.intent(&parsed.intent) {
                 new_plan.pipeline = intent.route.pipeline.clone();
             }
             new_plan.intent = parsed.intent.clone();

@@ -29,7 +29,8 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             QueryStatus::Synthesizing | QueryStatus::Done => return Ok(()),
         }
         let now = deps.clock.now();
-        let plan = match super::modes::build_plan(&deps.manifest, &query, now) {
+        let manifest = deps.manifest_for(&query).await?;
+        let plan = match super::modes::build_plan(&manifest, &query, now) {
             Ok(plan) => plan,
             Err(e) => return Err(StepError::Permanent(format!("no plan: {e}"))),
         };

@@ -16,6 +16,7 @@ use crate::contracts::{
     AgentHandoff, AgentResult, Citation, ConfidenceBand, ErrorCategory, Evidence, HandoffErrors, HandoffExecution,
     HandoffStatus, OrchestratorOutput, OutputError, OutputStatus,
 };
+use crate::manifest::Manifest;
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, StoreError};
 use serde_json::{json, Value};
@@ -92,7 +93,9 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         }
         claimed.version = query.version + 1;
         let handoffs = deps.store.list_handoffs(query_id).await?;
-        let output = build_output(deps, &claimed, &handoffs, deadline_passed);
+        let manifest = deps.manifest_for(&claimed).await?;
+        let mut output = build_output(deps, &manifest, &claimed, &handoffs, deadline_passed);
+        fit_output(&mut output);
         let mut done = claimed.clone();
         done.status = QueryStatus::Done;
         done.outcome = Some(output.status);
@@ -145,7 +148,7 @@ async fn wait_until_done(deps: &Deps, query_id: &str) -> Result<bool, StepError>
 async fn ready(deps: &Deps, query: &QueryRecord) -> Result<bool, StepError> {
     let Some(plan) = &query.plan else { return Ok(false) };
     let Some(stage) = plan.stages.get(plan.current_stage) else { return Ok(true) };
-    if !stage.slots().all(|s| query.completed.contains(s)) {
+    if !stage.is_complete(&query.completed) {
         return Ok(false);
     }
     if plan.current_stage + 1 >= plan.stages.len() {
@@ -161,10 +164,16 @@ async fn ready(deps: &Deps, query: &QueryRecord) -> Result<bool, StepError> {
 /// `timeout` and the query is synthesized with what it has.
 #[instrument(skip(deps), fields(query_id = %query_id))]
 pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chrono::Utc>) -> Result<(), StepError> {
+    let query = deps.store.get_query(query_id).await?;
     if deps.clock.now() < fire_at {
-        return router::arm_deadline(deps, query_id, fire_at).await;
+        // Chain the next link only for a query still open: a finished (or expired) query needs
+        // no deadline, and a duplicated link stops here instead of doubling at every link.
+        if query.is_some_and(|q| q.status != QueryStatus::Done) {
+            return router::arm_deadline(deps, query_id, fire_at).await;
+        }
+        return Ok(());
     }
-    let Some(query) = deps.store.get_query(query_id).await? else {
+    let Some(query) = query else {
         return Err(StepError::Permanent(format!("deadline for unknown query {query_id}")));
     };
     if matches!(query.status, QueryStatus::Done | QueryStatus::Accepted) {
@@ -256,6 +265,49 @@ fn timeout_record(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch) -
     }
 }
 
+/// Largest serialized output the engine writes whole (DynamoDB items stop at 400 KB; each
+/// handoff is at most [`super::worker::MAX_HANDOFF_BYTES`], but several together are not).
+pub const MAX_OUTPUT_BYTES: usize = 300 * 1024;
+
+fn truncate_chars(text: &mut String, max_chars: usize) {
+    if let Some((cut, _)) = text.char_indices().nth(max_chars) {
+        text.truncate(cut);
+        text.push('…');
+    }
+}
+
+/// Shorten an output over [`MAX_OUTPUT_BYTES`] so it can be written: each agent result keeps
+/// its first 2000 characters of text, the merged answer its first 100 000, citation texts
+/// their first 500, and a caveat says so. Every agent's full answer stays in its handoff.
+fn fit_output(output: &mut OrchestratorOutput) {
+    let size = |o: &OrchestratorOutput| serde_json::to_vec(o).map(|v| v.len()).unwrap_or(0);
+    let original = size(output);
+    if original <= MAX_OUTPUT_BYTES {
+        return;
+    }
+    for r in &mut output.agent_results {
+        let mut text = match r.result.get("response").and_then(Value::as_str) {
+            Some(t) => t.to_string(),
+            None => r.result.to_string(),
+        };
+        truncate_chars(&mut text, 2_000);
+        r.result = json!({ "response": text, "truncated": true });
+    }
+    truncate_chars(&mut output.response_text, 100_000);
+    for c in &mut output.citations {
+        if let Some(text) = &mut c.text {
+            truncate_chars(text, 500);
+        }
+    }
+    if size(output) > MAX_OUTPUT_BYTES {
+        output.visualizations.clear();
+        output.citations.truncate(20);
+    }
+    output.caveats.push(format!(
+        "The answer was {original} bytes, over the {MAX_OUTPUT_BYTES}-byte record limit, and was shortened; each agent's full answer is kept in its handoff."
+    ));
+}
+
 /// The text an agent answered with: `primary_output.response`, else `summary`, else the
 /// output as JSON.
 pub fn answer_text(h: &AgentHandoff) -> String {
@@ -288,7 +340,7 @@ fn status_word(s: HandoffStatus) -> &'static str {
 }
 
 /// Merge the handoffs of a query into its output.
-pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord], deadline_passed: bool) -> OrchestratorOutput {
+pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRecord], deadline_passed: bool) -> OrchestratorOutput {
     let now = deps.clock.now();
     let empty = crate::plan::Plan { intent: query.parsed.intent.clone(), pipeline: None, stages: vec![], current_stage: 0, deadline_ms: 0, flow: None };
     let plan = query.plan.as_ref().unwrap_or(&empty);
@@ -382,7 +434,7 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
         }
     };
     let mut response_confidence = (response_confidence * 1_000.0).round() / 1_000.0;
-    let shaped = super::modes::shape(&deps.manifest, plan, handoffs, now);
+    let shaped = super::modes::shape(manifest, plan, handoffs, now);
     if let Some(s) = &shaped {
         status = s.status.unwrap_or(status);
         response_confidence = s.confidence.unwrap_or(response_confidence);
@@ -420,7 +472,7 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
     let mut citations: Vec<Citation> = Vec::new();
     for (_, h) in &slots {
         let Some(h) = h.filter(|h| h.handoff.execution.status.is_usable()) else { continue };
-        let agent = deps.manifest.agent(&h.handoff.agent_id);
+        let agent = manifest.agent(&h.handoff.agent_id);
         let default_type = agent.map(|a| a.citation_source).unwrap_or(crate::contracts::CitationSourceType::AgentActivity);
         for (n, e) in h.handoff.result.evidence.iter().enumerate() {
             let c = match e {
@@ -498,7 +550,7 @@ pub fn build_output(deps: &Deps, query: &QueryRecord, handoffs: &[HandoffRecord]
     // Follow-ups from the agents that answered.
     let mut follow_up_suggestions: Vec<String> = Vec::new();
     for (_, h) in &slots {
-        if let Some(agent) = h.filter(|h| h.handoff.execution.status.is_usable()).and_then(|h| deps.manifest.agent(&h.handoff.agent_id)) {
+        if let Some(agent) = h.filter(|h| h.handoff.execution.status.is_usable()).and_then(|h| manifest.agent(&h.handoff.agent_id)) {
             for f in &agent.follow_ups {
                 if !follow_up_suggestions.contains(f) && follow_up_suggestions.len() < 5 {
                     follow_up_suggestions.push(f.clone());

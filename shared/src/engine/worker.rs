@@ -20,7 +20,7 @@ use crate::contracts::{
     AgentHandoff, HandoffArtifacts, HandoffErrors, HandoffExecution, HandoffMetadata, HandoffResult, HandoffStatus,
 };
 use crate::jobs::Job;
-use crate::manifest::{Agent, Fallback, Gate};
+use crate::manifest::{Agent, Fallback, Gate, Manifest};
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
 use crate::topology::{MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT};
@@ -75,7 +75,7 @@ pub async fn run_dispatch(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> R
     result
 }
 
-async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<Option<(QueryRecord, PlannedDispatch)>, StepError> {
+async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(QueryRecord, PlannedDispatch), StepError> {
     let query = deps
         .store
         .get_query(&job.query_id)
@@ -87,10 +87,6 @@ async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<Option
         .and_then(|p| p.dispatch(&job.dispatch_id))
         .cloned()
         .ok_or_else(|| StepError::Permanent(format!("dispatch {} is not in the plan of query {}", job.dispatch_id, job.query_id)))?;
-    // A background dispatch (seed 004's memory step) still runs after the answer is out.
-    if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
-        return Ok(None);
-    }
     if let Some(tier) = tier {
         if planned.dispatch.target_tier != tier {
             return Err(StepError::Permanent(format!(
@@ -99,16 +95,21 @@ async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<Option
             )));
         }
     }
-    Ok(Some((query, planned)))
+    Ok((query, planned))
 }
 
 async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(), StepError> {
-    let Some((query, planned)) = load(deps, tier, job).await? else { return Ok(()) };
+    let (query, planned) = load(deps, tier, job).await?;
     if deps.store.get_handoff(&job.query_id, &job.dispatch_id).await?.is_some() {
         // Already answered (a duplicate or a late redelivery): make sure the fan-in moved on.
         return advance(deps, &job.query_id).await;
     }
-    let Some(agent) = deps.manifest.agent(&planned.dispatch.target_agent).cloned() else {
+    // A background dispatch (seed 004's memory step) still runs after the answer is out.
+    if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
+        return close_after_the_end(deps, &query, &planned).await;
+    }
+    let manifest = deps.manifest_for(&query).await?;
+    let Some(agent) = manifest.agent(&planned.dispatch.target_agent).cloned() else {
         let now = deps.clock.now();
         let failure = Failure {
             error_type: "agent_error",
@@ -119,7 +120,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
             started_at: now,
             completed_at: now,
         };
-        return give_up(deps, &query, &planned, None, job.attempt, failure).await;
+        return give_up(deps, &manifest, &query, &planned, None, job.attempt, failure).await;
     };
     let started_at = deps.clock.now();
     let started = tokio::time::Instant::now();
@@ -161,9 +162,9 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
             finalize(deps, &query, &planned, record).await
         }
         Err(f) if f.recoverable && job.attempt <= planned.dispatch.routing.retry_count => {
-            schedule_retry(deps, &query, &planned, &agent, job, f).await
+            schedule_retry(deps, &manifest, &query, &planned, &agent, job, f).await
         }
-        Err(f) => give_up(deps, &query, &planned, Some(&agent), job.attempt, f).await,
+        Err(f) => give_up(deps, &manifest, &query, &planned, Some(&agent), job.attempt, f).await,
     }
 }
 
@@ -291,8 +292,8 @@ fn shrink_if_too_large(record: &mut HandoffRecord) {
     ));
 }
 
-async fn schedule_retry(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, agent: &Agent, job: &DispatchJob, f: Failure) -> Result<(), StepError> {
-    let tier = deps.manifest.tier(agent.tier);
+async fn schedule_retry(deps: &Deps, manifest: &Manifest, query: &QueryRecord, planned: &PlannedDispatch, agent: &Agent, job: &DispatchJob, f: Failure) -> Result<(), StepError> {
+    let tier = manifest.tier(agent.tier);
     let backoff = tier.map(|t| t.backoff).unwrap_or_default();
     let raw = backoff.base.as_millis().saturating_mul(1u64 << (job.attempt - 1).min(20)).min(backoff.max.as_millis());
     let delay_ms = if backoff.jitter { raw / 2 + (deps.random_fraction() * (raw / 2) as f64) as u64 } else { raw };
@@ -353,11 +354,11 @@ fn failed_handoff(planned: &PlannedDispatch, agent_tier: u8, f: &Failure) -> Age
 }
 
 /// Retries exhausted (or the failure is not recoverable): fall back, or fail the dispatch.
-async fn give_up(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, agent: Option<&Agent>, attempts: u32, f: Failure) -> Result<(), StepError> {
+async fn give_up(deps: &Deps, manifest: &Manifest, query: &QueryRecord, planned: &PlannedDispatch, agent: Option<&Agent>, attempts: u32, f: Failure) -> Result<(), StepError> {
     let tier = planned.dispatch.target_tier;
     let fallback = match (&planned.dispatch.routing.fallback_agent, agent) {
         (Some(id), _) if planned.role != DispatchRole::Fallback => Fallback::Agent(id.clone()),
-        (_, Some(a)) => match deps.manifest.agent_fallback(a) {
+        (_, Some(a)) => match manifest.agent_fallback(a) {
             Fallback::Template(t) => Fallback::Template(t),
             _ => Fallback::None,
         },
@@ -375,7 +376,7 @@ async fn give_up(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, ag
     };
     match fallback {
         Fallback::Agent(fallback_id) => {
-            hand_over(deps, &query.query_id, planned, &fallback_id, &f).await?;
+            hand_over(deps, manifest, &query.query_id, planned, &fallback_id, &f).await?;
             record.slot = None;
             finalize(deps, query, planned, record).await
         }
@@ -400,7 +401,7 @@ async fn give_up(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, ag
 }
 
 /// Add the fallback dispatch to the plan (once) and send it.
-async fn hand_over(deps: &Deps, query_id: &str, planned: &PlannedDispatch, fallback_id: &str, f: &Failure) -> Result<(), StepError> {
+async fn hand_over(deps: &Deps, manifest: &Manifest, query_id: &str, planned: &PlannedDispatch, fallback_id: &str, f: &Failure) -> Result<(), StepError> {
     for _ in 0..8 {
         let Some(query) = deps.store.get_query(query_id).await? else {
             return Err(StepError::Permanent(format!("query {query_id} vanished")));
@@ -412,11 +413,11 @@ async fn hand_over(deps: &Deps, query_id: &str, planned: &PlannedDispatch, fallb
         if plan.all_dispatches().any(|d| d.fallback_for.as_deref() == Some(planned.dispatch.dispatch_id.as_str())) {
             return Ok(()); // already handed over (a duplicate delivery): sent once
         }
-        let Some(fallback_agent) = deps.manifest.agent(fallback_id) else {
+        let Some(fallback_agent) = manifest.agent(fallback_id) else {
             return Err(StepError::Permanent(format!("fallback agent `{fallback_id}` is not in the manifest")));
         };
         let now = deps.clock.now();
-        let mut dispatch = crate::plan::dispatch_for(&deps.manifest, fallback_agent, DispatchRole::Fallback, &query.parsed, query_id, now);
+        let mut dispatch = crate::plan::dispatch_for(manifest, fallback_agent, DispatchRole::Fallback, &query.parsed, query_id, now);
         dispatch.payload.context = planned.dispatch.payload.context.clone();
         let fallback = PlannedDispatch {
             slot: planned.slot.clone(),
@@ -499,7 +500,7 @@ async fn finalize(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, r
                     .plan
                     .as_ref()
                     .and_then(|p| p.stages.get(p.current_stage))
-                    .is_some_and(|s| s.slots().all(|slot| completed.contains(slot)));
+                    .is_some_and(|s| s.is_complete(&completed));
             if complete {
                 advance(deps, &query.query_id).await?;
             }
@@ -542,9 +543,16 @@ pub fn check_gate(gate: &Gate, handoff: &AgentHandoff) -> Result<(), Value> {
     }
 }
 
-/// The handoff that fills a slot.
+/// The handoff that fills a slot: the first to complete. A slot can be filled twice — a
+/// dispatch whose duplicate delivery crashed after handing over to its fallback may still
+/// answer, and both it and the fallback fill the slot — so the choice must not depend on the
+/// order handoffs are listed in (by random dispatch id): the earliest answer wins, the original
+/// dispatch on a tie.
 pub fn slot_handoff<'a>(handoffs: &'a [HandoffRecord], slot: &str) -> Option<&'a HandoffRecord> {
-    handoffs.iter().find(|h| h.slot.as_deref() == Some(slot))
+    handoffs
+        .iter()
+        .filter(|h| h.slot.as_deref() == Some(slot))
+        .min_by_key(|h| (h.handoff.execution.completed_at, h.fallback_for.is_some()))
 }
 
 /// Move the query on if its current stage is complete: start the next pipeline stage (when
@@ -558,7 +566,7 @@ pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         }
         let Some(plan) = query.plan.clone() else { return Ok(()) };
         let Some(stage) = plan.stages.get(plan.current_stage) else { return Ok(()) };
-        if !stage.slots().all(|s| query.completed.contains(s)) {
+        if !stage.is_complete(&query.completed) {
             return Ok(());
         }
         let next = plan.current_stage + 1;
@@ -615,10 +623,40 @@ async fn request_synthesis(deps: &Deps, query_id: &str) -> Result<(), StepError>
     Ok(())
 }
 
+/// A dispatch job for a query that has ended, whose dispatch has no handoff (its handoff write
+/// failed and the query finished before the job came back): close the dispatch with a `timeout`
+/// handoff that fills no slot, as the deadline closes outstanding dispatches, so every dispatch
+/// sent ends with exactly one handoff. The agent does not run; the output is not changed.
+async fn close_after_the_end(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch) -> Result<(), StepError> {
+    let now = deps.clock.now();
+    let f = Failure {
+        error_type: "agent_timeout",
+        message: "the query ended before this dispatch recorded its handoff".into(),
+        recoverable: false,
+        timed_out: true,
+        latency_ms: 0,
+        started_at: now,
+        completed_at: now,
+    };
+    let record = HandoffRecord {
+        query_id: query.query_id.clone(),
+        slot: None,
+        attempts: 0,
+        fallback_for: planned.fallback_for.clone(),
+        engine_caveats: Vec::new(),
+        handoff: failed_handoff(planned, planned.dispatch.target_tier, &f),
+        expires_at: deps.expires_at(),
+    };
+    finalize(deps, query, planned, record).await
+}
+
 /// The last delivery of a dispatch job failed: record the dispatch as failed (it fills its
 /// slot, no fallback — the worker itself is what keeps failing).
 async fn give_up_after_deliveries(deps: &Deps, job: &DispatchJob, reason: &str) -> Result<(), StepError> {
-    let Some((query, planned)) = load(deps, None, job).await? else { return Ok(()) };
+    let (query, planned) = load(deps, None, job).await?;
+    if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
+        return Ok(());
+    }
     let now = deps.clock.now();
     let f = Failure {
         error_type: "agent_error",

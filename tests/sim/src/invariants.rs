@@ -1,0 +1,170 @@
+//! What must hold after every run, whatever the faults. Each check returns its violations as
+//! sentences that name the query by its submission number and intent (never its random id), so
+//! a replayed seed prints the same words.
+
+use crate::chaos::Observed;
+use crate::reasons::Reasons;
+use shared::contracts::OrchestratorOutput;
+use shared::engine::worker::slot_handoff;
+use shared::plan::DispatchRole;
+use shared::ports::{Event, EventKind, HandoffRecord, QueryRecord, QueryStatus};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Everything known about one accepted query at the end of a run.
+#[derive(Debug)]
+pub struct QueryFacts {
+    /// Submission number.
+    pub index: usize,
+    /// Its intent.
+    pub intent: String,
+    /// Its record (`None`: lost).
+    pub record: Option<QueryRecord>,
+    /// Its output.
+    pub output: Option<OrchestratorOutput>,
+    /// Its handoffs.
+    pub handoffs: Vec<HandoffRecord>,
+    /// Its event log.
+    pub events: Vec<Event>,
+}
+
+impl QueryFacts {
+    fn name(&self) -> String {
+        format!("query #{} ({})", self.index, self.intent)
+    }
+
+    fn agent_of(&self, dispatch_id: &str) -> String {
+        self.record
+            .as_ref()
+            .and_then(|q| q.plan.as_ref())
+            .and_then(|p| p.dispatch(dispatch_id))
+            .map(|d| d.dispatch.target_agent.clone())
+            .unwrap_or_else(|| "an unplanned dispatch".into())
+    }
+}
+
+/// Check one accepted query. `slack` is the deadline slack plus the redelivery slack.
+pub fn check_query(facts: &QueryFacts, observed: &Observed, slack: Duration, violations: &mut Vec<String>) {
+    let name = facts.name();
+    let Some(query) = &facts.record else {
+        violations.push(format!("{name} was accepted but its record is gone"));
+        return;
+    };
+    let id = &query.query_id;
+
+    // Every accepted query is terminal, by its deadline plus slack.
+    match (&facts.output, query.status) {
+        (Some(output), QueryStatus::Done) => {
+            if let Some(deadline) = query.deadline_at {
+                let limit = deadline + chrono::Duration::from_std(slack).unwrap_or_else(|_| chrono::Duration::zero());
+                if output.timestamp > limit {
+                    violations.push(format!(
+                        "{name} ended {} ms after its deadline, past the {} ms slack",
+                        (output.timestamp - deadline).num_milliseconds(),
+                        slack.as_millis()
+                    ));
+                }
+            }
+        }
+        (output, status) => {
+            violations.push(format!("{name} is not terminal: status {status:?}, output {}", if output.is_some() { "present" } else { "missing" }));
+        }
+    }
+
+    // Exactly one output.
+    let written = observed.outputs.get(id).copied().unwrap_or(0);
+    if written != 1 {
+        violations.push(format!("{name} had its output written {written} times"));
+    }
+
+    // Every dispatch sent ends with exactly one handoff.
+    let sent: Vec<&str> = observed.dispatches_sent.iter().filter(|(q, _)| q == id).map(|(_, d)| d.as_str()).collect();
+    for dispatch in &sent {
+        let recorded = observed.handoffs.get(&(id.clone(), dispatch.to_string())).copied().unwrap_or(0);
+        let stored = facts.handoffs.iter().filter(|h| h.handoff.dispatch_id == *dispatch).count();
+        if recorded != 1 || stored != 1 {
+            violations.push(format!(
+                "{name}: the dispatch to {} was sent but has {stored} stored handoffs ({recorded} writes)",
+                facts.agent_of(dispatch)
+            ));
+        }
+    }
+
+    // The event log agrees with the records.
+    let events_of = |kind: EventKind| facts.events.iter().filter(move |e| e.kind == kind);
+    let handoff_events: BTreeSet<String> =
+        events_of(EventKind::Handoff).filter_map(|e| e.detail["dispatch_id"].as_str().map(str::to_string)).collect();
+    let handoff_records: BTreeSet<String> = facts.handoffs.iter().map(|h| h.handoff.dispatch_id.clone()).collect();
+    if events_of(EventKind::Handoff).count() != facts.handoffs.len() || handoff_events != handoff_records {
+        violations.push(format!(
+            "{name}: {} handoff events for {} handoff records",
+            events_of(EventKind::Handoff).count(),
+            facts.handoffs.len()
+        ));
+    }
+    let finals = events_of(EventKind::Final).count();
+    if finals != usize::from(facts.output.is_some()) {
+        violations.push(format!("{name}: {finals} final events, output {}", if facts.output.is_some() { "present" } else { "missing" }));
+    }
+    if let Some(plan) = &query.plan {
+        let planned: BTreeSet<String> =
+            plan.stages.iter().take(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).map(|d| d.dispatch.dispatch_id.clone()).collect();
+        let dispatch_events: BTreeSet<String> =
+            events_of(EventKind::Dispatch).filter_map(|e| e.detail["dispatch_id"].as_str().map(str::to_string)).collect();
+        if planned != dispatch_events {
+            violations.push(format!("{name}: {} dispatch events for {} planned dispatches", dispatch_events.len(), planned.len()));
+        }
+        for h in &facts.handoffs {
+            if plan.dispatch(&h.handoff.dispatch_id).is_none() {
+                violations.push(format!("{name}: a handoff from {} answers a dispatch that is not in the plan", h.handoff.agent_id));
+            }
+        }
+        // The output accounts for every slot of the stages it ran: the fan-in completed, or
+        // the deadline turned what was outstanding into timeouts, before the synthesis.
+        if let Some(output) = &facts.output {
+            for stage in plan.stages.iter().take(plan.current_stage + 1) {
+                for d in stage.dispatches.iter().filter(|d| d.role != DispatchRole::Fallback) {
+                    let filled = slot_handoff(&facts.handoffs, &d.slot);
+                    let in_output = filled.is_some_and(|h| output.agent_results.iter().any(|r| r.dispatch_id == h.handoff.dispatch_id));
+                    if !in_output {
+                        violations.push(format!(
+                            "{name} was synthesized without an answer for {} (its slot was {} when the output was written)",
+                            d.dispatch.target_agent,
+                            if filled.is_some() { "filled later" } else { "never filled" }
+                        ));
+                    }
+                }
+            }
+        }
+    } else if facts.output.is_some() {
+        violations.push(format!("{name} has an output but no plan"));
+    }
+}
+
+/// Check the queues' leftovers: nothing outside the dead-letter queues, a logged reason for
+/// every dead-lettered message, and every poison message dead-lettered.
+pub fn check_messages(
+    leftovers: &[(String, u64)],
+    dead_letters: &[(String, String)],
+    poison: &BTreeSet<String>,
+    reasons: &Reasons,
+    violations: &mut Vec<String>,
+) {
+    for (queue, n) in leftovers {
+        violations.push(format!("{n} messages left on {queue}"));
+    }
+    let dead: BTreeSet<&str> = dead_letters.iter().map(|(_, id)| id.as_str()).collect();
+    for (queue, id) in dead_letters {
+        let kind = if poison.contains(id) { "a poison message" } else { "a healthy message" };
+        if reasons.by_message.get(id).is_none_or(|r| r.is_empty()) {
+            violations.push(format!("{kind} was dead-lettered on {queue} with no logged reason"));
+        }
+        if !reasons.dead_lettered.contains(id) {
+            violations.push(format!("{kind} is on {queue} but its move there was not logged"));
+        }
+    }
+    let missing = poison.iter().filter(|id| !dead.contains(id.as_str())).count();
+    if missing > 0 {
+        violations.push(format!("{missing} poison messages were not dead-lettered"));
+    }
+}

@@ -1,0 +1,395 @@
+//! # switchyard-sim: deterministic fault simulation
+//!
+//! Runs the whole system — intake, router, agent workers, synthesizer — on the in-memory
+//! adapters in virtual time (tokio's paused clock, which [`shared::ports::TokioClock`] follows),
+//! with one seeded RNG injecting every fault, then checks that nothing was lost or done twice.
+//! A seed is a complete description of a run: `switchyard sim --seed S` replays it exactly.
+//!
+//! One seed: draw fault intensities ([`chaos::Faults::draw`]); start Lambda-like pollers
+//! ([`poller`]); submit a handful of queries through the HTTP handler at random instants, with
+//! idempotency keys and client retries, and a few poison messages straight onto the queues; run
+//! until every queue outside the dead-letter queues is empty; check [`invariants`]:
+//!
+//! - every accepted query is terminal by its deadline + `deadline_slack` + [`redelivery_slack`];
+//! - exactly one output per query (applied `finish_query` writes);
+//! - every dispatch sent ends with exactly one handoff;
+//! - no message is left anywhere but a dead-letter queue; every dead-lettered message has a
+//!   logged reason and a logged move; every poison message is dead-lettered;
+//! - the event log agrees with the records (a handoff event per handoff record, a dispatch
+//!   event per planned dispatch, a final event iff an output);
+//! - an output accounts for every slot of the stages it ran.
+//!
+//! Determinism: the RNG is seeded, time is virtual and starts at a fixed instant, the engine's
+//! jitter RNG is seeded ([`shared::engine::Deps::with_seed`]) and the runtime is
+//! single-threaded. Query and dispatch ids stay random UUID v4s (they must be unguessable);
+//! nothing the harness decides or prints depends on their values, and the replay test checks
+//! that two runs of a seed produce the same trace.
+//!
+//! # Layout
+//!
+//! - [`chaos`]: the seeded RNG and the faulty queue, store and agent wrappers.
+//! - [`poller`]: SQS event sources that crash before acking, stall, and see visibility expire.
+//! - [`reasons`]: a `tracing` layer that collects why each message failed.
+//! - [`invariants`]: the checks.
+//! - this file: one run ([`run_seed`]) and many ([`run_seeds`]).
+
+pub mod chaos;
+pub mod invariants;
+pub mod poller;
+pub mod reasons;
+
+use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
+use chaos::{Chaos, ChaosAgents, ChaosQueue, ChaosStore, CALM, CRASH_PREFIX, FAULTED_DELIVERIES};
+use invariants::QueryFacts;
+use reasons::ReasonLog;
+use serde_json::{json, Value};
+use shared::adapters::memory::{MemoryQueue, MemoryStore};
+use shared::agents::ManifestAgents;
+use shared::engine::handlers::handle_http;
+use shared::engine::{Deps, EngineSettings};
+use shared::jobs::{Job, JobMessage};
+use shared::manifest::Manifest;
+use shared::ports::{Clock, OutgoingMessage, Queue, QueueId, Store, TokioClock};
+use shared::topology::Topology;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Once};
+use std::time::Duration;
+use tracing::Level;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::Layer;
+
+/// Seeds run by default (the README's test command runs these).
+pub const DEFAULT_SEEDS: u64 = 500;
+
+/// The simulation's manifest.
+pub const SIM_MANIFEST: &str = include_str!("../sim-routing.yaml");
+
+const API_EVENT: &str = include_str!("../../fixtures/events/apigw-v2-request-jwt-authorizer.json");
+
+/// Questions of the manifest's intents, with the intent each classifies to.
+const QUESTIONS: [(&str, &str); 6] = [
+    ("alpha single question", "single_q"),
+    ("bravo fan out question", "fanout_q"),
+    ("charlie pair question", "pair_q"),
+    ("delta short question", "short_q"),
+    ("echo pipeline question", "pipeline_q"),
+    ("foxtrot long question", "long_q"),
+];
+
+/// Virtual time after which a run that has not quiesced is reported.
+const QUIESCE_LIMIT: Duration = Duration::from_secs(6 * 3_600);
+
+/// Why a run could not be carried out at all (not an invariant violation).
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The simulation manifest did not load.
+    #[error("simulation manifest: {0}")]
+    Manifest(#[from] shared::manifest::ManifestError),
+    /// The runtime could not be built.
+    #[error("runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+    /// A request event could not be built.
+    #[error("request event: {0}")]
+    Event(#[from] serde_json::Error),
+}
+
+/// What one seed did and found.
+#[derive(Debug, Clone)]
+pub struct SeedReport {
+    /// The seed.
+    pub seed: u64,
+    /// The fault intensities it drew.
+    pub faults: chaos::Faults,
+    /// Queries accepted.
+    pub queries: usize,
+    /// Virtual time the run took.
+    pub virtual_time: Duration,
+    /// Invariant violations (empty: the seed passed).
+    pub violations: Vec<String>,
+    /// Every injected fault and every query's fate, stamped with virtual time; identical
+    /// across replays of the seed.
+    pub trace: Vec<String>,
+}
+
+impl SeedReport {
+    /// Whether every invariant held.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Outcome of many seeds.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// Seeds run.
+    pub seeds: u64,
+    /// Seeds that violated an invariant, with their reports.
+    pub failures: Vec<SeedReport>,
+    /// Queries accepted over all seeds.
+    pub queries: usize,
+    /// Faults injected over all seeds.
+    pub faults_injected: usize,
+}
+
+/// The slack past `deadline + deadline_slack` a query may need because of message faults: each
+/// message may fail [`FAULTED_DELIVERIES`] deliveries, each costing its queue's visibility
+/// timeout, on the route queue (routing, which arms the deadline) and then on the synth queue
+/// (the deadline job); a crashed synthesizer's claim must age past the lease; and a message may
+/// be held back by the injected extra delay once on each of the two queues.
+pub fn redelivery_slack(topology: &Topology, settings: &EngineSettings, max_extra_delay: Duration) -> Duration {
+    let visibility = |id: QueueId| Duration::from_secs(topology.queue(id).map(|q| q.visibility_timeout_s).unwrap_or(0));
+    (visibility(QueueId::route()) + visibility(QueueId::synth())) * FAULTED_DELIVERIES + settings.synth_lease + max_extra_delay * 2
+}
+
+/// Run one seed.
+pub fn run_seed(seed: u64) -> Result<SeedReport, SimError> {
+    quiet_injected_crashes();
+    let manifest = Arc::new(Manifest::from_yaml(SIM_MANIFEST, "<sim-routing.yaml>")?);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build()?;
+    let log = ReasonLog::default();
+    let reasons = log.reasons.clone();
+    let filter = tracing_subscriber::filter::filter_fn(|m| m.is_span() || *m.level() <= Level::WARN);
+    let subscriber = tracing_subscriber::registry().with(log.with_filter(filter));
+    let _guard = tracing::subscriber::set_default(subscriber);
+    runtime.block_on(simulate(seed, manifest, reasons))
+}
+
+/// Run `count` seeds from `first`, calling `each` after every one.
+pub fn run_seeds(first: u64, count: u64, mut each: impl FnMut(&SeedReport)) -> Result<Summary, SimError> {
+    let mut summary = Summary::default();
+    for seed in first..first.saturating_add(count) {
+        let report = run_seed(seed)?;
+        summary.seeds += 1;
+        summary.queries += report.queries;
+        summary.faults_injected += report.trace.iter().filter(|l| !l.contains("query #")).count();
+        each(&report);
+        if !report.passed() {
+            summary.failures.push(report);
+        }
+    }
+    Ok(summary)
+}
+
+/// Keep injected crashes off stderr (they are expected); every other panic still prints.
+fn quiet_injected_crashes() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let text = payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied());
+            if !text.is_some_and(|t| t.starts_with(CRASH_PREFIX)) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+fn post_event(body: &str, user: &str, key: &str) -> Result<ApiGatewayV2httpRequest, SimError> {
+    let mut event: Value = serde_json::from_str(API_EVENT)?;
+    event["rawPath"] = json!("/v1/queries");
+    event["rawQueryString"] = json!("");
+    event["queryStringParameters"] = json!({});
+    event["requestContext"]["http"]["method"] = json!("POST");
+    event["requestContext"]["http"]["path"] = json!("/v1/queries");
+    event["requestContext"]["authorizer"]["jwt"]["claims"] = json!({ "sub": user });
+    event["headers"] = json!({ "content-type": "application/json", "idempotency-key": key });
+    event["body"] = json!(body);
+    Ok(serde_json::from_value(event)?)
+}
+
+struct Accepted {
+    index: usize,
+    intent: String,
+    query_id: String,
+}
+
+/// Submit question `index` the way a careful client does: with an idempotency key, retrying
+/// 5xx answers and dropped connections (a crashed intake). Retries past the faulted ones run
+/// calm, like every other delivery.
+async fn submit(deps: &Arc<Deps>, chaos: &Chaos, index: usize, violations: &mut Vec<String>) -> Result<Option<Accepted>, SimError> {
+    let (question, intent) = QUESTIONS[chaos.below(0, QUESTIONS.len() as u64) as usize];
+    let user = format!("user-{}", chaos.below(0, 3));
+    let body = json!({ "query": question }).to_string();
+    for attempt in 0..=FAULTED_DELIVERIES + 2 {
+        let request = post_event(&body, &user, &format!("sim-{index}"))?;
+        let d = deps.clone();
+        let calm = attempt >= FAULTED_DELIVERIES;
+        let outcome = tokio::spawn(CALM.scope(calm, async move { handle_http(&d, request).await })).await;
+        match outcome {
+            Ok(r) if r.status_code == 200 || r.status_code == 202 => {
+                let text = match &r.body {
+                    Some(aws_lambda_events::encodings::Body::Text(t)) => t.clone(),
+                    _ => String::new(),
+                };
+                let value: Value = serde_json::from_str(&text)?;
+                let query_id = value["query_id"].as_str().unwrap_or_default().to_string();
+                let got = value["intent"].as_str().unwrap_or_default();
+                if got != intent {
+                    violations.push(format!("query #{index} was classified {got}, not {intent}"));
+                }
+                chaos.note(&format!("query #{index} ({intent}) accepted after {} tries", attempt + 1));
+                return Ok(Some(Accepted { index, intent: intent.to_string(), query_id }));
+            }
+            Ok(r) if r.status_code >= 500 => chaos.note(&format!("query #{index}: intake answered {}; retrying", r.status_code)),
+            Ok(r) => {
+                violations.push(format!("query #{index} was refused with {}", r.status_code));
+                return Ok(None);
+            }
+            Err(_) => chaos.note(&format!("query #{index}: intake crashed; retrying")),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    violations.push(format!("query #{index} was never accepted, calm retries included"));
+    Ok(None)
+}
+
+/// A message no handler can ever process, sent past the faults.
+async fn send_poison(queue: &MemoryQueue, chaos: &Chaos, topology: &Topology) -> Option<String> {
+    let target = topology.queues.get(chaos.below(0, topology.queues.len() as u64) as usize)?.id;
+    let unknown = format!("{:08x}-0000-4000-8000-{:012x}", chaos.below(0, u64::from(u32::MAX)), chaos.below(0, 1 << 40));
+    let bodies = [
+        "{not json".to_string(),
+        r#"{"v":9,"type":"route","query_id":"x"}"#.to_string(),
+        JobMessage::new(Job::Route { query_id: unknown.clone() }).to_body(),
+        JobMessage::new(Job::Synthesize { query_id: unknown }).to_body(),
+    ];
+    let choice = chaos.below(0, bodies.len() as u64) as usize;
+    let body = bodies.get(choice)?.clone();
+    chaos.note(&format!("poison message {choice} sent to {}", target.name()));
+    let message = OutgoingMessage { body, delay: Duration::ZERO, attributes: BTreeMap::new() };
+    queue.send(target, message).await.ok()
+}
+
+async fn simulate(seed: u64, manifest: Arc<Manifest>, reasons: Arc<std::sync::Mutex<reasons::Reasons>>) -> Result<SeedReport, SimError> {
+    let started = tokio::time::Instant::now();
+    let chaos = Arc::new(Chaos::new(seed));
+    let epoch = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").map(|t| t.to_utc()).unwrap_or_default();
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::starting_at(epoch));
+    let topology = Topology::for_manifest(&manifest);
+    let memory_store = Arc::new(MemoryStore::new(clock.clone()));
+    let memory_queue = Arc::new(MemoryQueue::new(&topology));
+    let store = Arc::new(ChaosStore::new(memory_store.clone(), chaos.clone()));
+    let queue = Arc::new(ChaosQueue::new(memory_queue.clone(), chaos.clone()));
+    let agents = Arc::new(ChaosAgents::new(Arc::new(ManifestAgents), chaos.clone()));
+    let settings = EngineSettings::default();
+    let slack = manifest.query.deadline_slack.as_std() + redelivery_slack(&topology, &settings, chaos.faults.max_extra_delay);
+    let deps = Arc::new(Deps::new(manifest.clone(), store, queue, clock, agents, settings).with_seed(seed));
+    let pollers = poller::start(deps.clone(), &topology, chaos.clone());
+
+    let mut violations = Vec::new();
+    let mut accepted = Vec::new();
+    let mut poison = BTreeSet::new();
+    let queries = chaos.below(2, 6) as usize;
+    for index in 0..queries {
+        tokio::time::sleep(Duration::from_millis(chaos.below(0, 2_000))).await;
+        if let Some(a) = submit(&deps, &chaos, index, &mut violations).await? {
+            accepted.push(a);
+        }
+        if chaos.roll_always(0.2, "a poison message is injected") {
+            if let Some(id) = send_poison(&memory_queue, &chaos, &topology).await {
+                poison.insert(id);
+            }
+        }
+    }
+
+    // Run until every queue outside the dead-letter queues is empty.
+    let mut leftovers = Vec::new();
+    let until = tokio::time::Instant::now() + QUIESCE_LIMIT;
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        leftovers.clear();
+        for spec in &topology.queues {
+            let depth = memory_queue.depth(spec.id).await.map(|d| d.total()).unwrap_or(0);
+            if depth > 0 {
+                leftovers.push((spec.id.name(), depth));
+            }
+        }
+        if leftovers.is_empty() || tokio::time::Instant::now() >= until {
+            break;
+        }
+    }
+    drop(pollers);
+    let virtual_time = started.elapsed();
+
+    // Collect the facts and check.
+    let observed = chaos.observed();
+    let mut known = BTreeSet::new();
+    for a in &accepted {
+        known.insert(a.query_id.clone());
+        let facts = QueryFacts {
+            index: a.index,
+            intent: a.intent.clone(),
+            record: memory_store.get_query(&a.query_id).await.ok().flatten(),
+            output: memory_store.get_output(&a.query_id).await.ok().flatten(),
+            handoffs: memory_store.list_handoffs(&a.query_id).await.unwrap_or_default(),
+            events: memory_store.list_events(&a.query_id).await.unwrap_or_default(),
+        };
+        if let Some(o) = &facts.output {
+            let results: Vec<String> = o.agent_results.iter().map(|r| format!("{}:{:?}", r.agent_id, r.status)).collect();
+            chaos.note(&format!(
+                "query #{} ended {:?} after {} ms (confidence {}, {} caveats; {})",
+                a.index,
+                o.status,
+                o.total_latency_ms,
+                o.response_confidence,
+                o.caveats.len(),
+                results.join(" ")
+            ));
+        }
+        invariants::check_query(&facts, &observed, slack, &mut violations);
+    }
+    let mut stray: Vec<String> = memory_store.query_ids().into_iter().filter(|id| !known.contains(id)).collect();
+    stray.sort();
+    for id in stray {
+        violations.push(format!("a query nobody was told about was recorded (status {:?})", memory_store.get_query(&id).await.ok().flatten().map(|q| q.status)));
+    }
+    let mut dead_letters = Vec::new();
+    for spec in &topology.queues {
+        let dlq = spec.id.dlq();
+        loop {
+            let batch = memory_queue.receive(dlq, 10, Duration::ZERO).await.unwrap_or_default();
+            if batch.is_empty() {
+                break;
+            }
+            dead_letters.extend(batch.into_iter().map(|m| (dlq.name(), m.message_id)));
+        }
+    }
+    let reasons = reasons.lock().map(|r| r.clone()).unwrap_or_default();
+    invariants::check_messages(&leftovers, &dead_letters, &poison, &reasons, &mut violations);
+    let healthy_dead = dead_letters.iter().filter(|(_, id)| !poison.contains(id)).count();
+    if healthy_dead > 0 {
+        chaos.note(&format!("{healthy_dead} healthy messages were dead-lettered"));
+    }
+    Ok(SeedReport { seed, faults: chaos.faults, queries: accepted.len(), virtual_time, violations, trace: chaos.trace() })
+}
+
+/// How a failing seed prints itself: every violation, then the command that replays it.
+pub fn describe_failure(report: &SeedReport) -> String {
+    let mut out = String::new();
+    for v in &report.violations {
+        out.push_str(&format!("seed {}: invariant violated: {v}\n", report.seed));
+    }
+    out.push_str(&format!("seed {}: replay with `switchyard sim --seed {}`\n", report.seed, report.seed));
+    out
+}
+
+/// The fault kinds a trace line can name, for coverage checks.
+pub const FAULT_KINDS: [&str; 16] = [
+    "delivered twice",
+    "arrives late",
+    "arrives early",
+    "fails (not applied)",
+    "applied but reported unavailable",
+    "crash before",
+    "crash after",
+    "concurrent writer",
+    "crashes before deleting",
+    "becomes visible while its handler runs",
+    "stalls before deleting",
+    "errs",
+    "hangs",
+    "is slow",
+    "answers garbage",
+    "poison message",
+];
