@@ -40,6 +40,13 @@ pub struct Pollers {
     handles: Vec<JoinHandle<()>>,
 }
 
+impl Pollers {
+    /// Own already spawned poller tasks (other poller loops, such as the simulation's).
+    pub fn from_handles(handles: Vec<JoinHandle<()>>) -> Pollers {
+        Pollers { handles }
+    }
+}
+
 impl Drop for Pollers {
     fn drop(&mut self) {
         for h in &self.handles {

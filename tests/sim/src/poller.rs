@@ -7,7 +7,7 @@
 
 use crate::chaos::{Chaos, CALM, FAULTED_DELIVERIES};
 use shared::engine::handlers::handle_sqs;
-use shared::engine::local::{function_for, sqs_event};
+use shared::engine::local::{function_for, sqs_event, Pollers};
 use shared::engine::Deps;
 use shared::ports::{QueueId, ReceivedMessage};
 use shared::topology::Topology;
@@ -15,25 +15,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
-/// Running pollers; dropping them stops them.
-#[derive(Debug)]
-pub struct ChaosPollers {
-    handles: Vec<JoinHandle<()>>,
-}
-
-impl Drop for ChaosPollers {
-    fn drop(&mut self) {
-        for h in &self.handles {
-            h.abort();
-        }
-    }
-}
-
 /// Start one poller per queue of the topology.
-pub fn start(deps: Arc<Deps>, topology: &Topology, chaos: Arc<Chaos>) -> ChaosPollers {
+pub fn start(deps: Arc<Deps>, topology: &Topology, chaos: Arc<Chaos>) -> Pollers {
     let handles = topology
         .queues
         .iter()
@@ -44,7 +29,7 @@ pub fn start(deps: Arc<Deps>, topology: &Topology, chaos: Arc<Chaos>) -> ChaosPo
             tokio::spawn(poll(deps.clone(), chaos.clone(), spec.id, batch, concurrency, visibility))
         })
         .collect();
-    ChaosPollers { handles }
+    Pollers::from_handles(handles)
 }
 
 async fn poll(deps: Arc<Deps>, chaos: Arc<Chaos>, queue: QueueId, batch: usize, concurrency: usize, visibility: Duration) {
