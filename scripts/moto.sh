@@ -6,7 +6,7 @@
 #   CARGO_TARGET_DIR=… cargo test -p switchyard-tests --test aws_adapters
 #
 # moto_start installs moto into its own virtualenv (created on first use at
-# ${SWITCHYARD_VENV:-$HOME/.cache/switchyard/venv-moto}), starts moto's server on a free
+# ${SWITCHYARD_VENV_DIR:-$HOME/.cache/switchyard}/venv-moto), starts moto's server on a free
 # loopback port and exports AWS_ENDPOINT_URL, dummy credentials, AWS_REGION and
 # SWITCHYARD_MOTO_PID. moto_stop stops that server (the caller traps EXIT).
 #
@@ -18,7 +18,7 @@ MOTO_VERSION="${MOTO_VERSION:-5.2.5}"
 MOTO_SCRIPTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 moto_venv() {
-    echo "${SWITCHYARD_VENV:-$HOME/.cache/switchyard/venv-moto}"
+    echo "${SWITCHYARD_VENV_DIR:-$HOME/.cache/switchyard}/venv-moto"
 }
 
 # Create the venv and install moto[server] at the pinned version, unless already there.
