@@ -38,7 +38,7 @@ use crate::jobs::{Job, JobMessage};
 use crate::manifest::Manifest;
 use crate::ports::{
     AgentRuntime, Clock, Event, EventKind, OutgoingMessage, Queue, QueueError, QueueId, QueryRecord, Store, StoreError,
-    ATTR_CORRELATION_ID,
+    ATTR_CORRELATION_ID, ATTR_TRACEPARENT,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -212,6 +212,8 @@ impl Deps {
     async fn send(&self, queue: QueueId, job: Job, delay: Duration) -> Result<String, QueueError> {
         let mut attributes = BTreeMap::new();
         attributes.insert(ATTR_CORRELATION_ID.to_string(), job.query_id().to_string());
+        let span_id = (self.random_fraction() * u64::MAX as f64) as u64 | 1;
+        attributes.insert(ATTR_TRACEPARENT.to_string(), traceparent(job.query_id(), span_id));
         let message = OutgoingMessage { body: JobMessage::new(job).to_body(), delay, attributes };
         self.queue.send(queue, message).await
     }
@@ -258,6 +260,21 @@ fn event_key(stage: usize, rank: u8, name: &str, id: &str) -> String {
 /// Stage number of events after the last stage (deadline, synthesis, final).
 const END_STAGE: usize = 99;
 
+/// A W3C `traceparent` whose trace id is the query id's 32 hex digits, so every message and
+/// log line of one query share a trace; `span_id` names the sending step.
+pub fn traceparent(query_id: &str, span_id: u64) -> String {
+    let trace: String = query_id.chars().filter(char::is_ascii_hexdigit).collect::<String>().to_lowercase();
+    let trace = if trace.len() == 32 { trace } else { format!("{:0>32}", fnv_hex(query_id.as_bytes())) };
+    format!("00-{trace}-{span_id:016x}-01")
+}
+
+/// The trace id of a `traceparent`, if it is well formed.
+pub fn trace_id(traceparent: &str) -> Option<&str> {
+    let mut parts = traceparent.split('-');
+    let (version, trace) = (parts.next()?, parts.next()?);
+    (version == "00" && trace.len() == 32 && trace.chars().all(|c| c.is_ascii_hexdigit())).then_some(trace)
+}
+
 /// FNV-1a hash of bytes, hex: request fingerprints for idempotency keys.
 fn fnv_hex(bytes: &[u8]) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -266,4 +283,18 @@ fn fnv_hex(bytes: &[u8]) -> String {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_querys_traceparent_carries_its_id_as_the_trace_id() {
+        let tp = traceparent("6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f", 0xab);
+        assert_eq!(tp, "00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-00000000000000ab-01");
+        assert_eq!(trace_id(&tp), Some("6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f"));
+        assert_eq!(trace_id("junk"), None);
+        assert_eq!(trace_id("00-xyz-00000000000000ab-01"), None);
+    }
 }
