@@ -2,6 +2,7 @@
 //! classify, validate manifests.
 
 mod ask;
+mod bench;
 mod serve;
 mod setup_cmd;
 mod classify_cmd;
@@ -37,12 +38,30 @@ enum Command {
     },
     /// Benchmarks that print figures (build with --release for meaningful numbers).
     Bench {
-        /// Which benchmark: `classify` (median and p99 per query on the manifest).
+        /// `classify` (median and p99 per query), `pipeline` (embedded queries/s and latency for
+        /// k = 1..4 agents), `requests` (requests per query and cost per million queries against
+        /// the local endpoint in AWS_ENDPOINT_URL), `cold-start` (init time and peak RSS of the
+        /// function binaries beside this one), or `all`.
         #[arg(default_value = "classify")]
         suite: String,
-        /// Manifest (default: the embedded routing.yaml).
+        /// Manifest for `classify` (default: the embedded routing.yaml).
         #[arg(long)]
         manifest: Option<PathBuf>,
+        /// Print one JSON object per row instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Queries per k (pipeline: 2000; requests: 5).
+        #[arg(long)]
+        queries: Option<usize>,
+        /// Queries in flight at once (pipeline).
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        /// Only this number of agents per query (pipeline, requests).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+        k: Option<u8>,
+        /// Process starts per binary (cold-start).
+        #[arg(long, default_value_t = 20)]
+        repeat: usize,
     },
     /// The SAM template: `render` prints it from the manifest; `check FILE` reports drift.
     Infra {
@@ -120,13 +139,10 @@ async fn main() -> ExitCode {
         Command::Classify { manifest, query } => load_manifest(manifest.as_ref()).and_then(|m| {
             classify_cmd::run(&m, query, std::io::stdin().lock(), &mut std::io::stdout().lock())
         }),
-        Command::Bench { suite, manifest } => match suite.as_str() {
-            "classify" => load_manifest(manifest.as_ref()).map(|m| {
-                println!("{}", classify_cmd::run_bench(&m));
-                0
-            }),
-            other => Err(anyhow::anyhow!("unknown benchmark `{other}`; available: classify")),
-        },
+        Command::Bench { suite, manifest, json, queries, concurrency, k, repeat } => {
+            let options = bench::BenchOptions { manifest, json, queries, concurrency, k: k.map(usize::from), repeat };
+            bench::run(&suite, &options).await
+        }
         Command::Infra { action, template, manifest } => load_manifest(manifest.as_ref()).and_then(|m| match action.as_str() {
             "render" => {
                 print!("{}", infra_cmd::render(&m));

@@ -1,0 +1,949 @@
+//! `switchyard bench [suite]`: figures, never assertions.
+//!
+//! # Suites
+//! - `classify`: median and p99 per query of the embedded classifier (`classify_cmd`).
+//! - `pipeline`: the whole system in one process on the in-memory adapters, with the real
+//!   pollers, instant builtin agents and every store write: queries/s and end-to-end latency
+//!   (intake handler called → output written) for k = 1..4 agents per query.
+//! - `requests`: the same flow against a local SQS/DynamoDB endpoint (`AWS_ENDPOINT_URL`,
+//!   see `scripts/moto.sh`): requests per query counted by the adapters, handler durations, and
+//!   the cost per million queries at us-east-1 prices next to Step Functions Standard.
+//! - `cold-start`: each function binary's init time (spawn → its first
+//!   `GET /2018-06-01/runtime/invocation/next` on a local Lambda Runtime API) and peak RSS.
+//! - `all`: every suite; `requests` only when `AWS_ENDPOINT_URL` is set.
+
+use crate::ask::api_event;
+use async_trait::async_trait;
+use aws_lambda_events::encodings::Body;
+use shared::adapters::memory::{MemoryQueue, MemoryStore};
+use shared::agents::Agents;
+use shared::contracts::{OrchestratorOutput, OutputStatus};
+use shared::engine::handlers::{handle_http, handle_sqs, Function};
+use shared::engine::local::{function_for, sqs_event, start, PollerConfig};
+use shared::engine::{Deps, EngineSettings};
+use shared::manifest::Manifest;
+use shared::ports::{
+    Clock, Event, HandoffRecord, HandoffWrite, Queue, QueryRecord, Store, StoreError, TokioClock,
+};
+use shared::topology::{queue_url_env, Topology};
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// The manifest of the `pipeline` and `requests` suites: intents k1..k4 with 1..4 instant agents.
+pub const K_AGENTS_MANIFEST: &str = include_str!("../../bench/manifests/k-agents.yaml");
+const K_AGENTS_FILE: &str = "bench/manifests/k-agents.yaml";
+
+/// The question that dispatches k agents under [`K_AGENTS_MANIFEST`].
+const QUESTIONS: [(usize, &str); 4] =
+    [(1, "alpha single agent"), (2, "bravo pair of agents"), (3, "charlie trio of agents"), (4, "delta quartet of agents")];
+
+/// The four Lambda binaries.
+pub const FUNCTIONS: [&str; 4] = ["intake", "router", "agent-worker", "synthesizer"];
+
+/// Options of `switchyard bench`.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Manifest for `classify`.
+    pub manifest: Option<PathBuf>,
+    /// JSON lines instead of tables (pipeline, requests, cold-start).
+    pub json: bool,
+    /// Queries per k (pipeline; requests uses its own small default when this is unset).
+    pub queries: Option<usize>,
+    /// Queries in flight at once (pipeline).
+    pub concurrency: usize,
+    /// Only this k (pipeline, requests).
+    pub k: Option<usize>,
+    /// Process starts per binary (cold-start).
+    pub repeat: usize,
+}
+
+/// Runs a suite and prints its table; returns the exit code.
+pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
+    match suite {
+        "classify" => {
+            let manifest = crate::load_manifest(options.manifest.as_ref())?;
+            println!("{}", crate::classify_cmd::run_bench(&manifest));
+            Ok(0)
+        }
+        "pipeline" => pipeline(options).await,
+        "requests" => requests(options).await,
+        "cold-start" => cold_start(options),
+        "all" => {
+            let mut code = 0;
+            for suite in ["classify", "pipeline", "cold-start"] {
+                code = code.max(Box::pin(run(suite, options)).await?);
+            }
+            if endpoint().is_some() {
+                code = code.max(requests(options).await?);
+            } else {
+                println!("requests: skipped (AWS_ENDPOINT_URL is not set; see `switchyard bench requests`)");
+            }
+            Ok(code)
+        }
+        other => Err(anyhow::anyhow!(
+            "unknown benchmark `{other}`; available: classify, pipeline, requests, cold-start, all"
+        )),
+    }
+}
+
+fn k_manifest(text: &str) -> anyhow::Result<Arc<Manifest>> {
+    Ok(Arc::new(Manifest::from_yaml(text, K_AGENTS_FILE).map_err(|e| anyhow::anyhow!("{e}"))?))
+}
+
+fn selected(options: &BenchOptions) -> Vec<(usize, &'static str)> {
+    QUESTIONS.iter().copied().filter(|(k, _)| options.k.is_none_or(|only| only == *k)).collect()
+}
+
+/// The value at quantile `q` of sorted samples (nearest rank).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn body_text(body: &Option<Body>) -> String {
+    match body {
+        Some(Body::Text(t)) => t.clone(),
+        Some(Body::Binary(b)) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Submit `question` through the intake handler; the query id.
+async fn submit(deps: &Deps, question: &str) -> anyhow::Result<String> {
+    let headers = [("content-type".to_string(), "application/json".to_string())];
+    let body = serde_json::json!({ "query": question }).to_string();
+    let request = api_event("POST", "/v1/queries", "", &headers, Some(body), Some(("bench-user", "")))?;
+    let response = handle_http(deps, request).await;
+    let text = body_text(&response.body);
+    anyhow::ensure!(response.status_code == 202, "intake answered {}: {text}", response.status_code);
+    let accepted: serde_json::Value = serde_json::from_str(&text)?;
+    accepted["query_id"].as_str().map(str::to_string).ok_or_else(|| anyhow::anyhow!("no query_id in {text}"))
+}
+
+fn check_output(output: &OrchestratorOutput, k: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        output.status == OutputStatus::Success && output.agents_dispatched.len() == k,
+        "expected a success with {k} agents, got {:?} with {:?}",
+        output.status,
+        output.agents_dispatched
+    );
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// pipeline
+// ------------------------------------------------------------------------------------------
+
+enum Finish {
+    Waiting(oneshot::Sender<Instant>),
+    Done(Instant),
+}
+
+/// The in-memory store, telling waiters the instant a query's output is written, so the
+/// benchmark needs no polling reads of its own.
+struct FinishSignal {
+    inner: Arc<MemoryStore>,
+    finishes: Mutex<HashMap<String, Finish>>,
+}
+
+impl FinishSignal {
+    fn finishes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Finish>> {
+        self.finishes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The instant the output of `query_id` was written.
+    async fn finished(&self, query_id: &str) -> anyhow::Result<Instant> {
+        let receiver = {
+            let mut finishes = self.finishes();
+            match finishes.remove(query_id) {
+                Some(Finish::Done(at)) => return Ok(at),
+                Some(Finish::Waiting(_)) | None => {
+                    let (sender, receiver) = oneshot::channel();
+                    finishes.insert(query_id.to_string(), Finish::Waiting(sender));
+                    receiver
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), receiver)
+            .await
+            .map_err(|_| anyhow::anyhow!("query {query_id} did not finish within 60 s"))?
+            .map_err(|_| anyhow::anyhow!("query {query_id}: waiter dropped"))
+    }
+}
+
+#[async_trait]
+impl Store for FinishSignal {
+    async fn create_query(&self, query: &QueryRecord, events: &[Event]) -> Result<(), StoreError> {
+        self.inner.create_query(query, events).await
+    }
+    async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError> {
+        self.inner.get_query(query_id).await
+    }
+    async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {
+        self.inner.find_idempotency_key(user_id, key).await
+    }
+    async fn update_query(&self, query: &QueryRecord, expected_version: u64, events: &[Event]) -> Result<(), StoreError> {
+        self.inner.update_query(query, expected_version, events).await
+    }
+    async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
+        self.inner.record_handoff(record, events).await
+    }
+    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
+        self.inner.get_handoff(query_id, dispatch_id).await
+    }
+    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError> {
+        self.inner.list_handoffs(query_id).await
+    }
+    async fn finish_query(
+        &self,
+        output: &OrchestratorOutput,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        self.inner.finish_query(output, query, expected_version, events).await?;
+        let now = Instant::now();
+        let mut finishes = self.finishes();
+        match finishes.remove(&query.query_id) {
+            Some(Finish::Waiting(sender)) => {
+                let _ = sender.send(now);
+            }
+            _ => {
+                finishes.insert(query.query_id.clone(), Finish::Done(now));
+            }
+        }
+        Ok(())
+    }
+    async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
+        self.inner.get_output(query_id).await
+    }
+    async fn append_events(&self, events: &[Event]) -> Result<(), StoreError> {
+        self.inner.append_events(events).await
+    }
+    async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError> {
+        self.inner.list_events(query_id).await
+    }
+}
+
+/// One row of the pipeline table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PipelineRow {
+    /// Agents per query.
+    pub k: usize,
+    /// Queries timed.
+    pub queries: usize,
+    /// Queries in flight at once.
+    pub concurrency: usize,
+    /// Completed queries per second of wall time.
+    pub queries_per_s: f64,
+    /// Median end-to-end latency, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile end-to-end latency, microseconds.
+    pub p99_us: f64,
+    /// Store writes per query (single + transactional), as the in-memory store counts them.
+    pub store_writes_per_query: f64,
+}
+
+/// `queries` closed-loop queries, `concurrency` at a time; the latency of each.
+async fn load(deps: &Arc<Deps>, store: &Arc<FinishSignal>, question: &'static str, queries: usize, concurrency: usize) -> anyhow::Result<(Vec<f64>, String)> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for _ in 0..concurrency.max(1) {
+        let (deps, store, next) = (deps.clone(), store.clone(), next.clone());
+        clients.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut last = String::new();
+            while next.fetch_add(1, Ordering::Relaxed) < queries {
+                let started = Instant::now();
+                let id = submit(&deps, question).await?;
+                let finished = store.finished(&id).await?;
+                latencies.push(finished.saturating_duration_since(started).as_secs_f64() * 1e6);
+                last = id;
+            }
+            anyhow::Ok((latencies, last))
+        }));
+    }
+    let mut all = Vec::with_capacity(queries);
+    let mut last = String::new();
+    for client in clients {
+        let (latencies, id) = client.await??;
+        all.extend(latencies);
+        if !id.is_empty() {
+            last = id;
+        }
+    }
+    Ok((all, last))
+}
+
+/// Run the embedded pipeline for one k on a fresh system.
+pub async fn pipeline_row(k: usize, question: &'static str, queries: usize, concurrency: usize) -> anyhow::Result<PipelineRow> {
+    let manifest = k_manifest(K_AGENTS_MANIFEST)?;
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
+    let topology = Topology::for_manifest(&manifest);
+    let memory = Arc::new(MemoryStore::new(clock.clone()));
+    let store = Arc::new(FinishSignal { inner: memory.clone(), finishes: Mutex::new(HashMap::new()) });
+    let queue = Arc::new(MemoryQueue::new(&topology));
+    let agents = Arc::new(Agents::new(&manifest));
+    let deps = Arc::new(Deps::new(manifest, store.clone(), queue, clock, agents, EngineSettings::default()));
+    let _pollers = start(deps.clone(), &topology, PollerConfig::default());
+    let warmup = (queries / 10).clamp(10, 500);
+    load(&deps, &store, question, warmup, concurrency).await?;
+    let before = memory.counts();
+    let started = Instant::now();
+    let (mut latencies, last) = load(&deps, &store, question, queries, concurrency).await?;
+    let wall = started.elapsed().as_secs_f64();
+    let after = memory.counts();
+    let output = deps.store.get_output(&last).await?.ok_or_else(|| anyhow::anyhow!("no output for {last}"))?;
+    check_output(&output, k)?;
+    latencies.sort_by(f64::total_cmp);
+    let writes = (after.writes - before.writes) + (after.transact_writes - before.transact_writes);
+    Ok(PipelineRow {
+        k,
+        queries: latencies.len(),
+        concurrency,
+        queries_per_s: latencies.len() as f64 / wall,
+        p50_us: quantile(&latencies, 0.5),
+        p99_us: quantile(&latencies, 0.99),
+        store_writes_per_query: writes as f64 / latencies.len().max(1) as f64,
+    })
+}
+
+async fn pipeline(options: &BenchOptions) -> anyhow::Result<u8> {
+    let queries = options.queries.unwrap_or(2_000);
+    let mut rows = Vec::new();
+    for (k, question) in selected(options) {
+        let row = pipeline_row(k, question, queries, options.concurrency).await?;
+        if options.json {
+            println!("{}", serde_json::to_string(&row)?);
+        }
+        rows.push(row);
+    }
+    if !options.json {
+        println!(
+            "embedded pipeline ({K_AGENTS_FILE}: instant builtin agents, in-memory store and queues, real pollers; \
+             {queries} queries per k, {} in flight)",
+            options.concurrency
+        );
+        println!("{:>2} {:>12} {:>10} {:>10} {:>14}", "k", "queries/s", "p50 µs", "p99 µs", "writes/query");
+        for r in &rows {
+            println!("{:>2} {:>12.0} {:>10.0} {:>10.0} {:>14.1}", r.k, r.queries_per_s, r.p50_us, r.p99_us, r.store_writes_per_query);
+        }
+    }
+    Ok(0)
+}
+
+// ------------------------------------------------------------------------------------------
+// requests and cost
+// ------------------------------------------------------------------------------------------
+
+/// Public us-east-1 prices, USD.
+#[derive(Debug, Clone, Copy)]
+pub struct Prices {
+    /// Lambda on arm64, per GB-second (first tier).
+    pub lambda_gb_second: f64,
+    /// Lambda, per million requests (invocations).
+    pub lambda_per_million_requests: f64,
+    /// SQS standard queues, per million requests (each 64 KB chunk of a payload is a request).
+    pub sqs_per_million_requests: f64,
+    /// DynamoDB on-demand, per million write request units (1 KB; transactional: 2 per KB).
+    pub dynamodb_per_million_wru: f64,
+    /// DynamoDB on-demand, per million read request units (strongly consistent 4 KB read).
+    pub dynamodb_per_million_rru: f64,
+    /// Step Functions Standard, per million state transitions.
+    pub step_functions_per_million_transitions: f64,
+}
+
+/// The prices used, as published for us-east-1 (see the README's Performance section).
+pub const US_EAST_1: Prices = Prices {
+    lambda_gb_second: 0.000_013_333_4,
+    lambda_per_million_requests: 0.20,
+    sqs_per_million_requests: 0.40,
+    dynamodb_per_million_wru: 0.625,
+    dynamodb_per_million_rru: 0.125,
+    step_functions_per_million_transitions: 25.0,
+};
+
+/// When the prices were taken.
+pub const PRICES_TAKEN: &str = "2026-11-22";
+
+/// Memory of every function in the SAM template, MB.
+pub const FUNCTION_MEMORY_MB: f64 = 256.0;
+
+/// State transitions of the Step Functions Standard state machine doing the same flow for k
+/// agents when nothing fails: `Route` (Task: classify and plan) → `Agents` (Parallel, k
+/// branches) → k × `Agent_i` (Task with Retry and Catch; the Catch's Pass state is entered only
+/// on failure, a retry would add one transition) → `Synthesize` (Task) → `Band` (Choice on the
+/// confidence) → `Answer` (Succeed): k + 5. The deadline is the execution's `TimeoutSeconds`,
+/// free; the Lambda invocations behind the Tasks are not counted (in Switchyard's favour: SFN
+/// would still pay them).
+pub fn step_functions_transitions(k: u64) -> u64 {
+    k + 5
+}
+
+/// What one query uses, averaged over the measured queries.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Usage {
+    /// Lambda invocations (intake, router, workers, synthesizer, the deadline's synthesizer run).
+    pub invocations: f64,
+    /// Billed GB-seconds (each invocation rounded up to 1 ms, at [`FUNCTION_MEMORY_MB`]).
+    pub gb_seconds: f64,
+    /// Billed SQS requests: sends + receives that returned a message + deletes.
+    pub sqs_requests: f64,
+    /// DynamoDB write request units.
+    pub wru: f64,
+    /// DynamoDB read request units.
+    pub rru: f64,
+}
+
+/// Cost per million queries, USD.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Cost {
+    /// Lambda requests and duration.
+    pub lambda: f64,
+    /// SQS requests.
+    pub sqs: f64,
+    /// DynamoDB request units.
+    pub dynamodb: f64,
+    /// Sum of the three.
+    pub total: f64,
+    /// Step Functions Standard transitions for the same flow.
+    pub step_functions: f64,
+}
+
+/// Cost per million queries of `usage`, and of Step Functions Standard for k agents.
+pub fn cost_per_million(usage: &Usage, k: u64, prices: &Prices) -> Cost {
+    let lambda = usage.invocations * prices.lambda_per_million_requests + usage.gb_seconds * 1e6 * prices.lambda_gb_second;
+    let sqs = usage.sqs_requests * prices.sqs_per_million_requests;
+    let dynamodb = usage.wru * prices.dynamodb_per_million_wru + usage.rru * prices.dynamodb_per_million_rru;
+    let step_functions = step_functions_transitions(k) as f64 * prices.step_functions_per_million_transitions;
+    Cost { lambda, sqs, dynamodb, total: lambda + sqs + dynamodb, step_functions }
+}
+
+/// Billed GB-seconds of one invocation that ran `duration` at `memory_mb`.
+pub fn billed_gb_seconds(duration: Duration, memory_mb: f64) -> f64 {
+    let ms = (duration.as_secs_f64() * 1e3).ceil().max(1.0);
+    ms / 1e3 * memory_mb / 1024.0
+}
+
+fn endpoint() -> Option<String> {
+    std::env::var("AWS_ENDPOINT_URL").ok().filter(|e| !e.trim().is_empty())
+}
+
+/// Handler durations of the invocations the timed pollers ran.
+#[derive(Default)]
+struct Durations {
+    samples: Mutex<Vec<(&'static str, Duration)>>,
+}
+
+impl Durations {
+    fn push(&self, function: &'static str, d: Duration) {
+        self.samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((function, d));
+    }
+    fn take(&self) -> Vec<(&'static str, Duration)> {
+        std::mem::take(&mut *self.samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+fn function_name(f: Function) -> &'static str {
+    match f {
+        Function::Router => "router",
+        Function::Synthesizer => "synthesizer",
+        _ => "agent-worker",
+    }
+}
+
+/// Lambda's SQS event source, as `shared::engine::local` does it, timing each handler call.
+async fn timed_poll(deps: Arc<Deps>, queue: shared::ports::QueueId, batch: usize, durations: Arc<Durations>) {
+    let function = function_for(queue);
+    let slots = Arc::new(tokio::sync::Semaphore::new(8));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else { return };
+        let messages = match deps.queue.receive(queue, batch, Duration::from_secs(1)).await {
+            Ok(m) if !m.is_empty() => m,
+            Ok(_) => continue,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        let (deps, durations) = (deps.clone(), durations.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let event = sqs_event(queue, &messages);
+            let started = Instant::now();
+            let outcome = handle_sqs(&deps, function, event).await;
+            durations.push(function_name(function), started.elapsed());
+            let failed: HashSet<String> = match outcome {
+                Ok(r) => r.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
+                Err(_) => return,
+            };
+            for m in messages.iter().filter(|m| !failed.contains(&m.message_id)) {
+                let _ = deps.queue.delete(queue, &m.receipt_handle).await;
+            }
+        });
+    }
+}
+
+/// Approximate DynamoDB item size (attribute names + values, per the developer guide's rules).
+fn item_size(item: &HashMap<String, aws_sdk_dynamodb::types::AttributeValue>) -> usize {
+    fn value(v: &aws_sdk_dynamodb::types::AttributeValue) -> usize {
+        use aws_sdk_dynamodb::types::AttributeValue as A;
+        match v {
+            A::S(s) => s.len(),
+            A::N(n) => n.len().div_ceil(2) + 1,
+            A::B(b) => b.as_ref().len(),
+            A::Bool(_) | A::Null(_) => 1,
+            A::Ss(v) => v.iter().map(String::len).sum(),
+            A::Ns(v) => v.iter().map(|n| n.len().div_ceil(2) + 1).sum(),
+            A::L(v) => 3 + v.iter().map(|x| 1 + value(x)).sum::<usize>(),
+            A::M(m) => 3 + m.iter().map(|(k, x)| 1 + k.len() + value(x)).sum::<usize>(),
+            _ => 0,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + value(v)).sum()
+}
+
+/// One row of the requests table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RequestsRow {
+    /// Agents per query.
+    pub k: usize,
+    /// Queries measured.
+    pub queries: usize,
+    /// Per query: SQS SendMessage.
+    pub sqs_sends: f64,
+    /// Per query: ReceiveMessage requests, empty long polls of the pollers included.
+    pub sqs_receives: f64,
+    /// Per query: messages those receives returned.
+    pub sqs_messages_received: f64,
+    /// Per query: DeleteMessage.
+    pub sqs_deletes: f64,
+    /// Per query: GetItem + Query requests.
+    pub ddb_reads: f64,
+    /// Per query: PutItem + UpdateItem requests.
+    pub ddb_writes: f64,
+    /// Per query: TransactWriteItems requests.
+    pub ddb_transact_writes: f64,
+    /// Per query: items written inside transactions.
+    pub ddb_transact_items: f64,
+    /// Largest item of a query, bytes.
+    pub max_item_bytes: usize,
+    /// Mean write units per item written (1 KB steps).
+    pub wru_per_item: f64,
+    /// Handler time per query by function, ms.
+    pub handler_ms: Vec<(String, f64)>,
+    /// What a query uses, for the cost.
+    pub usage: Usage,
+    /// Cost per million queries.
+    pub cost: Cost,
+}
+
+async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
+    if endpoint().is_none() {
+        eprintln!(
+            "switchyard bench requests: AWS_ENDPOINT_URL is not set. This suite counts requests against a local \
+             SQS/DynamoDB endpoint: `source scripts/moto.sh && moto_start`, then run it again."
+        );
+        return Ok(2);
+    }
+    let queries = options.queries.unwrap_or(5).clamp(1, 50);
+    let manifest = k_manifest(&K_AGENTS_MANIFEST.replace("deadline: 600s", "deadline: 2s"))?;
+    let config = shared::adapters::aws::aws_config_from_env().await;
+    let topology = Topology::for_manifest(&manifest);
+    let prefix = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let ddb = aws_sdk_dynamodb::Client::new(&config);
+    let urls = shared::adapters::aws::ensure_resources(&ddb, &aws_sdk_sqs::Client::new(&config), &topology, &format!("{prefix}-table"), &format!("{prefix}-"))
+        .await
+        .map_err(|e| anyhow::anyhow!("creating the table and queues on {}: {e}", endpoint().unwrap_or_default()))?;
+    let system = shared::engine::aws::AwsSystem::with_resources(manifest, EngineSettings::default(), &config, &urls.table, urls.queues);
+    // A second store on its own counters, for the benchmark's own waiting reads.
+    let watcher = shared::adapters::dynamodb::DynamoStore::new(ddb.clone(), urls.table.clone());
+    let durations = Arc::new(Durations::default());
+    let pollers: Vec<_> = topology
+        .queues
+        .iter()
+        .map(|spec| tokio::spawn(timed_poll(system.deps.clone(), spec.id, spec.batch_size.clamp(1, 10) as usize, durations.clone())))
+        .collect();
+    let drained = || async {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut total = 0;
+            for spec in &topology.queues {
+                total += system.queue.depth(spec.id).await?.total();
+            }
+            if total == 0 {
+                return anyhow::Ok(());
+            }
+            anyhow::ensure!(Instant::now() < until, "{total} messages still on the queues after 30 s");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    let mut rows = Vec::new();
+    for (k, question) in selected(options) {
+        drained().await?;
+        durations.take();
+        let (q0, s0) = (system.queue.counts(), system.store.counts());
+        let mut ids = Vec::new();
+        for _ in 0..queries {
+            let started = Instant::now();
+            ids.push(submit(&system.deps, question).await?);
+            durations.push("intake", started.elapsed());
+        }
+        for id in &ids {
+            let until = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Some(output) = watcher.get_output(id).await? {
+                    check_output(&output, k)?;
+                    break;
+                }
+                anyhow::ensure!(Instant::now() < until, "query {id} did not finish within 30 s");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        // The deadline message (2 s + slack) fires and is handled before the queues drain.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        drained().await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (q1, s1) = (system.queue.counts(), system.store.counts());
+        let samples = durations.take();
+        let n = queries as f64;
+        let per = |a: u64, b: u64| (a - b) as f64 / n;
+        let mut sizes = Vec::new();
+        for id in &ids {
+            let page = ddb
+                .query()
+                .table_name(&urls.table)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("Q#{id}")))
+                .send()
+                .await?;
+            sizes.extend(page.items().iter().map(item_size));
+        }
+        let wru_per_item = if sizes.is_empty() { 1.0 } else { sizes.iter().map(|s| s.div_ceil(1024).max(1) as f64).sum::<f64>() / sizes.len() as f64 };
+        let max_item_bytes = sizes.iter().copied().max().unwrap_or(0);
+        let ddb_writes = per(s1.writes, s0.writes);
+        let ddb_transact_items = per(s1.items_written, s0.items_written) - ddb_writes;
+        let mut handler_ms: Vec<(String, f64)> = Vec::new();
+        for name in FUNCTIONS {
+            let total: f64 = samples.iter().filter(|(f, _)| *f == name).map(|(_, d)| d.as_secs_f64() * 1e3).sum();
+            handler_ms.push((name.to_string(), total / n));
+        }
+        let usage = Usage {
+            invocations: samples.len() as f64 / n,
+            gb_seconds: samples.iter().map(|(_, d)| billed_gb_seconds(*d, FUNCTION_MEMORY_MB)).sum::<f64>() / n,
+            sqs_requests: per(q1.sends, q0.sends) + per(q1.messages_received, q0.messages_received) + per(q1.deletes, q0.deletes),
+            wru: (ddb_writes + 2.0 * ddb_transact_items.max(0.0)) * wru_per_item,
+            rru: per(s1.reads, s0.reads),
+        };
+        let cost = cost_per_million(&usage, k as u64, &US_EAST_1);
+        let row = RequestsRow {
+            k,
+            queries,
+            sqs_sends: per(q1.sends, q0.sends),
+            sqs_receives: per(q1.receives, q0.receives),
+            sqs_messages_received: per(q1.messages_received, q0.messages_received),
+            sqs_deletes: per(q1.deletes, q0.deletes),
+            ddb_reads: per(s1.reads, s0.reads),
+            ddb_writes,
+            ddb_transact_writes: per(s1.transact_writes, s0.transact_writes),
+            ddb_transact_items,
+            max_item_bytes,
+            wru_per_item,
+            handler_ms,
+            usage,
+            cost,
+        };
+        if options.json {
+            println!("{}", serde_json::to_string(&row)?);
+        }
+        rows.push(row);
+    }
+    for p in pollers {
+        p.abort();
+    }
+    if !options.json {
+        print!("{}", requests_tables(&rows));
+    }
+    Ok(0)
+}
+
+fn requests_tables(rows: &[RequestsRow]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let queries = rows.first().map_or(0, |r| r.queries);
+    let _ = writeln!(s, "requests per query against {} ({queries} queries per k; deadline message included)", endpoint().unwrap_or_default());
+    let _ = writeln!(
+        s,
+        "{:>2} {:>6} {:>9} {:>9} {:>8} {:>7} {:>7} {:>9} {:>10} {:>9}",
+        "k", "sends", "receives", "received", "deletes", "reads", "writes", "transact", "tx items", "max item"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>2} {:>6.1} {:>9.1} {:>9.1} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>10.1} {:>8}B",
+            r.k, r.sqs_sends, r.sqs_receives, r.sqs_messages_received, r.sqs_deletes, r.ddb_reads, r.ddb_writes, r.ddb_transact_writes, r.ddb_transact_items, r.max_item_bytes
+        );
+    }
+    let _ = writeln!(s, "(receives: every ReceiveMessage, empty long polls of the 1 s test pollers included; Lambda's own pollers make those whatever the traffic, so the cost counts the receives that returned a message)");
+    let _ = writeln!(s, "\nhandler time per query, ms (against the local endpoint)");
+    let _ = writeln!(s, "{:>2} {:>8} {:>8} {:>13} {:>12} {:>12}", "k", "intake", "router", "agent-worker", "synthesizer", "invocations");
+    for r in rows {
+        let ms = |name: &str| r.handler_ms.iter().find(|(f, _)| f == name).map_or(0.0, |(_, v)| *v);
+        let _ = writeln!(s, "{:>2} {:>8.2} {:>8.2} {:>13.2} {:>12.2} {:>12.1}", r.k, ms("intake"), ms("router"), ms("agent-worker"), ms("synthesizer"), r.usage.invocations);
+    }
+    let p = US_EAST_1;
+    let _ = writeln!(
+        s,
+        "\ncost per million queries, USD (us-east-1 prices of {PRICES_TAKEN}: Lambda arm64 ${}/GB-s + ${}/M requests at {} MB; \
+         SQS ${}/M requests; DynamoDB on-demand ${}/M WRU, ${}/M RRU; Step Functions Standard ${}/M transitions)",
+        p.lambda_gb_second, p.lambda_per_million_requests, FUNCTION_MEMORY_MB, p.sqs_per_million_requests, p.dynamodb_per_million_wru,
+        p.dynamodb_per_million_rru, p.step_functions_per_million_transitions
+    );
+    let _ = writeln!(
+        s,
+        "{:>2} {:>9} {:>8} {:>8} {:>9} {:>10} {:>10} {:>13} {:>14} {:>7}",
+        "k", "GB-s", "WRU", "RRU", "Lambda", "SQS", "DynamoDB", "Switchyard", "SFN (trans.)", "ratio"
+    );
+    for r in rows {
+        let c = r.cost;
+        let _ = writeln!(
+            s,
+            "{:>2} {:>9.5} {:>8.1} {:>8.1} {:>9.2} {:>10.2} {:>10.2} {:>13.2} {:>8.2} ({:>2}) {:>6.1}×",
+            r.k,
+            r.usage.gb_seconds,
+            r.usage.wru,
+            r.usage.rru,
+            c.lambda,
+            c.sqs,
+            c.dynamodb,
+            c.total,
+            c.step_functions,
+            step_functions_transitions(r.k as u64),
+            c.step_functions / c.total.max(f64::MIN_POSITIVE)
+        );
+    }
+    let _ = writeln!(s, "(SFN: Route → Parallel(k × Task with Retry+Catch) → Synthesize → Choice → Succeed = k + 5 transitions; its Task Lambdas not counted)");
+    s
+}
+
+// ------------------------------------------------------------------------------------------
+// cold start
+// ------------------------------------------------------------------------------------------
+
+/// One row of the cold-start table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct InitRow {
+    /// Binary name.
+    pub function: String,
+    /// Process starts measured.
+    pub starts: usize,
+    /// Median spawn → first `/invocation/next`, ms.
+    pub init_p50_ms: f64,
+    /// Slowest of the starts, ms.
+    pub init_max_ms: f64,
+    /// Median peak RSS (VmHWM) at that moment, MB.
+    pub peak_rss_mb: f64,
+    /// Size of the release binary, MB.
+    pub binary_mb: f64,
+    /// Size of `target/lambda/<bin>/bootstrap` (arm64, cargo lambda) if built, MB.
+    pub bootstrap_mb: Option<f64>,
+}
+
+/// The environment a function gets from the SAM template, with dummy values: init reads it but
+/// makes no AWS call.
+fn function_env(bin: &str, api: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let manifest = Manifest::embedded().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let topology = Topology::for_manifest(&manifest);
+    let mut env: Vec<(String, String)> = vec![
+        ("AWS_LAMBDA_RUNTIME_API".into(), api.into()),
+        ("AWS_LAMBDA_FUNCTION_NAME".into(), bin.into()),
+        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(), "256".into()),
+        ("AWS_LAMBDA_FUNCTION_VERSION".into(), "$LATEST".into()),
+        ("AWS_LAMBDA_LOG_GROUP_NAME".into(), format!("/aws/lambda/{bin}")),
+        ("AWS_LAMBDA_LOG_STREAM_NAME".into(), "bench".into()),
+        ("AWS_REGION".into(), "us-east-1".into()),
+        ("AWS_DEFAULT_REGION".into(), "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID".into(), "bench".into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "bench".into()),
+        ("AWS_SESSION_TOKEN".into(), "bench".into()),
+        ("SWITCHYARD_TABLE".into(), "switchyard-bench".into()),
+        ("RUST_LOG".into(), "warn".into()),
+    ];
+    if let Some(tier) = manifest.tiers.first() {
+        env.push(("SWITCHYARD_TIER".into(), tier.tier.to_string()));
+    }
+    for spec in &topology.queues {
+        for id in [spec.id, spec.id.dlq()] {
+            env.push((queue_url_env(id), format!("https://sqs.us-east-1.amazonaws.com/000000000000/{}", id.name())));
+        }
+    }
+    Ok(env)
+}
+
+/// Start `binary` once; (spawn → first `GET /2018-06-01/runtime/invocation/next`, VmHWM kB).
+fn start_once(binary: &Path, bin: &str) -> anyhow::Result<(Duration, u64)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let api = listener.local_addr()?.to_string();
+    let env = function_env(bin, &api)?;
+    let started = Instant::now();
+    let mut child = std::process::Command::new(binary)
+        .env_clear()
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let outcome = (|| -> anyhow::Result<(Duration, u64)> {
+        let stream = loop {
+            match listener.accept() {
+                Ok((stream, _)) => break stream,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if let Some(status) = child.try_wait()? {
+                        let mut err = String::new();
+                        if let Some(mut e) = child.stderr.take() {
+                            let _ = e.read_to_string(&mut err);
+                        }
+                        anyhow::bail!("{bin} exited with {status} before asking for an event: {err}");
+                    }
+                    anyhow::ensure!(started.elapsed() < Duration::from_secs(10), "{bin} did not ask for an event within 10 s");
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let init = started.elapsed();
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut line = String::new();
+        BufReader::new(&stream).read_line(&mut line)?;
+        anyhow::ensure!(
+            line.starts_with("GET /2018-06-01/runtime/invocation/next"),
+            "{bin}: unexpected first request {line:?}"
+        );
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        let hwm = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        Ok((init, hwm))
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    outcome
+}
+
+fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().ok_or_else(|| anyhow::anyhow!("no directory for {}", exe.display()))?;
+    let lambda_dir = dir.parent().map(|t| t.join("lambda"));
+    let repeat = options.repeat.max(1);
+    let mut rows = Vec::new();
+    for bin in FUNCTIONS {
+        let binary = dir.join(bin);
+        if !binary.is_file() {
+            eprintln!("cold-start: {} is missing; build the workspace (cargo build --release) first", binary.display());
+            return Ok(1);
+        }
+        start_once(&binary, bin)?; // page cache warm, as on a Lambda host that has the code
+        let mut inits = Vec::new();
+        let mut hwms = Vec::new();
+        for _ in 0..repeat {
+            let (init, hwm) = start_once(&binary, bin)?;
+            inits.push(init.as_secs_f64() * 1e3);
+            hwms.push(hwm as f64 / 1024.0);
+        }
+        inits.sort_by(f64::total_cmp);
+        hwms.sort_by(f64::total_cmp);
+        let size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len() as f64 / 1e6);
+        let row = InitRow {
+            function: bin.to_string(),
+            starts: repeat,
+            init_p50_ms: quantile(&inits, 0.5),
+            init_max_ms: inits.last().copied().unwrap_or(0.0),
+            peak_rss_mb: quantile(&hwms, 0.5),
+            binary_mb: size(&binary).unwrap_or(0.0),
+            bootstrap_mb: lambda_dir.as_ref().and_then(|d| size(&d.join(bin).join("bootstrap"))),
+        };
+        if options.json {
+            println!("{}", serde_json::to_string(&row)?);
+        }
+        rows.push(row);
+    }
+    if !options.json {
+        println!(
+            "function init through a local Lambda Runtime API ({} starts each; spawn → first GET …/invocation/next; binaries in {})",
+            repeat,
+            dir.display()
+        );
+        println!("{:<13} {:>10} {:>10} {:>14} {:>11} {:>15}", "function", "init p50", "init max", "peak RSS", "binary", "arm64 bootstrap");
+        for r in &rows {
+            let boot = r.bootstrap_mb.map_or("not built".to_string(), |b| format!("{b:.2} MB"));
+            println!(
+                "{:<13} {:>7.2} ms {:>7.2} ms {:>11.1} MB {:>8.2} MB {:>15}",
+                r.function, r.init_p50_ms, r.init_max_ms, r.peak_rss_mb, r.binary_mb, boot
+            );
+        }
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_equivalent_state_machine_takes_k_plus_5_transitions() {
+        assert_eq!((1..=4).map(step_functions_transitions).collect::<Vec<_>>(), [6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn step_functions_costs_25_dollars_per_million_transitions() {
+        let cost = cost_per_million(&Usage::default(), 3, &US_EAST_1);
+        assert_eq!(cost.step_functions, 200.0);
+        assert_eq!(cost.total, 0.0);
+    }
+
+    #[test]
+    fn every_line_of_the_cost_is_its_units_times_its_price() {
+        let usage = Usage { invocations: 7.0, gb_seconds: 0.01, sqs_requests: 18.0, wru: 10.0, rru: 8.0 };
+        let cost = cost_per_million(&usage, 3, &US_EAST_1);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(cost.lambda, 7.0 * 0.20 + 0.01 * 1e6 * 0.000_013_333_4), "{cost:?}");
+        assert!(close(cost.sqs, 18.0 * 0.40), "{cost:?}");
+        assert!(close(cost.dynamodb, 10.0 * 0.625 + 8.0 * 0.125), "{cost:?}");
+        assert!(close(cost.total, cost.lambda + cost.sqs + cost.dynamodb), "{cost:?}");
+    }
+
+    #[test]
+    fn an_invocation_is_billed_in_whole_milliseconds_at_the_template_memory() {
+        assert_eq!(billed_gb_seconds(Duration::from_micros(1_200), 256.0), 0.002 * 0.25);
+        assert_eq!(billed_gb_seconds(Duration::ZERO, 256.0), 0.001 * 0.25);
+    }
+
+    #[test]
+    fn the_bench_manifest_is_valid_and_routes_each_question_to_its_k() {
+        let manifest = k_manifest(K_AGENTS_MANIFEST).expect("valid");
+        let classifier = shared::classify::Classifier::new(&manifest);
+        for (k, question) in QUESTIONS {
+            assert_eq!(classifier.classify(question).intent, format!("k{k}"));
+        }
+        assert!(k_manifest(&K_AGENTS_MANIFEST.replace("deadline: 600s", "deadline: 2s")).is_ok());
+    }
+
+    #[test]
+    fn a_dynamodb_item_size_counts_names_and_values() {
+        use aws_sdk_dynamodb::types::AttributeValue as A;
+        let item = HashMap::from([("pk".to_string(), A::S("Q#abc".into())), ("n".to_string(), A::N("12".into()))]);
+        assert_eq!(item_size(&item), 2 + 5 + 1 + 2);
+    }
+}
