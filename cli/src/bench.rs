@@ -184,6 +184,12 @@ impl Store for FinishSignal {
     async fn create_query(&self, query: &QueryRecord, events: &[Event]) -> Result<(), StoreError> {
         self.inner.create_query(query, events).await
     }
+    async fn put_manifest(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
+        self.inner.put_manifest(fingerprint, body).await
+    }
+    async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
+        self.inner.get_manifest(fingerprint).await
+    }
     async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError> {
         self.inner.get_query(query_id).await
     }
