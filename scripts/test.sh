@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 started=$(date +%s)
 step() { printf '\n==> %s  [%ss]\n' "$*" "$(( $(date +%s) - started ))"; }
 
+step "formatting (cargo fmt --check)"
+cargo fmt --all -- --check
+
 step "build the workspace (warnings fail the run)"
 log=$(mktemp)
 cargo build --workspace --all-targets 2>&1 | tee "$log"

@@ -35,7 +35,8 @@ async fn dev_identity_headers_are_ignored_unless_the_setting_turns_them_on() {
     assert_eq!(refused.status_code, 401, "{}", text_body(&refused));
     assert!(off.store.query_ids().is_empty());
 
-    let on = Embedded::new(Arc::new(scripted()), EngineSettings { dev_identity_headers: true, ..EngineSettings::default() });
+    let on =
+        Embedded::new(Arc::new(scripted()), EngineSettings { dev_identity_headers: true, ..EngineSettings::default() });
     let accepted = handle_http(&on.deps, dev_header_request("papa guarded question")).await;
     assert_eq!(accepted.status_code, 202, "{}", text_body(&accepted));
     let id = json_body(&accepted)["query_id"].as_str().expect("id").to_string();
@@ -71,7 +72,11 @@ async fn roles_from_cognito_groups_grant_an_intent_that_requires_one() {
     let jwt = request.request_context.authorizer.as_mut().and_then(|a| a.jwt.as_mut()).expect("jwt");
     jwt.claims = serde_json::from_value(json!({ "sub": "u1", "cognito:groups": "[analyst admin]" })).expect("claims");
     assert_eq!(handle_http(&system.deps, request).await.status_code, 202);
-    let r = handle_http(&system.deps, api_request("POST", "/v1/queries", "", Some(&post_body("papa guarded question")), "u1", "analyst")).await;
+    let r = handle_http(
+        &system.deps,
+        api_request("POST", "/v1/queries", "", Some(&post_body("papa guarded question")), "u1", "analyst"),
+    )
+    .await;
     assert_eq!(r.status_code, 403);
 }
 
@@ -138,10 +143,15 @@ async fn logs_at_info_level_carry_ids_and_never_the_text_of_the_question() {
 
     let text = String::from_utf8(logs.0.lock().expect("buffer").clone()).expect("utf-8 logs");
     for step in ["query accepted", "query routed", "handoff recorded", "fallback dispatched", "query answered"] {
-        let line = text.lines().find(|l| l.contains(step)).unwrap_or_else(|| panic!("no `{step}` in the logs:\n{text}"));
+        let line =
+            text.lines().find(|l| l.contains(step)).unwrap_or_else(|| panic!("no `{step}` in the logs:\n{text}"));
         assert!(line.contains(&id), "`{step}` carries the query id: {line}");
     }
-    assert!(!text.contains(secret), "the question leaked into the logs:\n{}", text.lines().filter(|l| l.contains(secret)).collect::<Vec<_>>().join("\n"));
+    assert!(
+        !text.contains(secret),
+        "the question leaked into the logs:\n{}",
+        text.lines().filter(|l| l.contains(secret)).collect::<Vec<_>>().join("\n")
+    );
     let events = serde_json::to_string(&h.system.deps.store.list_events(&id).await.expect("events")).expect("json");
     assert!(!events.contains(secret), "the event log holds ids and statuses, not the question");
 }

@@ -21,9 +21,7 @@ use shared::adapters::aws::{ensure_resources, ResourceUrls};
 use shared::adapters::dynamodb::{DynamoStore, StoreCounts};
 use shared::adapters::sqs::SqsQueue;
 use shared::manifest::Manifest;
-use shared::ports::{
-    OutgoingMessage, Queue, QueueError, QueueId, Store, ATTR_CORRELATION_ID, ATTR_TRACEPARENT,
-};
+use shared::ports::{OutgoingMessage, Queue, QueueError, QueueId, Store, ATTR_CORRELATION_ID, ATTR_TRACEPARENT};
 use shared::topology::Topology;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -99,8 +97,7 @@ async fn setup_creates_every_queue_with_its_dead_letter_queue_and_is_idempotent(
 
     // The table: keys, index, TTL.
     let described = ddb.describe_table().table_name(&table).send().await.expect("describe").table.expect("table");
-    let index_names: Vec<_> =
-        described.global_secondary_indexes().iter().filter_map(|i| i.index_name()).collect();
+    let index_names: Vec<_> = described.global_secondary_indexes().iter().filter_map(|i| i.index_name()).collect();
     assert_eq!(index_names, ["by_user"]);
     let ttl = ddb.describe_time_to_live().table_name(&table).send().await.expect("ttl");
     let ttl = ttl.time_to_live_description.expect("ttl description");
@@ -122,7 +119,10 @@ async fn setup_creates_every_queue_with_its_dead_letter_queue_and_is_idempotent(
     let redrive: serde_json::Value =
         serde_json::from_str(attributes.get(&A::RedrivePolicy).expect("redrive policy")).expect("json");
     assert_eq!(redrive["maxReceiveCount"].to_string().trim_matches('"'), spec.max_receive_count.to_string());
-    assert_eq!(redrive["deadLetterTargetArn"].as_str(), first.dead_letter_arns.get(&QueueId::tier(2)).map(String::as_str));
+    assert_eq!(
+        redrive["deadLetterTargetArn"].as_str(),
+        first.dead_letter_arns.get(&QueueId::tier(2)).map(String::as_str)
+    );
 
     // The functions' view: the adapter built from the printed environment.
     let queue = SqsQueue::from_lookup(sqs.clone(), &topology, |name| first.env.get(name).cloned()).expect("from env");
@@ -181,7 +181,8 @@ async fn dynamodb_fan_in_from_two_tasks_keeps_both_slots() {
         let a = a.await.expect("task a").expect("handoff a");
         let b = b.await.expect("task b").expect("handoff b");
         let both = std::collections::BTreeSet::from(["d-a".to_string(), "d-b".to_string()]);
-        let complete = [&a, &b].iter().filter(|w| matches!(w, HandoffWrite::Recorded { completed } if *completed == both)).count();
+        let complete =
+            [&a, &b].iter().filter(|w| matches!(w, HandoffWrite::Recorded { completed } if *completed == both)).count();
         assert_eq!(complete, 1, "exactly one task completes the fan-in: {a:?} / {b:?}");
         assert_eq!(store.get_query(&q.query_id).await.expect("read").expect("present").completed, both);
     }
@@ -240,16 +241,25 @@ async fn dynamodb_counts_its_requests_per_operation() {
     store.get_query(&q.query_id).await.expect("get");
     assert_eq!(step("get_query", &store), StoreCounts { reads: 1, ..Default::default() });
     store.update_query(&q, 0, &[e("2")]).await.expect("update");
-    assert_eq!(step("update_query", &store), StoreCounts { transact_writes: 1, items_written: 2, ..Default::default() });
+    assert_eq!(
+        step("update_query", &store),
+        StoreCounts { transact_writes: 1, items_written: 2, ..Default::default() }
+    );
     let h = store_contract::handoff(&q.query_id, "d-1", Some("d-1"));
     store.record_handoff(&h, &[e("3")]).await.expect("handoff");
-    assert_eq!(step("record_handoff", &store), StoreCounts { reads: 1, writes: 0, transact_writes: 1, items_written: 3 });
+    assert_eq!(
+        step("record_handoff", &store),
+        StoreCounts { reads: 1, writes: 0, transact_writes: 1, items_written: 3 }
+    );
     store.list_handoffs(&q.query_id).await.expect("list");
     assert_eq!(step("list_handoffs", &store), StoreCounts { reads: 1, ..Default::default() });
     store.append_events(&[e("4")]).await.expect("append");
     assert_eq!(step("append_events(1)", &store), StoreCounts { writes: 1, items_written: 1, ..Default::default() });
     store.finish_query(&store_contract::output(&q.query_id), &q, 1, &[e("5")]).await.expect("finish");
-    assert_eq!(step("finish_query", &store), StoreCounts { transact_writes: 1, items_written: 3, ..Default::default() });
+    assert_eq!(
+        step("finish_query", &store),
+        StoreCounts { transact_writes: 1, items_written: 3, ..Default::default() }
+    );
     store.list_events(&q.query_id).await.expect("events");
     assert_eq!(step("list_events", &store), StoreCounts { reads: 1, ..Default::default() });
 }
@@ -261,7 +271,10 @@ async fn dynamodb_counts_its_requests_per_operation() {
 #[tokio::test]
 async fn sqs_delivers_a_message_with_its_attributes_and_deletes_it() {
     let queue = queue(false).await;
-    let id = queue.send(QueueId::synth(), message(r#"{"v":1,"type":"synthesize","query_id":"q"}"#, Duration::ZERO)).await.expect("send");
+    let id = queue
+        .send(QueueId::synth(), message(r#"{"v":1,"type":"synthesize","query_id":"q"}"#, Duration::ZERO))
+        .await
+        .expect("send");
     let received = queue.receive(QueueId::synth(), 10, Duration::from_secs(2)).await.expect("receive");
     assert_eq!(received.len(), 1);
     let m = &received[0];
@@ -279,7 +292,10 @@ async fn sqs_delivers_a_message_with_its_attributes_and_deletes_it() {
 async fn sqs_keeps_a_delayed_message_invisible_until_its_delay_passes() {
     let queue = queue(false).await;
     queue.send(QueueId::tier(2), message("later", Duration::from_millis(1_500))).await.expect("send");
-    assert!(queue.receive(QueueId::tier(2), 1, Duration::ZERO).await.expect("receive").is_empty(), "not before its delay");
+    assert!(
+        queue.receive(QueueId::tier(2), 1, Duration::ZERO).await.expect("receive").is_empty(),
+        "not before its delay"
+    );
     assert_eq!(queue.depth(QueueId::tier(2)).await.expect("depth").delayed, 1);
     tokio::time::sleep(Duration::from_millis(2_200)).await;
     let received = queue.receive(QueueId::tier(2), 1, Duration::from_secs(3)).await.expect("receive");
@@ -303,7 +319,10 @@ async fn sqs_redelivers_after_the_visibility_timeout_and_then_dead_letters() {
     let third = queue.receive(route, 1, Duration::from_secs(1)).await.expect("third receive");
     assert!(third.is_empty(), "past max receives the message is not delivered again: {third:?}");
     let dead = queue.receive(route.dlq(), 1, Duration::from_secs(2)).await.expect("dlq receive");
-    assert_eq!(dead.iter().map(|m| (m.message_id.as_str(), m.body.as_str())).collect::<Vec<_>>(), [(id.as_str(), "poison")]);
+    assert_eq!(
+        dead.iter().map(|m| (m.message_id.as_str(), m.body.as_str())).collect::<Vec<_>>(),
+        [(id.as_str(), "poison")]
+    );
 }
 
 #[tokio::test]
@@ -366,7 +385,8 @@ async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_ha
     let topology = Topology::for_manifest(&manifest);
     let (ddb, sqs) = clients().await;
     let p = prefix();
-    let urls = ensure_resources(&ddb, &sqs, &topology, &format!("{p}-table"), &format!("{p}-")).await.expect("resources");
+    let urls =
+        ensure_resources(&ddb, &sqs, &topology, &format!("{p}-table"), &format!("{p}-")).await.expect("resources");
     let store = Arc::new(DynamoStore::new(ddb, urls.table.clone()));
     let queue = Arc::new(SqsQueue::new(sqs, urls.queues.clone()));
     let clock = Arc::new(shared::ports::TokioClock::new());

@@ -92,7 +92,8 @@ async fn a_query_completes_through_every_function_and_leaves_consistent_records_
     assert_eq!(output.agents_dispatched, ["a1", "a2", "a3", "a4"]);
     // Records: one handoff per dispatch, one output, a complete event log.
     let query = deps.store.get_query(&id).await.expect("store").expect("query");
-    let dispatches: Vec<String> = query.plan.expect("plan").all_dispatches().map(|d| d.dispatch.dispatch_id.clone()).collect();
+    let dispatches: Vec<String> =
+        query.plan.expect("plan").all_dispatches().map(|d| d.dispatch.dispatch_id.clone()).collect();
     let handoffs = deps.store.list_handoffs(&id).await.expect("store");
     assert_eq!(handoffs.len(), dispatches.len());
     for d in &dispatches {
@@ -131,7 +132,11 @@ async fn a_hanging_agent_is_ended_by_the_deadline_as_partial_on_the_real_queues(
     let id = submit(deps, "foxtrot hanging agent").await;
     let output = wait_output(deps, &id).await;
     assert_eq!(output.status, OutputStatus::Partial, "{output:#?}");
-    assert!(output.total_latency_ms >= 3_000 && output.total_latency_ms < 3_000 + 2_500, "deadline 3 s: {}", output.total_latency_ms);
+    assert!(
+        output.total_latency_ms >= 3_000 && output.total_latency_ms < 3_000 + 2_500,
+        "deadline 3 s: {}",
+        output.total_latency_ms
+    );
     let hanging = output.agent_results.iter().find(|r| r.agent_id == "hanging").expect("hanging");
     assert_eq!(hanging.status, HandoffStatus::Timeout);
     for dlq in s.system.topology.queues.iter().map(|q| q.id.dlq()) {
@@ -142,7 +147,11 @@ async fn a_hanging_agent_is_ended_by_the_deadline_as_partial_on_the_real_queues(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_message_sent_twice_to_the_real_queues_still_gives_one_output() {
     let s = setup().await;
-    let doubled = Arc::new(FaultyQueue::new(s.system.queue.clone(), QueueFaults { duplicate: 1.0, max_extra_delay: Duration::ZERO }, 3));
+    let doubled = Arc::new(FaultyQueue::new(
+        s.system.queue.clone(),
+        QueueFaults { duplicate: 1.0, max_extra_delay: Duration::ZERO },
+        3,
+    ));
     let deps = Arc::new(Deps::new(
         s.system.deps.manifest.clone(),
         s.system.store.clone(),
@@ -158,9 +167,14 @@ async fn every_message_sent_twice_to_the_real_queues_still_gives_one_output() {
     wait_drained(&s.system, Duration::from_secs(20)).await;
     let handoffs = deps.store.list_handoffs(&id).await.expect("store");
     assert_eq!(handoffs.len(), 2, "one handoff per dispatch");
-    let finals = deps.store.list_events(&id).await.expect("store").into_iter().filter(|e| e.kind == EventKind::Final).count();
+    let finals =
+        deps.store.list_events(&id).await.expect("store").into_iter().filter(|e| e.kind == EventKind::Final).count();
     assert_eq!(finals, 1);
-    assert_eq!(deps.store.get_output(&id).await.expect("store"), Some(output), "the output was written once and never replaced");
+    assert_eq!(
+        deps.store.get_output(&id).await.expect("store"),
+        Some(output),
+        "the output was written once and never replaced"
+    );
 }
 
 /// Requests per completed query for k = 1..4 agents, counted by the adapters themselves
@@ -171,7 +185,12 @@ async fn requests_per_query_stay_within_k_plus_3_sends_and_2k_plus_4_writes() {
     let _p = pollers(s.system.deps.clone(), &s.system);
     let deps = &s.system.deps;
     println!("k  sqs_sends  sqs_receives  sqs_deletes  ddb_reads  ddb_writes  ddb_transact_writes");
-    for (k, question) in [(1u64, "alpha single agent"), (2, "bravo pair of agents"), (3, "charlie trio of agents"), (4, "delta quartet of agents")] {
+    for (k, question) in [
+        (1u64, "alpha single agent"),
+        (2, "bravo pair of agents"),
+        (3, "charlie trio of agents"),
+        (4, "delta quartet of agents"),
+    ] {
         wait_drained(&s.system, Duration::from_secs(15)).await;
         let (q0, s0) = (s.system.queue.counts(), s.system.store.counts());
         let id = submit(deps, question).await;

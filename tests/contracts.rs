@@ -85,7 +85,9 @@ fn a_parsed_query_and_orchestrator_input_round_trip_with_every_entity_source() {
 
 #[test]
 fn handoff_statuses_include_timeout_and_blocked_and_refuse_anything_else() {
-    for (wire, status) in [("timeout", HandoffStatus::Timeout), ("blocked", HandoffStatus::Blocked), ("partial", HandoffStatus::Partial)] {
+    for (wire, status) in
+        [("timeout", HandoffStatus::Timeout), ("blocked", HandoffStatus::Blocked), ("partial", HandoffStatus::Partial)]
+    {
         assert_eq!(serde_json::from_value::<HandoffStatus>(Value::String(wire.into())).ok(), Some(status));
     }
     assert!(serde_json::from_value::<HandoffStatus>(Value::String("exploded".into())).is_err());
@@ -104,7 +106,8 @@ fn error_categories_have_the_seed_000_wire_names() {
     .iter()
     .map(|c| serde_json::to_value(c).expect("serializes"))
     .collect();
-    let expected = ["invalid_input", "routing_failed", "agent_timeout", "agent_error", "synthesis_failed", "qc_gate_blocked"];
+    let expected =
+        ["invalid_input", "routing_failed", "agent_timeout", "agent_error", "synthesis_failed", "qc_gate_blocked"];
     assert_eq!(names, expected.map(|n| Value::String(n.into())));
 }
 

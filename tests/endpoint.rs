@@ -10,7 +10,8 @@ use tokio::net::TcpStream;
 use tokio::sync::OnceCell;
 
 /// How to run tests that need the endpoint.
-pub const HOW_TO_RUN: &str = "run these tests through scripts/test.sh or scripts/test-aws.sh (or `source scripts/moto.sh && \
+pub const HOW_TO_RUN: &str =
+    "run these tests through scripts/test.sh or scripts/test-aws.sh (or `source scripts/moto.sh && \
      moto_start && trap moto_stop EXIT` first), which start a local moto server and set AWS_ENDPOINT_URL";
 
 /// `host:port` of `AWS_ENDPOINT_URL`; panics (fails the test) when it is not set.
@@ -25,7 +26,8 @@ pub fn authority() -> String {
 /// One HTTP/1.1 POST without a body; answers the status line.
 pub async fn post(authority: &str, path: &str) -> std::io::Result<String> {
     let mut stream = tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(authority)).await??;
-    let request = format!("POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let request =
+        format!("POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await?;
     let mut response = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await??;
@@ -43,7 +45,9 @@ pub async fn ready() {
             let authority = authority();
             match post(&authority, "/moto-api/reset").await {
                 Ok(status) if status.contains(" 200") => {}
-                Ok(status) => panic!("POST /moto-api/reset on {authority} answered {status:?}: is it a moto server? {HOW_TO_RUN}"),
+                Ok(status) => {
+                    panic!("POST /moto-api/reset on {authority} answered {status:?}: is it a moto server? {HOW_TO_RUN}")
+                }
                 Err(e) => panic!("nothing answers at {authority} ({e}): {HOW_TO_RUN}"),
             }
         })

@@ -58,7 +58,14 @@ async fn the_orchestrator_re_consults_the_needs_expert_then_asks_the_supplier_fo
     assert!(output.response_text.contains("lead time"), "{}", output.response_text);
     assert_eq!(
         output.agents_dispatched,
-        ["extraction_expert", "escalation_expert", "negotiation_orchestrator", "needs_expert", "negotiation_orchestrator", "response_crafter"]
+        [
+            "extraction_expert",
+            "escalation_expert",
+            "negotiation_orchestrator",
+            "needs_expert",
+            "negotiation_orchestrator",
+            "response_crafter"
+        ]
     );
 }
 
@@ -73,7 +80,8 @@ async fn a_final_offer_that_never_settles_escalates_at_max_iterations() {
     assert_eq!(deliberation["action"], "escalate");
     assert!(output.response_text.contains("manager"), "the crafter drafts the hand-over: {}", output.response_text);
     let log = events(&h, &output).await;
-    let escalation = log.iter().find(|e| e.kind == EventKind::Step && e.detail["escalated"] == true).expect("an escalation event");
+    let escalation =
+        log.iter().find(|e| e.kind == EventKind::Step && e.detail["escalated"] == true).expect("an escalation event");
     assert_eq!(escalation.detail["iteration"], 3);
 }
 
@@ -91,17 +99,25 @@ async fn experts_never_see_fields_outside_their_input_lists() {
             continue;
         }
         experts_seen += 1;
-        let allowed: BTreeSet<&str> = agent.inputs.iter().flatten().map(String::as_str).chain(["additional_question"]).collect();
-        let seen: BTreeSet<&str> = d.dispatch.payload.context.as_object().expect("object").keys().map(String::as_str).collect();
+        let allowed: BTreeSet<&str> =
+            agent.inputs.iter().flatten().map(String::as_str).chain(["additional_question"]).collect();
+        let seen: BTreeSet<&str> =
+            d.dispatch.payload.context.as_object().expect("object").keys().map(String::as_str).collect();
         assert!(seen.is_subset(&allowed), "{} saw {seen:?}, may see {allowed:?}", agent.id);
     }
     assert_eq!(experts_seen, 3);
-    let extraction = plan.all_dispatches().find(|d| d.dispatch.target_agent == "extraction_expert").expect("extraction");
+    let extraction =
+        plan.all_dispatches().find(|d| d.dispatch.target_agent == "extraction_expert").expect("extraction");
     for hidden in ["negotiation_rules", "order_context", "escalation_triggers"] {
         assert!(extraction.dispatch.payload.context.get(hidden).is_none(), "extraction saw {hidden}");
     }
-    let orchestrator = plan.all_dispatches().find(|d| d.dispatch.target_agent == "negotiation_orchestrator").expect("orchestrator");
-    assert_eq!(orchestrator.dispatch.payload.context["order_context"]["target_price"], json!(4.0), "the orchestrator sees everything");
+    let orchestrator =
+        plan.all_dispatches().find(|d| d.dispatch.target_agent == "negotiation_orchestrator").expect("orchestrator");
+    assert_eq!(
+        orchestrator.dispatch.payload.context["order_context"]["target_price"],
+        json!(4.0),
+        "the orchestrator sees everything"
+    );
 }
 
 // ---- seed 003: unified chat -----------------------------------------------------------------
@@ -113,13 +129,15 @@ async fn the_critic_rejects_the_first_draft_then_accepts_the_revision() {
     assert_eq!(output.status, OutputStatus::Success, "{output:#?}");
     assert!(output.response_text.contains("§4.2"), "the revised answer: {}", output.response_text);
     let critique = orchestration(&output, "critique");
-    let verdicts: Vec<&str> = critique["rounds"].as_array().expect("rounds").iter().filter_map(|r| r["verdict"].as_str()).collect();
+    let verdicts: Vec<&str> =
+        critique["rounds"].as_array().expect("rounds").iter().filter_map(|r| r["verdict"].as_str()).collect();
     assert_eq!(verdicts, ["reject", "accept"]);
     assert_eq!(critique["revisions"], 1);
     assert!(critique["summary"].as_str().is_some_and(|s| s.contains("one revision")), "{critique:#}");
     assert_eq!(output.agents_dispatched, ["policy_answerer", "answer_critic", "policy_answerer", "answer_critic"]);
     let log = events(&h, &output).await;
-    let critiques: Vec<&Value> = log.iter().filter(|e| e.kind == EventKind::Critique).map(|e| &e.detail["verdict"]).collect();
+    let critiques: Vec<&Value> =
+        log.iter().filter(|e| e.kind == EventKind::Critique).map(|e| &e.detail["verdict"]).collect();
     assert_eq!(critiques, [&json!("reject"), &json!("accept")]);
     let usage = output.agent_results.iter().find(|r| r.agent_id == "policy_answerer").expect("answerer");
     assert_eq!(usage.attempts, 1);
@@ -132,7 +150,10 @@ async fn a_question_asking_for_a_password_gets_the_guardrails_safe_reply_and_not
     let h = Harness::start(example("rag-manager"));
     let output = ask_as(&h, "What is the admin password for the annual report portal?", "").await;
     assert_eq!(output.status, OutputStatus::Failed);
-    assert_eq!(output.response_text, "I can't help with passwords or account access. Please contact the IT service desk.");
+    assert_eq!(
+        output.response_text,
+        "I can't help with passwords or account access. Please contact the IT service desk."
+    );
     assert_eq!(output.error.as_ref().map(|e| e.category), Some(ErrorCategory::GuardrailBlocked));
     assert_eq!(output.agents_dispatched, ["input_guard"]);
 }
@@ -143,7 +164,11 @@ async fn an_incoherent_question_fails_politely_without_calling_any_specialist() 
     let output = ask_as(&h, "purple revenue sideways the report of?", "").await;
     assert_eq!(output.status, OutputStatus::Failed);
     assert_eq!(output.error.as_ref().map(|e| e.category), Some(ErrorCategory::IncoherentQuery));
-    assert!(output.response_text.starts_with("Sorry — I couldn't make sense of that question"), "{}", output.response_text);
+    assert!(
+        output.response_text.starts_with("Sorry — I couldn't make sense of that question"),
+        "{}",
+        output.response_text
+    );
     assert_eq!(output.agents_dispatched, ["input_guard", "query_planner"], "no retrieval, rerank or synthesis");
 }
 
@@ -157,7 +182,13 @@ async fn a_coherent_question_passes_both_guardrails_and_ends_in_seed_001s_medium
     assert!(output.caveats.iter().any(|c| c.starts_with("Moderate confidence")), "{:?}", output.caveats);
     assert_eq!(orchestration(&output, "coherence")["revised_query"], "revenue growth by segment in the annual report");
     let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
-    let retriever = query.plan.expect("plan").all_dispatches().find(|d| d.dispatch.target_agent == "hybrid_retriever").cloned().expect("retriever");
+    let retriever = query
+        .plan
+        .expect("plan")
+        .all_dispatches()
+        .find(|d| d.dispatch.target_agent == "hybrid_retriever")
+        .cloned()
+        .expect("retriever");
     assert_eq!(retriever.dispatch.payload.context["revised_query"], "revenue growth by segment in the annual report");
 }
 
@@ -172,14 +203,22 @@ async fn the_planted_market_size_contradiction_is_flagged_and_memory_never_delay
     assert_eq!(sources["retrieval_status"], "success");
     let contradictions = sources["contradictions"].as_array().expect("contradictions");
     assert_eq!(contradictions.len(), 1, "{sources:#}");
-    let values: BTreeSet<u64> = [&contradictions[0]["a"]["value"], &contradictions[0]["b"]["value"]].iter().filter_map(|v| v.as_f64()).map(|v| v as u64).collect();
+    let values: BTreeSet<u64> = [&contradictions[0]["a"]["value"], &contradictions[0]["b"]["value"]]
+        .iter()
+        .filter_map(|v| v.as_f64())
+        .map(|v| v as u64)
+        .collect();
     assert_eq!(values, BTreeSet::from([50, 100]));
     assert!(output.caveats.iter().any(|c| c.starts_with("Sources disagree")), "{:?}", output.caveats);
     assert!(output.response_text.contains("disagree"), "multi-perspective answer: {}", output.response_text);
     assert_eq!(sources["original_chunk_count"], 7);
     assert_eq!(sources["filtered_chunk_count"], 5, "the duplicate and the weak memory chunk are dropped: {sources:#}");
     assert_eq!(orchestration(&output, "memory")["dispatched"], true);
-    assert!(output.total_latency_ms < 20_000, "the 20 s memory step did not delay the answer: {} ms", output.total_latency_ms);
+    assert!(
+        output.total_latency_ms < 20_000,
+        "the 20 s memory step did not delay the answer: {} ms",
+        output.total_latency_ms
+    );
     // The memory step still runs to completion after the answer.
     tokio::time::sleep(std::time::Duration::from_secs(30)).await;
     let handoffs = h.system.deps.store.list_handoffs(&output.query_id).await.expect("handoffs");
@@ -215,7 +254,11 @@ async fn the_total_budget_ends_retrieval_even_when_a_source_may_take_longer() {
     let output = ask_as(&h, "How big is the solid-state battery market?", "").await;
     assert_eq!(output.status, OutputStatus::Partial, "{output:#?}");
     assert_eq!(orchestration(&output, "sources")["sources_failed"], json!(["web_source"]));
-    assert!((30_000..60_000).contains(&output.total_latency_ms), "the 30 s budget, not the 120 s timeout: {} ms", output.total_latency_ms);
+    assert!(
+        (30_000..60_000).contains(&output.total_latency_ms),
+        "the 30 s budget, not the 120 s timeout: {} ms",
+        output.total_latency_ms
+    );
 }
 
 // ---- seed 000: cascade classification --------------------------------------------------------
@@ -238,7 +281,10 @@ async fn the_cascade_consults_the_llm_classifier_only_for_ambiguous_questions() 
     assert_eq!(vague.status, OutputStatus::Success, "{vague:#?}");
     assert!(vague.agents_dispatched.contains(&"causal_impact".to_string()));
     let log = events(&h, &vague).await;
-    let cascade = log.iter().find(|e| e.kind == EventKind::Route && e.detail["stage"] == "llm").expect("a route event from the cascade");
+    let cascade = log
+        .iter()
+        .find(|e| e.kind == EventKind::Route && e.detail["stage"] == "llm")
+        .expect("a route event from the cascade");
     assert_eq!(cascade.detail["confidence"], 0.78);
 }
 
@@ -295,7 +341,11 @@ async fn a_model_answer_that_is_not_json_becomes_a_failed_handoff_with_the_raw_t
 // ---- at-least-once delivery ------------------------------------------------------------------
 
 /// An embedded system whose queues duplicate and reorder, with a store that counts effects.
-fn faulty(manifest: Manifest, faults: shared::adapters::faults::QueueFaults, seed: u64) -> (Harness, std::sync::Arc<ObservedStore>) {
+fn faulty(
+    manifest: Manifest,
+    faults: shared::adapters::faults::QueueFaults,
+    seed: u64,
+) -> (Harness, std::sync::Arc<ObservedStore>) {
     use shared::adapters::faults::FaultyQueue;
     use shared::adapters::memory::{MemoryQueue, MemoryStore};
     use std::sync::Arc;
@@ -307,7 +357,8 @@ fn faulty(manifest: Manifest, faults: shared::adapters::faults::QueueFaults, see
     let observed = Arc::new(ObservedStore::new(store.clone()));
     let queue = Arc::new(MemoryQueue::new(&topology));
     let port = Arc::new(FaultyQueue::new(queue.clone(), faults, seed));
-    let deps = shared::engine::Deps::new(manifest, observed.clone(), port, clock, agents, Default::default()).with_seed(seed);
+    let deps =
+        shared::engine::Deps::new(manifest, observed.clone(), port, clock, agents, Default::default()).with_seed(seed);
     let system = shared::engine::local::Embedded { deps: Arc::new(deps), store, queue, topology };
     (Harness::from_system(system), observed)
 }
@@ -323,7 +374,10 @@ async fn every_step_of_every_mode_is_taken_once_when_every_message_is_delivered_
         ("e2i", "Things got worse lately, no?", 3),
     ];
     for (name, question, dispatches) in cases {
-        let faults = shared::adapters::faults::QueueFaults { duplicate: 1.0, max_extra_delay: std::time::Duration::from_millis(500) };
+        let faults = shared::adapters::faults::QueueFaults {
+            duplicate: 1.0,
+            max_extra_delay: std::time::Duration::from_millis(500),
+        };
         let (h, observed) = faulty(example(name), faults, 5);
         let output = ask_as(&h, question, "").await;
         tokio::time::sleep(std::time::Duration::from_secs(60)).await; // every duplicate arrives
@@ -331,7 +385,12 @@ async fn every_step_of_every_mode_is_taken_once_when_every_message_is_delivered_
         assert_eq!(observed.synth_claims.load(Ordering::SeqCst), 1, "{name}: one synthesis");
         let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
         let plan = query.plan.expect("plan");
-        assert_eq!(plan.all_dispatches().count(), dispatches, "{name}: each step planned once: {:?}", output.agents_dispatched);
+        assert_eq!(
+            plan.all_dispatches().count(),
+            dispatches,
+            "{name}: each step planned once: {:?}",
+            output.agents_dispatched
+        );
         let handoffs = h.system.deps.store.list_handoffs(&output.query_id).await.expect("handoffs");
         assert_eq!(handoffs.len(), dispatches, "{name}: one handoff per dispatch");
         assert_eq!(h.system.deps.store.get_output(&output.query_id).await.expect("store"), Some(output));

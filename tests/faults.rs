@@ -14,8 +14,8 @@ use shared::engine::Deps;
 use shared::jobs::{Job, JobMessage};
 use shared::manifest::{Agent, Manifest};
 use shared::ports::{
-    AgentError, AgentReply, AgentRuntime, Event, EventKind, HandoffRecord, HandoffWrite, OutgoingMessage, Queue, QueueDepth,
-    QueueError, QueueId, QueryRecord, QueryStatus, ReceivedMessage, Store, StoreError, TokioClock,
+    AgentError, AgentReply, AgentRuntime, Event, EventKind, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord,
+    QueryStatus, Queue, QueueDepth, QueueError, QueueId, ReceivedMessage, Store, StoreError, TokioClock,
 };
 use shared::topology::Topology;
 use std::collections::BTreeMap;
@@ -56,7 +56,11 @@ fn quiet_injected_crashes() {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            let text = info.payload().downcast_ref::<String>().map(String::as_str).or_else(|| info.payload().downcast_ref::<&str>().copied());
+            let text = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied());
             if !text.is_some_and(|t| t.starts_with(CRASH)) {
                 previous(info);
             }
@@ -113,7 +117,9 @@ impl TrippedStore {
         let fault = self.rule.lock().expect("rule").as_ref().and_then(|rule| rule(&Call { op, n, handoff }));
         match fault {
             Some(Fault::CrashBefore) => panic!("{CRASH} before {op}"),
-            Some(Fault::Unavailable) => Err(StoreError::Unavailable { message: format!("test: {op} unavailable"), source: None }),
+            Some(Fault::Unavailable) => {
+                Err(StoreError::Unavailable { message: format!("test: {op} unavailable"), source: None })
+            }
             other => Ok(other),
         }
     }
@@ -121,7 +127,10 @@ impl TrippedStore {
     fn after<T>(&self, op: &str, fault: Option<Fault>, result: Result<T, StoreError>) -> Result<T, StoreError> {
         match (fault, result) {
             (Some(Fault::CrashAfter), Ok(_)) => panic!("{CRASH} after {op}"),
-            (Some(Fault::Ambiguous), Ok(_)) => Err(StoreError::Unavailable { message: format!("test: {op} applied, reported unavailable"), source: None }),
+            (Some(Fault::Ambiguous), Ok(_)) => Err(StoreError::Unavailable {
+                message: format!("test: {op} applied, reported unavailable"),
+                source: None,
+            }),
             (_, result) => result,
         }
     }
@@ -162,7 +171,13 @@ impl Store for TrippedStore {
     async fn list_handoffs(&self, q: &str) -> Result<Vec<HandoffRecord>, StoreError> {
         self.inner.list_handoffs(q).await
     }
-    async fn finish_query(&self, o: &OrchestratorOutput, q: &QueryRecord, v: u64, e: &[Event]) -> Result<(), StoreError> {
+    async fn finish_query(
+        &self,
+        o: &OrchestratorOutput,
+        q: &QueryRecord,
+        v: u64,
+        e: &[Event],
+    ) -> Result<(), StoreError> {
         let f = self.before("finish_query", None)?;
         let r = self.inner.finish_query(o, q, v, e).await;
         if r.is_ok() {
@@ -259,7 +274,11 @@ fn rig_with(manifest: Manifest, duplicate: bool, agents: Arc<dyn AgentRuntime>) 
     let memory_store = Arc::new(MemoryStore::new(clock.clone()));
     let store = Arc::new(TrippedStore::new(memory_store.clone()));
     let memory_queue = Arc::new(MemoryQueue::new(&topology));
-    let queue = Arc::new(RecordingQueue { inner: memory_queue.clone(), sent: Mutex::new(Vec::new()), refuse: Mutex::new(None) });
+    let queue = Arc::new(RecordingQueue {
+        inner: memory_queue.clone(),
+        sent: Mutex::new(Vec::new()),
+        refuse: Mutex::new(None),
+    });
     let port: Arc<dyn Queue> = if duplicate {
         Arc::new(FaultyQueue::new(queue.clone(), QueueFaults { duplicate: 1.0, max_extra_delay: Duration::ZERO }, 1))
     } else {
@@ -335,14 +354,23 @@ impl Rig {
         let handoffs = self.system.store.list_handoffs(query_id).await.expect("handoffs");
         for d in plan.all_dispatches() {
             let id = &d.dispatch.dispatch_id;
-            assert_eq!(handoffs.iter().filter(|h| &h.handoff.dispatch_id == id).count(), 1, "{} has one handoff", d.dispatch.target_agent);
+            assert_eq!(
+                handoffs.iter().filter(|h| &h.handoff.dispatch_id == id).count(),
+                1,
+                "{} has one handoff",
+                d.dispatch.target_agent
+            );
             assert_eq!(self.store.handoffs_written(id), 1, "{}'s handoff was written once", d.dispatch.target_agent);
         }
     }
 }
 
 fn result<'a>(output: &'a OrchestratorOutput, agent: &str) -> &'a shared::contracts::AgentResult {
-    output.agent_results.iter().find(|r| r.agent_id == agent).unwrap_or_else(|| panic!("no result for {agent}: {output:#?}"))
+    output
+        .agent_results
+        .iter()
+        .find(|r| r.agent_id == agent)
+        .unwrap_or_else(|| panic!("no result for {agent}: {output:#?}"))
 }
 
 fn is_dispatch_to(plan_dispatch: &AgentDispatch) -> impl Fn(&Job) -> bool + '_ {
@@ -406,14 +434,21 @@ async fn a_worker_killed_after_writing_its_handoff_before_the_ack_is_redelivered
 async fn a_worker_killed_before_writing_is_retried_and_after_max_receives_is_dead_lettered_with_the_dispatch_failed() {
     let rig = rig().start();
     // The agent's answer never reaches the store; only the engine's give-up record does.
-    rig.store.trip(|c| (c.op == "record_handoff" && c.handoff.is_some_and(|h| h.handoff.execution.status == HandoffStatus::Success)).then_some(Fault::Unavailable));
+    rig.store.trip(|c| {
+        (c.op == "record_handoff" && c.handoff.is_some_and(|h| h.handoff.execution.status == HandoffStatus::Success))
+            .then_some(Fault::Unavailable)
+    });
     let id = rig.submit("alpha steady question").await;
     let output = rig.output(&id).await;
     let steady = result(&output, "steady");
     assert_eq!(steady.status, HandoffStatus::Failed);
     assert!(steady.error.as_deref().is_some_and(|e| e.contains("failed on all 5 deliveries")), "{:?}", steady.error);
     assert_eq!(output.status, OutputStatus::Failed);
-    assert_eq!(rig.store.calls("record_handoff"), 6, "five deliveries tried to write, the last one also recorded the failure");
+    assert_eq!(
+        rig.store.calls("record_handoff"),
+        6,
+        "five deliveries tried to write, the last one also recorded the failure"
+    );
     tokio::time::sleep(rig.visibility(QueueId::tier(2)) * 2).await;
     assert_eq!(rig.system.queue.peek(QueueId::tier(2).dlq()).len(), 1, "the job is in the dead-letter queue");
     assert_eq!(rig.depth(QueueId::tier(2)).await.total(), 0);
@@ -429,11 +464,22 @@ async fn one_poison_message_in_a_batch_of_ten_is_the_only_one_retried_and_then_d
         ids.push(rig.submit("alpha steady question").await);
     }
     let poison = "{\"v\":1,\"type\":\"route\",\"query_id\":\"' OR 1=1 --\"}";
-    rig.system.queue.send(QueueId::route(), OutgoingMessage { body: poison.into(), delay: Duration::ZERO, attributes: BTreeMap::new() }).await.expect("send");
+    rig.system
+        .queue
+        .send(
+            QueueId::route(),
+            OutgoingMessage { body: poison.into(), delay: Duration::ZERO, attributes: BTreeMap::new() },
+        )
+        .await
+        .expect("send");
     let batch = rig.system.queue.receive(QueueId::route(), 10, Duration::ZERO).await.expect("receive");
     assert_eq!(batch.len(), 10, "one batch of ten");
     invoke(rig.deps().clone(), QueueId::route(), Function::Router, batch).await;
-    assert_eq!(rig.depth(QueueId::route()).await, QueueDepth { visible: 0, in_flight: 1, delayed: 0 }, "only the poison message stays");
+    assert_eq!(
+        rig.depth(QueueId::route()).await,
+        QueueDepth { visible: 0, in_flight: 1, delayed: 0 },
+        "only the poison message stays"
+    );
     for id in &ids {
         assert_eq!(rig.query(id).await.status, QueryStatus::Routed);
     }
@@ -468,7 +514,10 @@ async fn a_handler_panic_redelivers_its_whole_batch_and_the_duplicates_are_harml
         assert_eq!(output.status, OutputStatus::Success);
         latencies.push(output.total_latency_ms);
     }
-    assert!(latencies.iter().any(|l| *l >= rig.visibility(QueueId::route()).as_millis() as u64), "one query waited for the redelivery: {latencies:?}");
+    assert!(
+        latencies.iter().any(|l| *l >= rig.visibility(QueueId::route()).as_millis() as u64),
+        "one query waited for the redelivery: {latencies:?}"
+    );
     tokio::time::sleep(Duration::from_secs(4 * 3_600)).await;
     assert_eq!(rig.store.outputs.load(Ordering::SeqCst), 3);
     assert_eq!(rig.store.claims.load(Ordering::SeqCst), 3);
@@ -487,7 +536,11 @@ async fn an_agent_past_the_deadline_is_a_timeout_and_its_late_answer_changes_not
     let id = rig.submit("echo late question").await;
     let output = rig.output(&id).await;
     assert_eq!(output.status, OutputStatus::Partial);
-    assert!((5_000..=6_000).contains(&output.total_latency_ms), "deadline 5 s + slack 1 s: {}", output.total_latency_ms);
+    assert!(
+        (5_000..=6_000).contains(&output.total_latency_ms),
+        "deadline 5 s + slack 1 s: {}",
+        output.total_latency_ms
+    );
     assert_eq!(result(&output, "latecomer").status, HandoffStatus::Timeout);
     tokio::time::sleep(Duration::from_secs(120)).await; // the latecomer answers at 30 s
     assert_eq!(rig.system.store.get_output(&id).await.expect("store"), Some(output));
@@ -584,24 +637,35 @@ async fn an_ambiguous_store_error_on_the_fan_in_update_is_retried_idempotently()
 // ---- 11 --------------------------------------------------------------------------------------
 
 #[tokio::test(start_paused = true)]
-async fn a_queue_send_failing_after_the_store_write_is_repaired_by_the_route_job_redelivery_with_the_same_dispatch_ids() {
+async fn a_queue_send_failing_after_the_store_write_is_repaired_by_the_route_job_redelivery_with_the_same_dispatch_ids()
+{
     let rig = rig();
     let refused = Arc::new(AtomicU32::new(0));
     let counter = refused.clone();
     // The second dispatch of the plan fails to send, once, after the plan was written.
     let seen = Arc::new(AtomicU32::new(0));
     *rig.queue.refuse.lock().expect("refuse") = Some(Box::new(move |_, job| {
-        matches!(job, Job::Dispatch { .. }) && seen.fetch_add(1, Ordering::SeqCst) == 1 && counter.fetch_add(1, Ordering::SeqCst) == 0
+        matches!(job, Job::Dispatch { .. })
+            && seen.fetch_add(1, Ordering::SeqCst) == 1
+            && counter.fetch_add(1, Ordering::SeqCst) == 0
     }));
     let rig = rig.start();
     let id = rig.submit("bravo pair question").await;
     let output = rig.output(&id).await;
     assert_eq!(refused.load(Ordering::SeqCst), 1, "a send was refused");
     assert_eq!(output.status, OutputStatus::Success);
-    assert!(output.total_latency_ms >= rig.visibility(QueueId::route()).as_millis() as u64, "repaired by the redelivered route job");
+    assert!(
+        output.total_latency_ms >= rig.visibility(QueueId::route()).as_millis() as u64,
+        "repaired by the redelivered route job"
+    );
     let plan = rig.query(&id).await.plan.expect("plan");
     for d in plan.all_dispatches() {
-        assert_eq!(rig.queue.count(is_dispatch_to(&d.dispatch)), 1, "{} was sent once, under its planned id", d.dispatch.target_agent);
+        assert_eq!(
+            rig.queue.count(is_dispatch_to(&d.dispatch)),
+            1,
+            "{} was sent once, under its planned id",
+            d.dispatch.target_agent
+        );
     }
     rig.assert_one_handoff_per_dispatch(&id).await;
 }
@@ -616,7 +680,10 @@ async fn a_synthesizer_that_crashes_mid_run_is_resumed_and_the_output_written_on
     let id = rig.submit("bravo pair question").await;
     let output = rig.output(&id).await;
     assert_eq!(output.status, OutputStatus::Success);
-    assert!(output.total_latency_ms >= rig.visibility(QueueId::synth()).as_millis() as u64, "resumed after the redelivery");
+    assert!(
+        output.total_latency_ms >= rig.visibility(QueueId::synth()).as_millis() as u64,
+        "resumed after the redelivery"
+    );
     assert_eq!(rig.store.claims.load(Ordering::SeqCst), 2, "the stale claim was taken over");
     assert_eq!(rig.store.outputs.load(Ordering::SeqCst), 1);
     assert_eq!(rig.query(&id).await.status, QueryStatus::Done);
@@ -675,7 +742,8 @@ async fn payloads_at_the_sqs_and_dynamodb_limits_are_handled_as_documented() {
 
     // SQS: a message over 1 MiB is refused by the queue; a body over the job limit is a batch
     // item failure, never a crash.
-    let big = OutgoingMessage { body: "x".repeat(MAX_MESSAGE_BYTES + 1), delay: Duration::ZERO, attributes: BTreeMap::new() };
+    let big =
+        OutgoingMessage { body: "x".repeat(MAX_MESSAGE_BYTES + 1), delay: Duration::ZERO, attributes: BTreeMap::new() };
     assert!(matches!(rig.system.queue.send(QueueId::route(), big).await, Err(QueueError::TooLarge(_))));
     let at_limit = "x".repeat(MAX_MESSAGE_BYTES);
     let response = handle_sqs(rig.deps(), Function::Router, sqs_event(&[&at_limit])).await.expect("handled");
@@ -689,12 +757,21 @@ async fn a_deadline_longer_than_the_sqs_maximum_delay_is_chained_and_fires_on_ti
     let rig = rig().start();
     let id = rig.submit("golf marathon question").await;
     let output = rig.output(&id).await;
-    assert!((2_400_000..=2_401_000).contains(&output.total_latency_ms), "40 min + 1 s slack: {} ms", output.total_latency_ms);
+    assert!(
+        (2_400_000..=2_401_000).contains(&output.total_latency_ms),
+        "40 min + 1 s slack: {} ms",
+        output.total_latency_ms
+    );
     assert_eq!(output.status, OutputStatus::Partial);
     assert_eq!(result(&output, "marathon").status, HandoffStatus::Timeout);
     assert_eq!(result(&output, "steady").status, HandoffStatus::Success);
-    let deadlines: Vec<Duration> = rig.queue.sent().into_iter().filter(|(_, j, _)| matches!(j, Job::Deadline { .. })).map(|(_, _, d)| d).collect();
-    assert_eq!(deadlines, [Duration::from_secs(900), Duration::from_secs(900), Duration::from_secs(600)], "chained 15 + 15 + 10 min");
+    let deadlines: Vec<Duration> =
+        rig.queue.sent().into_iter().filter(|(_, j, _)| matches!(j, Job::Deadline { .. })).map(|(_, _, d)| d).collect();
+    assert_eq!(
+        deadlines,
+        [Duration::from_secs(900), Duration::from_secs(900), Duration::from_secs(600)],
+        "chained 15 + 15 + 10 min"
+    );
     assert_eq!(rig.events(&id, EventKind::Deadline).await.len(), 1);
 }
 
@@ -761,7 +838,11 @@ async fn a_throttled_function_delays_its_messages_and_drops_none() {
         ids.push(rig.submit("alpha steady question").await);
     }
     tokio::time::sleep(Duration::from_secs(30 * 60)).await;
-    assert_eq!(rig.depth(QueueId::tier(2)).await, QueueDepth { visible: 10, in_flight: 0, delayed: 0 }, "waiting, not dropped");
+    assert_eq!(
+        rig.depth(QueueId::tier(2)).await,
+        QueueDepth { visible: 10, in_flight: 0, delayed: 0 },
+        "waiting, not dropped"
+    );
     assert_eq!(rig.depth(QueueId::tier(2).dlq()).await.total(), 0);
     let mut tier2 = rig.system.topology.clone();
     tier2.queues.retain(|q| q.id == QueueId::tier(2));
@@ -788,7 +869,10 @@ async fn the_same_idempotency_key_with_a_different_payload_is_a_409_and_with_the
     assert_eq!(first.status_code, 202);
     let id = json_body(&first)["query_id"].clone();
     let same = handle_http(rig.deps(), post("alpha steady question", "u1")).await;
-    assert_eq!((same.status_code, json_body(&same)["query_id"].clone(), json_body(&same)["replayed"].clone()), (200, id.clone(), json!(true)));
+    assert_eq!(
+        (same.status_code, json_body(&same)["query_id"].clone(), json_body(&same)["replayed"].clone()),
+        (200, id.clone(), json!(true))
+    );
     let different = handle_http(rig.deps(), post("bravo pair question", "u1")).await;
     assert_eq!(different.status_code, 409, "{}", text_body(&different));
     assert_eq!(json_body(&different)["error"]["code"], "conflict");
@@ -809,7 +893,10 @@ async fn a_query_running_when_the_manifest_changes_finishes_on_the_manifest_vers
     let v2_yaml = fixture_text("manifests/faults.yaml")
         .replace("\"Steady answer.\"", "\"Steady answer, version 2.\"")
         .replace("supporting: [helper], deadline: 3h}", "deadline: 3h}")
-        .replace("  - {id: helper, tier: 2, kind: scripted, scripted: {response: \"Helper answer.\", confidence: 0.9}}\n", "");
+        .replace(
+            "  - {id: helper, tier: 2, kind: scripted, scripted: {response: \"Helper answer.\", confidence: 0.9}}\n",
+            "",
+        );
     let v2_manifest = Manifest::from_yaml(&v2_yaml, "faults-v2.yaml").expect("version 2 is valid");
     assert!(v2_manifest.agent("helper").is_none());
     let v2 = Deps::new(
@@ -821,7 +908,12 @@ async fn a_query_running_when_the_manifest_changes_finishes_on_the_manifest_vers
         Default::default(),
     );
     assert_ne!(v2.fingerprint(), v1.deps().fingerprint());
-    let v2 = Embedded { deps: Arc::new(v2), store: v1.system.store.clone(), queue: v1.system.queue.clone(), topology: v1.system.topology.clone() };
+    let v2 = Embedded {
+        deps: Arc::new(v2),
+        store: v1.system.store.clone(),
+        queue: v1.system.queue.clone(),
+        topology: v1.system.topology.clone(),
+    };
     let _pollers = v2.start(PollerConfig::default());
 
     let old = v1.output(&id).await;

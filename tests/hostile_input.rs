@@ -79,8 +79,11 @@ fn system() -> &'static Embedded {
 /// and no record that cannot be a job reported as a success.
 fn handle_everywhere(bodies: &[&str]) {
     let event = sqs_event(bodies);
-    for function in [Function::Router, Function::Worker { tier: None }, Function::Worker { tier: Some(2) }, Function::Synthesizer] {
-        let response = runtime().block_on(handle_sqs(&system().deps, function, event.clone())).expect("the batch is handled");
+    for function in
+        [Function::Router, Function::Worker { tier: None }, Function::Worker { tier: Some(2) }, Function::Synthesizer]
+    {
+        let response =
+            runtime().block_on(handle_sqs(&system().deps, function, event.clone())).expect("the batch is handled");
         let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
         for (i, body) in bodies.iter().enumerate() {
             if JobMessage::parse(body).is_err() {
@@ -141,7 +144,8 @@ fn job_like() -> impl Strategy<Value = Value> {
         Just(Value::from("6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f")),
         Just(Value::from("2026-01-01T00:00:00Z")),
     ];
-    prop::collection::btree_map(key.prop_map(str::to_string), value, 0..7).prop_map(|m| Value::Object(m.into_iter().collect()))
+    prop::collection::btree_map(key.prop_map(str::to_string), value, 0..7)
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
 }
 
 /// The shipped manifest with one line deleted, duplicated, cut or garbled.
@@ -221,7 +225,8 @@ proptest! {
 
 #[test]
 fn every_input_of_the_hostile_corpus_gets_its_expected_error() {
-    let expected: BTreeMap<String, String> = serde_json::from_str(&fixture_text("hostile/expected.json")).expect("expected.json");
+    let expected: BTreeMap<String, String> =
+        serde_json::from_str(&fixture_text("hostile/expected.json")).expect("expected.json");
     let mut files = Vec::new();
     for dir in ["http", "sqs", "manifest"] {
         for entry in std::fs::read_dir(fixture(&format!("hostile/{dir}"))).expect("corpus dir") {
@@ -270,5 +275,8 @@ fn a_job_for_another_version_or_with_hostile_ids_is_refused_before_any_store_rea
     ] {
         assert!(matches!(JobMessage::parse(&body), Err(JobError::BadId { .. })), "{body}");
     }
-    assert_eq!(JobMessage::parse(&JobMessage::new(Job::Route { query_id: q.into() }).to_body()), Ok(Job::Route { query_id: q.into() }));
+    assert_eq!(
+        JobMessage::parse(&JobMessage::new(Job::Route { query_id: q.into() }).to_body()),
+        Ok(Job::Route { query_id: q.into() })
+    );
 }

@@ -41,15 +41,20 @@ pub fn manifest_fixture(rel: &str) -> Manifest {
 
 /// The canonical API Gateway v2 request (JWT authorizer), re-aimed at `method path?query` with
 /// `body` from caller `user` with `roles`.
-pub fn api_request(method: &str, path: &str, query: &str, body: Option<&str>, user: &str, roles: &str) -> ApiGatewayV2httpRequest {
-    let mut event: Value = serde_json::from_str(&fixture_text("events/apigw-v2-request-jwt-authorizer.json")).expect("fixture parses");
+pub fn api_request(
+    method: &str,
+    path: &str,
+    query: &str,
+    body: Option<&str>,
+    user: &str,
+    roles: &str,
+) -> ApiGatewayV2httpRequest {
+    let mut event: Value =
+        serde_json::from_str(&fixture_text("events/apigw-v2-request-jwt-authorizer.json")).expect("fixture parses");
     event["rawPath"] = json!(path);
     event["rawQueryString"] = json!(query);
-    let params: serde_json::Map<String, Value> = query
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
+    let params: serde_json::Map<String, Value> =
+        query.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), json!(v))).collect();
     event["queryStringParameters"] = Value::Object(params);
     event["requestContext"]["http"]["method"] = json!(method);
     event["requestContext"]["http"]["path"] = json!(path);
@@ -80,7 +85,9 @@ pub fn sqs_event(bodies: &[&str]) -> SqsEvent {
 /// The body of a handler response as JSON.
 pub fn json_body(response: &ApiGatewayV2httpResponse) -> Value {
     match &response.body {
-        Some(aws_lambda_events::encodings::Body::Text(t)) => serde_json::from_str(t).unwrap_or(Value::String(t.clone())),
+        Some(aws_lambda_events::encodings::Body::Text(t)) => {
+            serde_json::from_str(t).unwrap_or(Value::String(t.clone()))
+        }
         _ => Value::Null,
     }
 }
@@ -177,7 +184,11 @@ impl ObservedStore {
 
 #[shared::async_trait]
 impl shared::ports::Store for ObservedStore {
-    async fn create_query(&self, q: &shared::ports::QueryRecord, e: &[shared::ports::Event]) -> Result<(), shared::ports::StoreError> {
+    async fn create_query(
+        &self,
+        q: &shared::ports::QueryRecord,
+        e: &[shared::ports::Event],
+    ) -> Result<(), shared::ports::StoreError> {
         self.inner.create_query(q, e).await
     }
     async fn get_query(&self, id: &str) -> Result<Option<shared::ports::QueryRecord>, shared::ports::StoreError> {
@@ -186,27 +197,46 @@ impl shared::ports::Store for ObservedStore {
     async fn find_idempotency_key(&self, u: &str, k: &str) -> Result<Option<String>, shared::ports::StoreError> {
         self.inner.find_idempotency_key(u, k).await
     }
-    async fn update_query(&self, q: &shared::ports::QueryRecord, v: u64, e: &[shared::ports::Event]) -> Result<(), shared::ports::StoreError> {
+    async fn update_query(
+        &self,
+        q: &shared::ports::QueryRecord,
+        v: u64,
+        e: &[shared::ports::Event],
+    ) -> Result<(), shared::ports::StoreError> {
         let r = self.inner.update_query(q, v, e).await;
         if r.is_ok() && q.status == shared::ports::QueryStatus::Synthesizing {
             self.synth_claims.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         r
     }
-    async fn record_handoff(&self, h: &shared::ports::HandoffRecord, e: &[shared::ports::Event]) -> Result<shared::ports::HandoffWrite, shared::ports::StoreError> {
+    async fn record_handoff(
+        &self,
+        h: &shared::ports::HandoffRecord,
+        e: &[shared::ports::Event],
+    ) -> Result<shared::ports::HandoffWrite, shared::ports::StoreError> {
         let r = self.inner.record_handoff(h, e).await;
         if matches!(r, Ok(shared::ports::HandoffWrite::Recorded { .. })) {
             self.handoffs_recorded.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         r
     }
-    async fn get_handoff(&self, q: &str, d: &str) -> Result<Option<shared::ports::HandoffRecord>, shared::ports::StoreError> {
+    async fn get_handoff(
+        &self,
+        q: &str,
+        d: &str,
+    ) -> Result<Option<shared::ports::HandoffRecord>, shared::ports::StoreError> {
         self.inner.get_handoff(q, d).await
     }
     async fn list_handoffs(&self, q: &str) -> Result<Vec<shared::ports::HandoffRecord>, shared::ports::StoreError> {
         self.inner.list_handoffs(q).await
     }
-    async fn finish_query(&self, o: &OrchestratorOutput, q: &shared::ports::QueryRecord, v: u64, e: &[shared::ports::Event]) -> Result<(), shared::ports::StoreError> {
+    async fn finish_query(
+        &self,
+        o: &OrchestratorOutput,
+        q: &shared::ports::QueryRecord,
+        v: u64,
+        e: &[shared::ports::Event],
+    ) -> Result<(), shared::ports::StoreError> {
         let r = self.inner.finish_query(o, q, v, e).await;
         if r.is_ok() {
             self.outputs_written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

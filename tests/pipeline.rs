@@ -25,7 +25,11 @@ fn scripted() -> Manifest {
 }
 
 fn result<'a>(output: &'a OrchestratorOutput, agent: &str) -> &'a shared::contracts::AgentResult {
-    output.agent_results.iter().find(|r| r.agent_id == agent).unwrap_or_else(|| panic!("no result for {agent}: {output:#?}"))
+    output
+        .agent_results
+        .iter()
+        .find(|r| r.agent_id == agent)
+        .unwrap_or_else(|| panic!("no result for {agent}: {output:#?}"))
 }
 
 async fn events_of(h: &Harness, query_id: &str) -> Vec<shared::ports::Event> {
@@ -36,17 +40,62 @@ async fn events_of(h: &Harness, query_id: &str) -> Vec<shared::ports::Event> {
 
 /// Seed 000's routing table: intent → (primary, tier, supporting) and a question of that intent.
 const SEED_000_ROUTES: [(&str, &str, &[&str], &str); 12] = [
-    ("causal_impact", "causal_impact", &["explainer"], "What was the impact of the new speaker program on Kisqali prescriptions?"),
-    ("gap_analysis", "gap_analyzer", &["resource_optimizer"], "Where are our biggest untapped opportunities in the Midwest?"),
-    ("heterogeneous", "heterogeneous_optimizer", &["prediction_synthesizer"], "Which HCP segments respond best to digital outreach?"),
+    (
+        "causal_impact",
+        "causal_impact",
+        &["explainer"],
+        "What was the impact of the new speaker program on Kisqali prescriptions?",
+    ),
+    (
+        "gap_analysis",
+        "gap_analyzer",
+        &["resource_optimizer"],
+        "Where are our biggest untapped opportunities in the Midwest?",
+    ),
+    (
+        "heterogeneous",
+        "heterogeneous_optimizer",
+        &["prediction_synthesizer"],
+        "Which HCP segments respond best to digital outreach?",
+    ),
     ("experiment_design", "experiment_designer", &["causal_impact"], "Design an A/B test for the new email cadence"),
-    ("prediction", "prediction_synthesizer", &["explainer", "model_deployer"], "Forecast Fabhalta TRx for next quarter"),
+    (
+        "prediction",
+        "prediction_synthesizer",
+        &["explainer", "model_deployer"],
+        "Forecast Fabhalta TRx for next quarter",
+    ),
     ("explanation", "explainer", &[], "Can you explain what this confidence interval means?"),
-    ("health_check", "health_score", &["drift_monitor", "observability_connector"], "Is the platform healthy? Are all agents up and running?"),
-    ("drift_check", "drift_monitor", &["health_score", "data_preparer"], "Has the propensity model drifted since last month?"),
-    ("resource_optimize", "resource_optimizer", &["gap_analyzer"], "How should we reallocate the field budget across regions?"),
-    ("ml_training", "scope_definer", &["data_preparer", "model_selector", "model_trainer"], "Train a new conversion model for Fabhalta"),
-    ("feature_analysis", "feature_analyzer", &["explainer"], "Which features matter most in the churn model? Show SHAP values"),
+    (
+        "health_check",
+        "health_score",
+        &["drift_monitor", "observability_connector"],
+        "Is the platform healthy? Are all agents up and running?",
+    ),
+    (
+        "drift_check",
+        "drift_monitor",
+        &["health_score", "data_preparer"],
+        "Has the propensity model drifted since last month?",
+    ),
+    (
+        "resource_optimize",
+        "resource_optimizer",
+        &["gap_analyzer"],
+        "How should we reallocate the field budget across regions?",
+    ),
+    (
+        "ml_training",
+        "scope_definer",
+        &["data_preparer", "model_selector", "model_trainer"],
+        "Train a new conversion model for Fabhalta",
+    ),
+    (
+        "feature_analysis",
+        "feature_analyzer",
+        &["explainer"],
+        "Which features matter most in the churn model? Show SHAP values",
+    ),
     ("model_deploy", "model_deployer", &["model_trainer"], "Deploy the retrained propensity model to production"),
 ];
 
@@ -72,7 +121,11 @@ async fn every_intent_of_the_shipped_manifest_answers_through_its_seed_000_route
         assert!(!output.response_text.is_empty() && !output.citations.is_empty(), "{intent}: answer and citations");
         assert_eq!(output.final_reason, Some(ConfidenceBand::ConfidenceHigh), "{intent}");
     }
-    assert_eq!(h.leftover_messages().await.iter().filter(|(q, _)| q != "synth").count(), 0, "only pending deadlines may remain");
+    assert_eq!(
+        h.leftover_messages().await.iter().filter(|(q, _)| q != "synth").count(),
+        0,
+        "only pending deadlines may remain"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -100,7 +153,12 @@ async fn a_flaky_agent_is_retried_with_growing_backoff_until_it_answers() {
     let output = h.ask("bravo flaky question").await;
     assert_eq!(output.status, OutputStatus::Success);
     assert_eq!(result(&output, "flaky").attempts, 3);
-    let retries: Vec<Value> = events_of(&h, &output.query_id).await.into_iter().filter(|e| e.kind == EventKind::Retry).map(|e| e.detail).collect();
+    let retries: Vec<Value> = events_of(&h, &output.query_id)
+        .await
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Retry)
+        .map(|e| e.detail)
+        .collect();
     assert_eq!(retries.len(), 2);
     let delays: Vec<u64> = retries.iter().map(|r| r["delay_ms"].as_u64().expect("delay")).collect();
     assert!((50..=100).contains(&delays[0]) && (100..=200).contains(&delays[1]), "exponential with jitter: {delays:?}");
@@ -116,7 +174,11 @@ async fn exhausted_retries_hand_over_to_the_fallback_agent_once() {
     let rescuer = result(&output, "rescuer");
     assert_eq!((rescuer.status, rescuer.fallback_for.as_deref()), (HandoffStatus::Success, Some("broken")));
     assert_eq!(output.status, OutputStatus::Success);
-    assert!(output.caveats.iter().any(|c| c.contains("broken failed") && c.contains("rescuer answered in its place")), "{:?}", output.caveats);
+    assert!(
+        output.caveats.iter().any(|c| c.contains("broken failed") && c.contains("rescuer answered in its place")),
+        "{:?}",
+        output.caveats
+    );
     let fallbacks = events_of(&h, &output.query_id).await.into_iter().filter(|e| e.kind == EventKind::Fallback).count();
     assert_eq!(fallbacks, 1);
 }
@@ -127,7 +189,8 @@ async fn a_timeout_is_retried_with_an_extended_timeout_and_then_falls_back() {
     let output = h.ask("delta sleepy question").await;
     let sleepy = result(&output, "sleepy");
     assert_eq!((sleepy.status, sleepy.attempts), (HandoffStatus::Timeout, 2));
-    let retry = events_of(&h, &output.query_id).await.into_iter().find(|e| e.kind == EventKind::Retry).expect("retry event");
+    let retry =
+        events_of(&h, &output.query_id).await.into_iter().find(|e| e.kind == EventKind::Retry).expect("retry event");
     assert_eq!(retry.detail["error_type"], "agent_timeout");
     assert_eq!(retry.detail["timeout_ms"], 2_000, "1 s tier timeout extended ×2");
     assert_eq!(result(&output, "rescuer").status, HandoffStatus::Success);
@@ -152,8 +215,16 @@ async fn when_some_agents_fail_the_answer_is_partial_with_caveats_naming_them() 
     assert_eq!(output.status, OutputStatus::Partial);
     assert_eq!(result(&output, "steady").status, HandoffStatus::Success);
     let hopeless = result(&output, "hopeless");
-    assert_eq!((hopeless.status, hopeless.attempts), (HandoffStatus::Partial, 1), "not recoverable: no retry, template answer");
-    assert!(output.caveats.iter().any(|c| c.contains("hopeless did not answer (cannot explain)")), "{:?}", output.caveats);
+    assert_eq!(
+        (hopeless.status, hopeless.attempts),
+        (HandoffStatus::Partial, 1),
+        "not recoverable: no retry, template answer"
+    );
+    assert!(
+        output.caveats.iter().any(|c| c.contains("hopeless did not answer (cannot explain)")),
+        "{:?}",
+        output.caveats
+    );
     assert!(output.response_text.contains("No explanation is available right now."));
 }
 
@@ -177,7 +248,8 @@ async fn a_pipeline_runs_its_steps_in_order_passing_each_output_to_the_next() {
     let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
     let trainer = &query.plan.expect("plan").stages[2].dispatches[0].dispatch;
     assert_eq!(trainer.payload.context["previous"]["qc_report"]["passed"], true);
-    let gate = events_of(&h, &output.query_id).await.into_iter().find(|e| e.kind == EventKind::Gate).expect("gate event");
+    let gate =
+        events_of(&h, &output.query_id).await.into_iter().find(|e| e.kind == EventKind::Gate).expect("gate event");
     assert_eq!(gate.detail["passed"], true);
 }
 
@@ -201,7 +273,11 @@ async fn a_hanging_agent_is_ended_by_the_deadline_as_partial_and_its_late_answer
     let id = json_body(&response)["query_id"].as_str().expect("id").to_string();
     let output = h.output(&id).await;
     assert_eq!(output.status, OutputStatus::Partial);
-    assert!(output.total_latency_ms >= 5_000 && output.total_latency_ms <= 6_000, "deadline 5 s + 1 s: {}", output.total_latency_ms);
+    assert!(
+        output.total_latency_ms >= 5_000 && output.total_latency_ms <= 6_000,
+        "deadline 5 s + 1 s: {}",
+        output.total_latency_ms
+    );
     assert_eq!(result(&output, "hanging").status, HandoffStatus::Timeout);
     assert_eq!(result(&output, "steady").status, HandoffStatus::Success);
     assert!(output.caveats.iter().any(|c| c.contains("deadline")), "{:?}", output.caveats);
@@ -241,7 +317,8 @@ fn observed_system(manifest: Manifest, faults: QueueFaults, seed: u64) -> (Embed
     let observed = Arc::new(ObservedStore::new(store.clone()));
     let queue = Arc::new(MemoryQueue::new(&topology));
     let faulty = Arc::new(FaultyQueue::new(queue.clone(), faults, seed));
-    let deps = Deps::new(manifest, observed.clone(), faulty, clock, Arc::new(ManifestAgents), Default::default()).with_seed(seed);
+    let deps = Deps::new(manifest, observed.clone(), faulty, clock, Arc::new(ManifestAgents), Default::default())
+        .with_seed(seed);
     (Embedded { deps: Arc::new(deps), store, queue, topology }, observed)
 }
 
@@ -250,7 +327,9 @@ async fn every_message_delivered_twice_still_gives_one_output_one_synthesis_and_
     let faults = QueueFaults { duplicate: 1.0, max_extra_delay: Duration::ZERO };
     let (system, observed) = observed_system(scripted(), faults, 7);
     let h = Harness::from_system(system);
-    for question in ["alpha steady question", "echo mixed question", "charlie broken question", "india training question"] {
+    for question in
+        ["alpha steady question", "echo mixed question", "charlie broken question", "india training question"]
+    {
         let before = (observed.synth_claims.load(Ordering::SeqCst), observed.outputs_written.load(Ordering::SeqCst));
         let output = h.ask(question).await;
         tokio::time::sleep(Duration::from_secs(5)).await; // let every duplicate arrive
@@ -269,7 +348,13 @@ async fn reordered_and_delayed_messages_still_complete_every_query_exactly_once(
     let faults = QueueFaults { duplicate: 0.3, max_extra_delay: Duration::from_secs(3) };
     let (system, observed) = observed_system(scripted(), faults, 11);
     let h = Harness::from_system(system);
-    let questions = ["alpha steady question", "echo mixed question", "bravo flaky question", "india training question", "charlie broken question"];
+    let questions = [
+        "alpha steady question",
+        "echo mixed question",
+        "bravo flaky question",
+        "india training question",
+        "charlie broken question",
+    ];
     let mut ids = Vec::new();
     for q in questions {
         let r = h.post(q, "analyst-1", "").await;
@@ -291,7 +376,11 @@ async fn a_malformed_record_is_the_only_batch_item_failure() {
     let system = Embedded::new(Arc::new(scripted()), Default::default());
     let deps = &system.deps;
     // Record a real query without pollers, so the route jobs are handled only here.
-    let r = handle_http(deps, api_request("POST", "/v1/queries", "", Some(r#"{"query":"alpha steady question"}"#), "u1", "")).await;
+    let r = handle_http(
+        deps,
+        api_request("POST", "/v1/queries", "", Some(r#"{"query":"alpha steady question"}"#), "u1", ""),
+    )
+    .await;
     let id = json_body(&r)["query_id"].as_str().expect("id").to_string();
     let good = JobMessage::new(Job::Route { query_id: id.clone() }).to_body();
     let unknown = JobMessage::new(Job::Route { query_id: uuid::Uuid::new_v4().to_string() }).to_body();
@@ -325,14 +414,22 @@ async fn malformed_and_hostile_bodies_are_400s_that_name_the_field() {
         (r#"{"query": 42}"#, "query"),
         (r#"{"query": "hi", "v2_query": "x"}"#, "v2_query"),
         (r#"{"query": "bell\u0007"}"#, "query"),
-        (r#"{"parsed_query": {"query_id": "'; DROP TABLE queries; --", "raw_query": "x", "intent": "steady_q", "confidence": 0.9, "timestamp": "2025-12-08T10:00:00Z"}}"#, "parsed_query.query_id"),
+        (
+            r#"{"parsed_query": {"query_id": "'; DROP TABLE queries; --", "raw_query": "x", "intent": "steady_q", "confidence": 0.9, "timestamp": "2025-12-08T10:00:00Z"}}"#,
+            "parsed_query.query_id",
+        ),
         (&deep, "body"),
     ];
     for (body, field) in cases {
         let response = handle_http(&system.deps, api_request("POST", "/v1/queries", "", Some(body), "u1", "")).await;
         assert_eq!(response.status_code, 400, "{body}");
         let details = json_body(&response)["error"]["details"].clone();
-        let fields: Vec<String> = details.as_array().expect("details").iter().map(|d| d["field"].as_str().unwrap_or("").to_string()).collect();
+        let fields: Vec<String> = details
+            .as_array()
+            .expect("details")
+            .iter()
+            .map(|d| d["field"].as_str().unwrap_or("").to_string())
+            .collect();
         assert!(fields.iter().any(|f| f.starts_with(field)), "{body}: expected {field} in {fields:?}");
     }
     let oversized = format!(r#"{{"query": "{}"}}"#, "a".repeat(70_000));
@@ -354,7 +451,11 @@ async fn intents_with_a_required_role_are_refused_without_it_and_callers_see_onl
     let mine = handle_http(&h.system.deps, api_request("GET", &format!("/v1/queries/{id}"), "", None, "u1", "")).await;
     assert_eq!(mine.status_code, 200);
     assert_eq!(json_body(&mine)["status"], "success");
-    for (path, user) in [(format!("/v1/queries/{id}"), "u2"), (format!("/v1/queries/{id}/events"), "u2"), ("/v1/queries/not-a-uuid".to_string(), "u1")] {
+    for (path, user) in [
+        (format!("/v1/queries/{id}"), "u2"),
+        (format!("/v1/queries/{id}/events"), "u2"),
+        ("/v1/queries/not-a-uuid".to_string(), "u1"),
+    ] {
         let r = handle_http(&h.system.deps, api_request("GET", &path, "", None, user, "")).await;
         assert_eq!(r.status_code, 404, "{path} as {user}");
     }
@@ -370,14 +471,31 @@ async fn wait_returns_the_output_and_the_event_log_replays_every_step_in_order()
     let r = handle_http(&h.system.deps, api_request("POST", "/v1/queries", "wait=10", Some(&body), "u1", "")).await;
     assert_eq!(r.status_code, 200, "{}", text_body(&r));
     let output: OrchestratorOutput = serde_json::from_value(json_body(&r)).expect("output");
-    let too_long = handle_http(&h.system.deps, api_request("POST", "/v1/queries", "wait=60", Some(&body), "u1", "")).await;
-    assert_eq!((too_long.status_code, json_body(&too_long)["error"]["details"][0]["field"].clone()), (400, json!("wait")));
+    let too_long =
+        handle_http(&h.system.deps, api_request("POST", "/v1/queries", "wait=60", Some(&body), "u1", "")).await;
+    assert_eq!(
+        (too_long.status_code, json_body(&too_long)["error"]["details"][0]["field"].clone()),
+        (400, json!("wait"))
+    );
 
-    let r = handle_http(&h.system.deps, api_request("GET", &format!("/v1/queries/{}/events", output.query_id), "", None, "u1", "")).await;
-    let kinds: Vec<String> = json_body(&r)["events"].as_array().expect("events").iter().map(|e| e["kind"].as_str().unwrap_or("").to_string()).collect();
+    let r = handle_http(
+        &h.system.deps,
+        api_request("GET", &format!("/v1/queries/{}/events", output.query_id), "", None, "u1", ""),
+    )
+    .await;
+    let kinds: Vec<String> = json_body(&r)["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or("").to_string())
+        .collect();
     let first = |k: &str| kinds.iter().position(|x| x == k).unwrap_or_else(|| panic!("no {k} in {kinds:?}"));
     assert!(first("accepted") < first("route") && first("route") < first("plan") && first("plan") < first("dispatch"));
-    assert!(first("retry") < first("fallback") && first("fallback") < first("synthesis") && first("synthesis") < first("final"));
+    assert!(
+        first("retry") < first("fallback")
+            && first("fallback") < first("synthesis")
+            && first("synthesis") < first("final")
+    );
     assert_eq!(kinds.last().map(String::as_str), Some("final"));
 
     let mut sse = api_request("GET", &format!("/v1/queries/{}/events", output.query_id), "", None, "u1", "");

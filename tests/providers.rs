@@ -157,7 +157,12 @@ fn dispatch(agent: &str, timeout_ms: u64) -> AgentDispatch {
     }
 }
 
-async fn run(agents: &Agents, m: &Manifest, agent: &str, timeout_ms: u64) -> Result<AgentReply, shared::ports::AgentError> {
+async fn run(
+    agents: &Agents,
+    m: &Manifest,
+    agent: &str,
+    timeout_ms: u64,
+) -> Result<AgentReply, shared::ports::AgentError> {
     agents.run(m.agent(agent).expect("agent"), &dispatch(agent, timeout_ms), 1).await
 }
 
@@ -181,7 +186,11 @@ fn bedrock_agents(m: &Manifest, base: &str) -> Agents {
     let client = aws_sdk_bedrockruntime::Client::from_conf(config);
     let provider = m.provider("bedrock").expect("provider").clone();
     let http = shared::agents::http_client::HttpClient::new();
-    let llm = LlmAgents::new(m, &http).with_provider("bedrock", Arc::new(Bedrock::from_client(client, Duration::from_millis(500))), provider);
+    let llm = LlmAgents::new(m, &http).with_provider(
+        "bedrock",
+        Arc::new(Bedrock::from_client(client, Duration::from_millis(500))),
+        provider,
+    );
     Agents::new(m).with_llm(llm)
 }
 
@@ -221,7 +230,12 @@ async fn an_openai_compatible_answer_in_prose_is_malformed_with_the_raw_text() {
 
 #[tokio::test]
 async fn a_429_is_backed_off_and_the_retried_request_succeeds() {
-    let limited = Recorded { status: 429, headers: vec![("retry-after", "0")], body: fixture_text("providers/openai-rate-limited.json"), delay: Duration::ZERO };
+    let limited = Recorded {
+        status: 429,
+        headers: vec![("retry-after", "0")],
+        body: fixture_text("providers/openai-rate-limited.json"),
+        delay: Duration::ZERO,
+    };
     let (base, received) = serve(vec![limited, ok(fixture_text("providers/openai-chat-completion.json"))]).await;
     let m = manifest(&base, "2s");
     let reply = answer(run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect("answer after the 429"));
@@ -231,7 +245,12 @@ async fn a_429_is_backed_off_and_the_retried_request_succeeds() {
 
 #[tokio::test]
 async fn a_provider_that_keeps_throttling_fails_the_attempt_as_recoverable() {
-    let limited = Recorded { status: 429, headers: vec![], body: fixture_text("providers/openai-rate-limited.json"), delay: Duration::ZERO };
+    let limited = Recorded {
+        status: 429,
+        headers: vec![],
+        body: fixture_text("providers/openai-rate-limited.json"),
+        delay: Duration::ZERO,
+    };
     let (base, received) = serve(vec![limited]).await;
     let m = manifest(&base, "2s");
     let error = run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect_err("still throttled");
@@ -252,11 +271,18 @@ async fn a_provider_that_does_not_answer_in_time_fails_the_attempt_as_recoverabl
 
 #[tokio::test]
 async fn a_client_error_is_not_retried_but_a_server_error_is() {
-    let (base, _) = serve(vec![Recorded { status: 401, headers: vec![], body: r#"{"error":{"message":"bad key"}}"#.into(), delay: Duration::ZERO }]).await;
+    let (base, _) = serve(vec![Recorded {
+        status: 401,
+        headers: vec![],
+        body: r#"{"error":{"message":"bad key"}}"#.into(),
+        delay: Duration::ZERO,
+    }])
+    .await;
     let m = manifest(&base, "2s");
     let error = run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect_err("401");
     assert!(!error.recoverable && error.message.contains("401"), "{error}");
-    let (base, _) = serve(vec![Recorded { status: 503, headers: vec![], body: "{}".into(), delay: Duration::ZERO }]).await;
+    let (base, _) =
+        serve(vec![Recorded { status: 503, headers: vec![], body: "{}".into(), delay: Duration::ZERO }]).await;
     let m = manifest(&base, "2s");
     assert!(run(&Agents::new(&m), &m, "critic_openai", 2_000).await.expect_err("503").recoverable);
 }
@@ -276,7 +302,9 @@ async fn a_bedrock_converse_answer_is_parsed_with_its_tokens() {
     assert_eq!(requests[0].path, "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse");
     assert!(requests[0].headers.contains("authorization: aws4-hmac-sha256"), "signed: {}", requests[0].headers);
     let body = &requests[0].body;
-    assert!(body["system"][0]["text"].as_str().is_some_and(|s| s.starts_with("You review answers.") && s.contains("evaluate_answer")));
+    assert!(body["system"][0]["text"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("You review answers.") && s.contains("evaluate_answer")));
     assert_eq!(body["messages"][0]["content"][0]["text"], "Question: Is the draft grounded?");
 }
 
@@ -300,7 +328,8 @@ async fn a_bedrock_throttling_exception_is_backed_off_and_the_retried_request_su
     };
     let (base, received) = serve(vec![throttled, ok(fixture_text("providers/bedrock-converse.json"))]).await;
     let m = manifest(&base, "2s");
-    let reply = answer(run(&bedrock_agents(&m, &base), &m, "critic_bedrock", 2_000).await.expect("answer after throttling"));
+    let reply =
+        answer(run(&bedrock_agents(&m, &base), &m, "critic_bedrock", 2_000).await.expect("answer after throttling"));
     assert_eq!(reply["primary_output"]["verdict"], "reject");
     assert_eq!(received.lock().expect("log").len(), 2);
 }
@@ -344,7 +373,10 @@ async fn an_http_agent_slower_than_its_dispatch_timeout_is_cut_off() {
 #[tokio::test]
 async fn a_lambda_agent_invokes_the_function_with_the_dispatch_and_reports_function_errors() {
     let handoff = json!({ "status": "success", "primary_output": { "response": "From Lambda." }, "confidence": 0.8 });
-    let crashed = Recorded { headers: vec![("x-amz-function-error", "Unhandled")], ..ok(r#"{"errorMessage":"boom","errorType":"Error"}"#.into()) };
+    let crashed = Recorded {
+        headers: vec![("x-amz-function-error", "Unhandled")],
+        ..ok(r#"{"errorMessage":"boom","errorType":"Error"}"#.into())
+    };
     let (base, received) = serve(vec![ok(handoff.to_string()), crashed]).await;
     let m = manifest(&base, "2s");
     use aws_sdk_lambda::config::{BehaviorVersion, Credentials, Region};

@@ -108,7 +108,8 @@ pub fn api_event(
         .collect();
     let headers: serde_json::Map<String, serde_json::Value> =
         headers.iter().map(|(k, v)| (k.to_lowercase(), serde_json::Value::String(v.clone()))).collect();
-    let authorizer = claims.map(|(sub, roles)| serde_json::json!({ "jwt": { "claims": { "sub": sub, "roles": roles }, "scopes": null } }));
+    let authorizer = claims
+        .map(|(sub, roles)| serde_json::json!({ "jwt": { "claims": { "sub": sub, "roles": roles }, "scopes": null } }));
     let event = serde_json::json!({
         "version": "2.0",
         "routeKey": "$default",
@@ -128,7 +129,13 @@ pub fn api_event(
     Ok(serde_json::from_value(event)?)
 }
 
-fn request(method: &str, path: &str, body: Option<String>, user: &str, roles: &str) -> anyhow::Result<aws_lambda_events::apigw::ApiGatewayV2httpRequest> {
+fn request(
+    method: &str,
+    path: &str,
+    body: Option<String>,
+    user: &str,
+    roles: &str,
+) -> anyhow::Result<aws_lambda_events::apigw::ApiGatewayV2httpRequest> {
     let headers = [("content-type".to_string(), "application/json".to_string())];
     api_event(method, path, "", &headers, body, Some((user, roles)))
 }
@@ -173,11 +180,20 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     })
 }
 
-fn print_answer(output: &OrchestratorOutput, accepted: &serde_json::Value, events: &[shared::ports::Event], wall: Duration) {
-    let band = output.final_reason.and_then(|b| serde_json::to_value(b).ok()).and_then(|v| v.as_str().map(str::to_string));
+fn print_answer(
+    output: &OrchestratorOutput,
+    accepted: &serde_json::Value,
+    events: &[shared::ports::Event],
+    wall: Duration,
+) {
+    let band =
+        output.final_reason.and_then(|b| serde_json::to_value(b).ok()).and_then(|v| v.as_str().map(str::to_string));
     println!("{}", output.response_text);
     println!();
-    println!("status      {}", serde_json::to_value(output.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default());
+    println!(
+        "status      {}",
+        serde_json::to_value(output.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    );
     println!("confidence  {:.2}{}", output.response_confidence, band.map(|b| format!("  ({b})")).unwrap_or_default());
     let ambiguous = accepted["warnings"].as_array().map(|w| w.len()).unwrap_or(0);
     println!(
@@ -189,14 +205,28 @@ fn print_answer(output: &OrchestratorOutput, accepted: &serde_json::Value, event
     let route: Vec<String> = events
         .iter()
         .filter(|e| e.kind == EventKind::Dispatch)
-        .map(|e| format!("{} [tier {}, {}]", e.detail["agent"].as_str().unwrap_or("?"), e.detail["tier"], e.detail["role"].as_str().unwrap_or("?")))
+        .map(|e| {
+            format!(
+                "{} [tier {}, {}]",
+                e.detail["agent"].as_str().unwrap_or("?"),
+                e.detail["tier"],
+                e.detail["role"].as_str().unwrap_or("?")
+            )
+        })
         .collect();
     if let Some(c) = output.orchestration.as_ref().map(|o| &o["classification"]).filter(|c| !c.is_null()) {
         println!(
             "classified  by the {} classifier at {:.2}{}",
             c["decided_by"].as_str().unwrap_or("?"),
             c["confidence"].as_f64().unwrap_or(0.0),
-            c["llm_intent"].as_str().map(|i| format!(" (cascade: embedded said {} at {:.2}, LLM said {i})", c["embedded_intent"].as_str().unwrap_or("?"), c["embedded_confidence"].as_f64().unwrap_or(0.0))).unwrap_or_default()
+            c["llm_intent"]
+                .as_str()
+                .map(|i| format!(
+                    " (cascade: embedded said {} at {:.2}, LLM said {i})",
+                    c["embedded_intent"].as_str().unwrap_or("?"),
+                    c["embedded_confidence"].as_f64().unwrap_or(0.0)
+                ))
+                .unwrap_or_default()
         );
     }
     println!("route       {}", route.join(" → "));
@@ -205,7 +235,8 @@ fn print_answer(output: &OrchestratorOutput, accepted: &serde_json::Value, event
     }
     println!("agents");
     for r in &output.agent_results {
-        let status = serde_json::to_value(r.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let status =
+            serde_json::to_value(r.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         println!(
             "  {:<26} tier {}  {:<8} {} attempt{}  {:>6} ms  confidence {:.2}{}",
             r.agent_id,
@@ -227,7 +258,10 @@ fn print_answer(output: &OrchestratorOutput, accepted: &serde_json::Value, event
     if !output.citations.is_empty() {
         println!("citations");
         for (i, c) in output.citations.iter().enumerate() {
-            let kind = serde_json::to_value(c.source_type).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            let kind = serde_json::to_value(c.source_type)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
             println!("  [{}] {kind} {} — {}", i + 1, c.source_id, c.text.clone().unwrap_or_default());
         }
     }
@@ -254,7 +288,10 @@ fn print_orchestration(o: &serde_json::Value) {
     }
     let c = &o["critique"];
     if c.is_object() {
-        let verdicts: Vec<&str> = c["rounds"].as_array().map(|r| r.iter().filter_map(|v| v["verdict"].as_str()).collect()).unwrap_or_default();
+        let verdicts: Vec<&str> = c["rounds"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|v| v["verdict"].as_str()).collect())
+            .unwrap_or_default();
         println!("critic      {} — {}", verdicts.join(" → "), c["summary"].as_str().unwrap_or(""));
     }
     let s = &o["sources"];

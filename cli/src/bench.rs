@@ -22,9 +22,7 @@ use shared::engine::handlers::{handle_http, handle_sqs, Function};
 use shared::engine::local::{function_for, sqs_event, start, PollerConfig};
 use shared::engine::{Deps, EngineSettings};
 use shared::manifest::Manifest;
-use shared::ports::{
-    Clock, Event, HandoffRecord, HandoffWrite, Queue, QueryRecord, Store, StoreError, TokioClock,
-};
+use shared::ports::{Clock, Event, HandoffRecord, HandoffWrite, QueryRecord, Queue, Store, StoreError, TokioClock};
 use shared::topology::{queue_url_env, Topology};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
@@ -39,8 +37,12 @@ pub const K_AGENTS_MANIFEST: &str = include_str!("../../bench/manifests/k-agents
 const K_AGENTS_FILE: &str = "bench/manifests/k-agents.yaml";
 
 /// The question that dispatches k agents under [`K_AGENTS_MANIFEST`].
-const QUESTIONS: [(usize, &str); 4] =
-    [(1, "alpha single agent"), (2, "bravo pair of agents"), (3, "charlie trio of agents"), (4, "delta quartet of agents")];
+const QUESTIONS: [(usize, &str); 4] = [
+    (1, "alpha single agent"),
+    (2, "bravo pair of agents"),
+    (3, "charlie trio of agents"),
+    (4, "delta quartet of agents"),
+];
 
 /// The four Lambda binaries.
 pub const FUNCTIONS: [&str; 4] = ["intake", "router", "agent-worker", "synthesizer"];
@@ -196,7 +198,12 @@ impl Store for FinishSignal {
     async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {
         self.inner.find_idempotency_key(user_id, key).await
     }
-    async fn update_query(&self, query: &QueryRecord, expected_version: u64, events: &[Event]) -> Result<(), StoreError> {
+    async fn update_query(
+        &self,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
         self.inner.update_query(query, expected_version, events).await
     }
     async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
@@ -259,7 +266,13 @@ pub struct PipelineRow {
 }
 
 /// `queries` closed-loop queries, `concurrency` at a time; the latency of each.
-async fn load(deps: &Arc<Deps>, store: &Arc<FinishSignal>, question: &'static str, queries: usize, concurrency: usize) -> anyhow::Result<(Vec<f64>, String)> {
+async fn load(
+    deps: &Arc<Deps>,
+    store: &Arc<FinishSignal>,
+    question: &'static str,
+    queries: usize,
+    concurrency: usize,
+) -> anyhow::Result<(Vec<f64>, String)> {
     let next = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::new();
     for _ in 0..concurrency.max(1) {
@@ -290,7 +303,12 @@ async fn load(deps: &Arc<Deps>, store: &Arc<FinishSignal>, question: &'static st
 }
 
 /// Run the embedded pipeline for one k on a fresh system.
-pub async fn pipeline_row(k: usize, question: &'static str, queries: usize, concurrency: usize) -> anyhow::Result<PipelineRow> {
+pub async fn pipeline_row(
+    k: usize,
+    question: &'static str,
+    queries: usize,
+    concurrency: usize,
+) -> anyhow::Result<PipelineRow> {
     let manifest = k_manifest(K_AGENTS_MANIFEST)?;
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
     let topology = Topology::for_manifest(&manifest);
@@ -340,7 +358,10 @@ async fn pipeline(options: &BenchOptions) -> anyhow::Result<u8> {
         );
         println!("{:>2} {:>12} {:>10} {:>10} {:>14}", "k", "queries/s", "p50 µs", "p99 µs", "writes/query");
         for r in &rows {
-            println!("{:>2} {:>12.0} {:>10.0} {:>10.0} {:>14.1}", r.k, r.queries_per_s, r.p50_us, r.p99_us, r.store_writes_per_query);
+            println!(
+                "{:>2} {:>12.0} {:>10.0} {:>10.0} {:>14.1}",
+                r.k, r.queries_per_s, r.p50_us, r.p99_us, r.store_writes_per_query
+            );
         }
     }
     Ok(0)
@@ -426,7 +447,8 @@ pub struct Cost {
 
 /// Cost per million queries of `usage`, and of Step Functions Standard for k agents.
 pub fn cost_per_million(usage: &Usage, k: u64, prices: &Prices) -> Cost {
-    let lambda = usage.invocations * prices.lambda_per_million_requests + usage.gb_seconds * 1e6 * prices.lambda_gb_second;
+    let lambda =
+        usage.invocations * prices.lambda_per_million_requests + usage.gb_seconds * 1e6 * prices.lambda_gb_second;
     let sqs = usage.sqs_requests * prices.sqs_per_million_requests;
     let dynamodb = usage.wru * prices.dynamodb_per_million_wru + usage.rru * prices.dynamodb_per_million_rru;
     let step_functions = step_functions_transitions(k) as f64 * prices.step_functions_per_million_transitions;
@@ -566,17 +588,36 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
     let topology = Topology::for_manifest(&manifest);
     let prefix = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let ddb = aws_sdk_dynamodb::Client::new(&config);
-    let urls = shared::adapters::aws::ensure_resources(&ddb, &aws_sdk_sqs::Client::new(&config), &topology, &format!("{prefix}-table"), &format!("{prefix}-"))
-        .await
-        .map_err(|e| anyhow::anyhow!("creating the table and queues on {}: {e}", endpoint().unwrap_or_default()))?;
-    let system = shared::engine::aws::AwsSystem::with_resources(manifest, EngineSettings::default(), &config, &urls.table, urls.queues);
+    let urls = shared::adapters::aws::ensure_resources(
+        &ddb,
+        &aws_sdk_sqs::Client::new(&config),
+        &topology,
+        &format!("{prefix}-table"),
+        &format!("{prefix}-"),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("creating the table and queues on {}: {e}", endpoint().unwrap_or_default()))?;
+    let system = shared::engine::aws::AwsSystem::with_resources(
+        manifest,
+        EngineSettings::default(),
+        &config,
+        &urls.table,
+        urls.queues,
+    );
     // A second store on its own counters, for the benchmark's own waiting reads.
     let watcher = shared::adapters::dynamodb::DynamoStore::new(ddb.clone(), urls.table.clone());
     let durations = Arc::new(Durations::default());
     let pollers: Vec<_> = topology
         .queues
         .iter()
-        .map(|spec| tokio::spawn(timed_poll(system.deps.clone(), spec.id, spec.batch_size.clamp(1, 10) as usize, durations.clone())))
+        .map(|spec| {
+            tokio::spawn(timed_poll(
+                system.deps.clone(),
+                spec.id,
+                spec.batch_size.clamp(1, 10) as usize,
+                durations.clone(),
+            ))
+        })
         .collect();
     let drained = || async {
         let until = Instant::now() + Duration::from_secs(30);
@@ -633,7 +674,11 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
                 .await?;
             sizes.extend(page.items().iter().map(item_size));
         }
-        let wru_per_item = if sizes.is_empty() { 1.0 } else { sizes.iter().map(|s| s.div_ceil(1024).max(1) as f64).sum::<f64>() / sizes.len() as f64 };
+        let wru_per_item = if sizes.is_empty() {
+            1.0
+        } else {
+            sizes.iter().map(|s| s.div_ceil(1024).max(1) as f64).sum::<f64>() / sizes.len() as f64
+        };
         let max_item_bytes = sizes.iter().copied().max().unwrap_or(0);
         let ddb_writes = per(s1.writes, s0.writes);
         let ddb_transact_items = per(s1.items_written, s0.items_written) - ddb_writes;
@@ -645,7 +690,9 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
         let usage = Usage {
             invocations: samples.len() as f64 / n,
             gb_seconds: samples.iter().map(|(_, d)| billed_gb_seconds(*d, FUNCTION_MEMORY_MB)).sum::<f64>() / n,
-            sqs_requests: per(q1.sends, q0.sends) + per(q1.messages_received, q0.messages_received) + per(q1.deletes, q0.deletes),
+            sqs_requests: per(q1.sends, q0.sends)
+                + per(q1.messages_received, q0.messages_received)
+                + per(q1.deletes, q0.deletes),
             wru: (ddb_writes + 2.0 * ddb_transact_items.max(0.0)) * wru_per_item,
             rru: per(s1.reads, s0.reads),
         };
@@ -685,7 +732,11 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let queries = rows.first().map_or(0, |r| r.queries);
-    let _ = writeln!(s, "requests per query against {} ({queries} queries per k; deadline message included)", endpoint().unwrap_or_default());
+    let _ = writeln!(
+        s,
+        "requests per query against {} ({queries} queries per k; deadline message included)",
+        endpoint().unwrap_or_default()
+    );
     let _ = writeln!(
         s,
         "{:>2} {:>6} {:>9} {:>9} {:>8} {:>7} {:>7} {:>9} {:>10} {:>9}",
@@ -695,15 +746,37 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
         let _ = writeln!(
             s,
             "{:>2} {:>6.1} {:>9.1} {:>9.1} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>10.1} {:>8}B",
-            r.k, r.sqs_sends, r.sqs_receives, r.sqs_messages_received, r.sqs_deletes, r.ddb_reads, r.ddb_writes, r.ddb_transact_writes, r.ddb_transact_items, r.max_item_bytes
+            r.k,
+            r.sqs_sends,
+            r.sqs_receives,
+            r.sqs_messages_received,
+            r.sqs_deletes,
+            r.ddb_reads,
+            r.ddb_writes,
+            r.ddb_transact_writes,
+            r.ddb_transact_items,
+            r.max_item_bytes
         );
     }
     let _ = writeln!(s, "(receives: every ReceiveMessage, empty long polls of the 1 s test pollers included; Lambda's own pollers make those whatever the traffic, so the cost counts the receives that returned a message)");
     let _ = writeln!(s, "\nhandler time per query, ms (against the local endpoint)");
-    let _ = writeln!(s, "{:>2} {:>8} {:>8} {:>13} {:>12} {:>12}", "k", "intake", "router", "agent-worker", "synthesizer", "invocations");
+    let _ = writeln!(
+        s,
+        "{:>2} {:>8} {:>8} {:>13} {:>12} {:>12}",
+        "k", "intake", "router", "agent-worker", "synthesizer", "invocations"
+    );
     for r in rows {
         let ms = |name: &str| r.handler_ms.iter().find(|(f, _)| f == name).map_or(0.0, |(_, v)| *v);
-        let _ = writeln!(s, "{:>2} {:>8.2} {:>8.2} {:>13.2} {:>12.2} {:>12.1}", r.k, ms("intake"), ms("router"), ms("agent-worker"), ms("synthesizer"), r.usage.invocations);
+        let _ = writeln!(
+            s,
+            "{:>2} {:>8.2} {:>8.2} {:>13.2} {:>12.2} {:>12.1}",
+            r.k,
+            ms("intake"),
+            ms("router"),
+            ms("agent-worker"),
+            ms("synthesizer"),
+            r.usage.invocations
+        );
     }
     let p = US_EAST_1;
     let _ = writeln!(
@@ -820,7 +893,10 @@ fn start_once(binary: &Path, bin: &str) -> anyhow::Result<(Duration, u64)> {
                         }
                         anyhow::bail!("{bin} exited with {status} before asking for an event: {err}");
                     }
-                    anyhow::ensure!(started.elapsed() < Duration::from_secs(10), "{bin} did not ask for an event within 10 s");
+                    anyhow::ensure!(
+                        started.elapsed() < Duration::from_secs(10),
+                        "{bin} did not ask for an event within 10 s"
+                    );
                     std::thread::sleep(Duration::from_micros(20));
                 }
                 Err(e) => return Err(e.into()),
@@ -891,7 +967,10 @@ fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
             repeat,
             dir.display()
         );
-        println!("{:<13} {:>10} {:>10} {:>14} {:>11} {:>15}", "function", "init p50", "init max", "peak RSS", "binary", "arm64 bootstrap");
+        println!(
+            "{:<13} {:>10} {:>10} {:>14} {:>11} {:>15}",
+            "function", "init p50", "init max", "peak RSS", "binary", "arm64 bootstrap"
+        );
         for r in &rows {
             let boot = r.bootstrap_mb.map_or("not built".to_string(), |b| format!("{b:.2} MB"));
             println!(

@@ -3,10 +3,10 @@
 
 mod ask;
 mod bench;
-mod serve;
-mod setup_cmd;
 mod classify_cmd;
 mod infra_cmd;
+mod serve;
+mod setup_cmd;
 mod sim_cmd;
 mod validate_cmd;
 
@@ -136,21 +136,22 @@ async fn main() -> ExitCode {
             init_tracing(true);
             ask::serve(args).await
         }
-        Command::Classify { manifest, query } => load_manifest(manifest.as_ref()).and_then(|m| {
-            classify_cmd::run(&m, query, std::io::stdin().lock(), &mut std::io::stdout().lock())
-        }),
+        Command::Classify { manifest, query } => load_manifest(manifest.as_ref())
+            .and_then(|m| classify_cmd::run(&m, query, std::io::stdin().lock(), &mut std::io::stdout().lock())),
         Command::Bench { suite, manifest, json, queries, concurrency, k, repeat } => {
             let options = bench::BenchOptions { manifest, json, queries, concurrency, k: k.map(usize::from), repeat };
             bench::run(&suite, &options).await
         }
-        Command::Infra { action, template, manifest } => load_manifest(manifest.as_ref()).and_then(|m| match action.as_str() {
-            "render" => {
-                print!("{}", infra_cmd::render(&m));
-                Ok(0)
-            }
-            "check" => Ok(infra_cmd::check(&template, &m, &mut std::io::stdout().lock())),
-            other => Err(anyhow::anyhow!("unknown infra action `{other}`; use render or check")),
-        }),
+        Command::Infra { action, template, manifest } => {
+            load_manifest(manifest.as_ref()).and_then(|m| match action.as_str() {
+                "render" => {
+                    print!("{}", infra_cmd::render(&m));
+                    Ok(0)
+                }
+                "check" => Ok(infra_cmd::check(&template, &m, &mut std::io::stdout().lock())),
+                other => Err(anyhow::anyhow!("unknown infra action `{other}`; use render or check")),
+            })
+        }
         Command::Setup { backend, table, prefix, manifest } => match load_manifest(manifest.as_ref()) {
             Ok(m) => setup_cmd::run(backend, &m, &table, &prefix, &mut std::io::stdout().lock()).await,
             Err(e) => Err(e),

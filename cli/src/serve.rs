@@ -79,22 +79,25 @@ async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
 
 /// Stream the event log as server-sent events, tailing it until the `final` event.
 fn tail(system: Arc<Deps>, query_id: String) -> Response {
-    let stream = futures::stream::unfold((system, query_id, HashSet::<String>::new(), false), |(system, id, mut seen, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            let events = system.store.list_events(&id).await.unwrap_or_default();
-            let fresh: Vec<_> = events.into_iter().filter(|e| !seen.contains(&e.key)).collect();
-            if !fresh.is_empty() {
-                let finished = fresh.iter().any(|e| e.kind == EventKind::Final);
-                let text: String = fresh.iter().map(sse_frame).collect();
-                seen.extend(fresh.into_iter().map(|e| e.key));
-                return Some((Ok::<_, std::io::Error>(text), (system, id, seen, finished)));
+    let stream = futures::stream::unfold(
+        (system, query_id, HashSet::<String>::new(), false),
+        |(system, id, mut seen, done)| async move {
+            if done {
+                return None;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
+            loop {
+                let events = system.store.list_events(&id).await.unwrap_or_default();
+                let fresh: Vec<_> = events.into_iter().filter(|e| !seen.contains(&e.key)).collect();
+                if !fresh.is_empty() {
+                    let finished = fresh.iter().any(|e| e.kind == EventKind::Final);
+                    let text: String = fresh.iter().map(sse_frame).collect();
+                    seen.extend(fresh.into_iter().map(|e| e.key));
+                    return Some((Ok::<_, std::io::Error>(text), (system, id, seen, finished)));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        },
+    );
     let mut r = Response::new(Body::from_stream(stream));
     r.headers_mut().insert("content-type", HeaderValue::from_static("text/event-stream"));
     r.headers_mut().insert("cache-control", HeaderValue::from_static("no-cache"));

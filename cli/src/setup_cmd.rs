@@ -9,7 +9,13 @@ use shared::topology::Topology;
 use std::io::Write;
 
 /// Create the resources (idempotent) and write `export NAME=value` lines to `out`.
-pub async fn run(backend: Backend, manifest: &Manifest, table: &str, prefix: &str, out: &mut impl Write) -> anyhow::Result<u8> {
+pub async fn run(
+    backend: Backend,
+    manifest: &Manifest,
+    table: &str,
+    prefix: &str,
+    out: &mut impl Write,
+) -> anyhow::Result<u8> {
     if backend == Backend::Memory {
         writeln!(out, "# the memory backend needs no setup")?;
         return Ok(0);
@@ -24,7 +30,12 @@ pub async fn run(backend: Backend, manifest: &Manifest, table: &str, prefix: &st
         prefix,
     )
     .await?;
-    writeln!(out, "# Switchyard resources for manifest `{}` (table, {} queues, each with a DLQ)", manifest.name, topology.queues.len())?;
+    writeln!(
+        out,
+        "# Switchyard resources for manifest `{}` (table, {} queues, each with a DLQ)",
+        manifest.name,
+        topology.queues.len()
+    )?;
     for line in urls.export_lines() {
         writeln!(out, "{line}")?;
     }

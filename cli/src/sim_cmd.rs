@@ -18,7 +18,11 @@ pub async fn run(seeds: u64, seed: Option<u64>, out: &mut (dyn Write + Send)) ->
                 let mut lines = vec![format!("seed {s}: {:?}", report.faults)];
                 lines.extend(report.trace.iter().cloned());
                 let verdict = if report.passed() {
-                    format!("seed {s}: every invariant held ({} queries, {:.0} s of virtual time)\n", report.queries, report.virtual_time.as_secs_f64())
+                    format!(
+                        "seed {s}: every invariant held ({} queries, {:.0} s of virtual time)\n",
+                        report.queries,
+                        report.virtual_time.as_secs_f64()
+                    )
                 } else {
                     switchyard_sim::describe_failure(&report)
                 };

@@ -151,8 +151,11 @@ fn locate(text: &str, path: &str) -> Option<usize> {
         .enumerate()
         .filter_map(|(i, raw)| {
             let text = raw.trim_start();
-            (!text.is_empty() && !text.starts_with('#') && text != "---")
-                .then(|| Line { number: i + 1, indent: raw.len() - text.len(), text })
+            (!text.is_empty() && !text.starts_with('#') && text != "---").then(|| Line {
+                number: i + 1,
+                indent: raw.len() - text.len(),
+                text,
+            })
         })
         .collect();
     let mut range = 0..lines.len();
@@ -175,7 +178,9 @@ fn locate(text: &str, path: &str) -> Option<usize> {
                 }
                 let column = child_column;
                 let end = (i + 1..range.end)
-                    .find(|&j| lines[j].indent < column || (lines[j].indent == column && !lines[j].text.starts_with('-')))
+                    .find(|&j| {
+                        lines[j].indent < column || (lines[j].indent == column && !lines[j].text.starts_with('-'))
+                    })
                     .unwrap_or(range.end);
                 range = i + 1..end;
             }
@@ -252,14 +257,19 @@ intents:
         let (code, out) = run_on("valid", VALID);
         assert_eq!(code, EXIT_VALID, "{out}");
         assert!(out.contains("manifest `tiny` (version 1) is valid"), "{out}");
-        assert!(out.contains("2 analytics") && out.contains("timeout 2m") && out.contains("fallback agent explainer"), "{out}");
+        assert!(
+            out.contains("2 analytics") && out.contains("timeout 2m") && out.contains("fallback agent explainer"),
+            "{out}"
+        );
         assert!(out.contains("agents: 2"), "{out}");
         assert!(out.contains("causal_impact      -> causal_impact + explainer"), "{out}");
     }
 
     #[test]
     fn a_manifest_with_problems_exits_1_and_lists_each_with_file_line_and_path() {
-        let broken = VALID.replace("    tier: 5\n    kind", "    tier: 7\n    kind").replace("supporting: [explainer]", "supporting: [nobody]");
+        let broken = VALID
+            .replace("    tier: 5\n    kind", "    tier: 7\n    kind")
+            .replace("supporting: [explainer]", "supporting: [nobody]");
         let (code, out) = run_on("broken", &broken);
         assert_eq!(code, EXIT_INVALID, "{out}");
         assert!(out.contains("2 problems"), "{out}");
@@ -280,7 +290,12 @@ intents:
         let (code, out) = run_on("shipped", shared::manifest::EMBEDDED_ROUTING_YAML);
         assert_eq!(code, EXIT_VALID, "{out}");
         assert!(out.contains("intents: 12"), "{out}");
-        assert!(out.contains("ml_training: scope_definer -> data_preparer [gate data_qc] -> model_selector -> model_trainer"), "{out}");
+        assert!(
+            out.contains(
+                "ml_training: scope_definer -> data_preparer [gate data_qc] -> model_selector -> model_trainer"
+            ),
+            "{out}"
+        );
     }
 
     #[test]

@@ -70,7 +70,10 @@ impl Agents {
 }
 
 fn missing(agent: &Agent) -> AgentError {
-    AgentError { message: format!("agent `{}` has no `{}` settings", agent.id, agent.kind.as_str()), recoverable: false }
+    AgentError {
+        message: format!("agent `{}` has no `{}` settings", agent.id, agent.kind.as_str()),
+        recoverable: false,
+    }
 }
 
 #[async_trait]
@@ -80,7 +83,9 @@ impl AgentRuntime for Agents {
             AgentKind::Builtin | AgentKind::Scripted => ManifestAgents.run(agent, dispatch, attempt).await,
             AgentKind::Llm => self.llm.run(agent, agent.llm.as_ref().ok_or_else(|| missing(agent))?, dispatch).await,
             AgentKind::Http => self.http.run(agent, agent.http.as_ref().ok_or_else(|| missing(agent))?, dispatch).await,
-            AgentKind::Lambda => self.lambda.run(agent, agent.lambda.as_ref().ok_or_else(|| missing(agent))?, dispatch).await,
+            AgentKind::Lambda => {
+                self.lambda.run(agent, agent.lambda.as_ref().ok_or_else(|| missing(agent))?, dispatch).await
+            }
         }
     }
 }
@@ -96,14 +101,21 @@ impl AgentRuntime for ManifestAgents {
         match agent.kind {
             AgentKind::Builtin => match &agent.builtin {
                 Some(settings) => Ok(builtin_reply(agent, settings, dispatch)),
-                None => Err(AgentError { message: format!("agent `{}` has no `builtin` settings", agent.id), recoverable: false }),
+                None => Err(AgentError {
+                    message: format!("agent `{}` has no `builtin` settings", agent.id),
+                    recoverable: false,
+                }),
             },
             AgentKind::Scripted => {
                 let settings = agent.scripted.clone().unwrap_or_default();
                 scripted_reply(agent, &settings, dispatch, attempt).await
             }
             other => Err(AgentError {
-                message: format!("agent `{}` is `kind: {}`, which this runtime cannot run; use `agents::Agents`", agent.id, other.as_str()),
+                message: format!(
+                    "agent `{}` is `kind: {}`, which this runtime cannot run; use `agents::Agents`",
+                    agent.id,
+                    other.as_str()
+                ),
                 recoverable: false,
             }),
         }
@@ -112,7 +124,11 @@ impl AgentRuntime for ManifestAgents {
 
 /// Fill `{placeholders}` from the dispatch: `{question}`, `{intent}`, `{entities}` and one per
 /// entity type (first entity of that type, else `defaults`, else "all").
-pub fn render(template: &str, dispatch: &AgentDispatch, defaults: &std::collections::BTreeMap<String, String>) -> String {
+pub fn render(
+    template: &str,
+    dispatch: &AgentDispatch,
+    defaults: &std::collections::BTreeMap<String, String>,
+) -> String {
     let mut out = String::with_capacity(template.len() + 32);
     let mut rest = template;
     while let Some(start) = rest.find('{') {
@@ -147,15 +163,21 @@ fn placeholder(name: &str, dispatch: &AgentDispatch, defaults: &std::collections
             }
         }
         other => {
-            let entity = EntityType::ALL.iter().find(|t| t.as_str() == other).and_then(|t| {
-                payload.entities.iter().find(|e| e.entity_type == *t).map(|e| e.value.replace('_', " "))
-            });
+            let entity = EntityType::ALL
+                .iter()
+                .find(|t| t.as_str() == other)
+                .and_then(|t| payload.entities.iter().find(|e| e.entity_type == *t).map(|e| e.value.replace('_', " ")));
             entity.or_else(|| defaults.get(other).cloned()).unwrap_or_else(|| "all".to_string())
         }
     }
 }
 
-fn evidence_json(agent: &Agent, specs: &[EvidenceSpec], dispatch: &AgentDispatch, defaults: &std::collections::BTreeMap<String, String>) -> Vec<Value> {
+fn evidence_json(
+    agent: &Agent,
+    specs: &[EvidenceSpec],
+    dispatch: &AgentDispatch,
+    defaults: &std::collections::BTreeMap<String, String>,
+) -> Vec<Value> {
     specs
         .iter()
         .enumerate()
@@ -183,7 +205,12 @@ fn builtin_reply(agent: &Agent, settings: &BuiltinSettings, dispatch: &AgentDisp
     }))
 }
 
-async fn scripted_reply(agent: &Agent, s: &ScriptedSettings, dispatch: &AgentDispatch, attempt: u32) -> Result<AgentReply, AgentError> {
+async fn scripted_reply(
+    agent: &Agent,
+    s: &ScriptedSettings,
+    dispatch: &AgentDispatch,
+    attempt: u32,
+) -> Result<AgentReply, AgentError> {
     if s.panic {
         // A crash of the worker's handler, as a real bug would cause one.
         panic!("scripted agent `{}` panicked on attempt {attempt}", agent.id);

@@ -105,8 +105,7 @@ impl JobMessage {
         if body.len() > MAX_JOB_BYTES {
             return Err(JobError::TooLarge(body.len()));
         }
-        let value: serde_json::Value =
-            serde_json::from_str(body).map_err(|e| JobError::Malformed(e.to_string()))?;
+        let value: serde_json::Value = serde_json::from_str(body).map_err(|e| JobError::Malformed(e.to_string()))?;
         let serde_json::Value::Object(mut map) = value else {
             return Err(JobError::Malformed("the body is not a JSON object".into()));
         };

@@ -193,7 +193,8 @@ pub fn dispatch_for(
     correlation_id: &str,
     now: DateTime<Utc>,
 ) -> AgentDispatch {
-    let timeout_ms = manifest.agent_timeout(agent).map(|d| d.as_millis()).unwrap_or(crate::topology::MAX_ATTEMPT_TIMEOUT_MS);
+    let timeout_ms =
+        manifest.agent_timeout(agent).map(|d| d.as_millis()).unwrap_or(crate::topology::MAX_ATTEMPT_TIMEOUT_MS);
     let fallback_agent = match (role, manifest.agent_fallback(agent)) {
         (DispatchRole::Fallback, _) => None,
         (_, Fallback::Agent(id)) => Some(id),
@@ -208,7 +209,10 @@ pub fn dispatch_for(
             intent: parsed.intent.clone(),
             entities: parsed.entities.clone(),
             context: crate::engine::modes::context_for(manifest, agent, parsed, &[]),
-            constraints: DispatchConstraints { max_latency_ms: timeout_ms, required_confidence: agent.required_confidence },
+            constraints: DispatchConstraints {
+                max_latency_ms: timeout_ms,
+                required_confidence: agent.required_confidence,
+            },
         },
         routing: DispatchRouting {
             priority: priority(role, agent.tier),
@@ -231,7 +235,9 @@ pub fn worst_case_ms(manifest: &Manifest, agent: &Agent, with_fallback: bool) ->
     let attempts: u64 = (0..=retries).map(|n| extended_timeout_ms(base, ext, n)).sum();
     let waits = u64::from(retries) * backoff_max;
     let fallback = match manifest.agent_fallback(agent) {
-        Fallback::Agent(id) if with_fallback => manifest.agent(&id).map(|f| worst_case_ms(manifest, f, false)).unwrap_or(0),
+        Fallback::Agent(id) if with_fallback => {
+            manifest.agent(&id).map(|f| worst_case_ms(manifest, f, false)).unwrap_or(0)
+        }
         _ => 0,
     };
     attempts + waits + fallback
@@ -239,10 +245,19 @@ pub fn worst_case_ms(manifest: &Manifest, agent: &Agent, with_fallback: bool) ->
 
 /// Plan the answer to `parsed`: one parallel stage (primary + supporting), or one stage per
 /// pipeline step. Dispatch ids are fresh UUIDs; the plan is stored once, so they never change.
-pub fn build(manifest: &Manifest, parsed: &ParsedQuery, correlation_id: &str, now: DateTime<Utc>) -> Result<Plan, PlanError> {
+pub fn build(
+    manifest: &Manifest,
+    parsed: &ParsedQuery,
+    correlation_id: &str,
+    now: DateTime<Utc>,
+) -> Result<Plan, PlanError> {
     let intent = manifest.intent(&parsed.intent).ok_or_else(|| PlanError::UnknownIntent(parsed.intent.clone()))?;
     let agent = |id: &str| {
-        manifest.agent(id).ok_or_else(|| PlanError::Unknown { intent: intent.id.clone(), what: "agent", id: id.to_string() })
+        manifest.agent(id).ok_or_else(|| PlanError::Unknown {
+            intent: intent.id.clone(),
+            what: "agent",
+            id: id.to_string(),
+        })
     };
     let planned = |agent: &Agent, role| {
         let dispatch = dispatch_for(manifest, agent, role, parsed, correlation_id, now);
@@ -278,5 +293,12 @@ pub fn build(manifest: &Manifest, parsed: &ParsedQuery, correlation_id: &str, no
     if let Some(deadline) = intent.route.deadline {
         deadline_ms = deadline.as_millis();
     }
-    Ok(Plan { intent: intent.id.clone(), pipeline: intent.route.pipeline.clone(), stages, current_stage: 0, deadline_ms, flow: None })
+    Ok(Plan {
+        intent: intent.id.clone(),
+        pipeline: intent.route.pipeline.clone(),
+        stages,
+        current_stage: 0,
+        deadline_ms,
+        flow: None,
+    })
 }

@@ -224,7 +224,12 @@ pub trait Store: Send + Sync {
     /// Replace every field of the query record except `completed`, on condition that the stored
     /// `version` equals `expected_version`; the stored version becomes `expected_version + 1`
     /// (whatever `query.version` says). Appends `events` atomically.
-    async fn update_query(&self, query: &QueryRecord, expected_version: u64, events: &[Event]) -> Result<(), StoreError>;
+    async fn update_query(
+        &self,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError>;
 
     /// Store a handoff (condition: none exists for its dispatch) and, when it fills a slot,
     /// add the slot to the query's fan-in set — atomically, with `events`. `Duplicate` when a
@@ -408,7 +413,12 @@ pub trait Queue: Send + Sync {
     async fn delete(&self, queue: QueueId, receipt_handle: &str) -> Result<(), QueueError>;
 
     /// Make a received message visible again after `timeout` (0 = now).
-    async fn change_visibility(&self, queue: QueueId, receipt_handle: &str, timeout: Duration) -> Result<(), QueueError>;
+    async fn change_visibility(
+        &self,
+        queue: QueueId,
+        receipt_handle: &str,
+        timeout: Duration,
+    ) -> Result<(), QueueError>;
 
     /// How many messages are where.
     async fn depth(&self, queue: QueueId) -> Result<QueueDepth, QueueError>;

@@ -255,7 +255,8 @@ fn bedrock_models(manifest: &Manifest, tier: u8) -> Vec<String> {
         .filter_map(|a| a.llm.as_ref())
         .filter_map(|llm| {
             let provider = manifest.providers.iter().find(|p| p.id == llm.provider)?;
-            (provider.kind == crate::manifest::ProviderKind::Bedrock).then(|| llm.model.clone().or_else(|| provider.model.clone()))?
+            (provider.kind == crate::manifest::ProviderKind::Bedrock)
+                .then(|| llm.model.clone().or_else(|| provider.model.clone()))?
         })
         .collect();
     models.sort();
@@ -265,8 +266,13 @@ fn bedrock_models(manifest: &Manifest, tier: u8) -> Vec<String> {
 
 /// Functions the tier's `lambda` agents invoke.
 fn lambda_functions(manifest: &Manifest, tier: u8) -> Vec<String> {
-    let mut names: Vec<String> =
-        manifest.agents.iter().filter(|a| a.tier == tier).filter_map(|a| a.lambda.as_ref()).map(|l| l.function.clone()).collect();
+    let mut names: Vec<String> = manifest
+        .agents
+        .iter()
+        .filter(|a| a.tier == tier)
+        .filter_map(|a| a.lambda.as_ref())
+        .map(|l| l.function.clone())
+        .collect();
     names.sort();
     names.dedup();
     names
@@ -596,7 +602,8 @@ fn role(f: &FunctionSpec, stem: &str) -> Value {
         agent_statements.push(allow(&["bedrock:InvokeModel"], models));
     }
     if !f.lambda_functions.is_empty() {
-        agent_statements.push(allow(&["lambda:InvokeFunction"], f.lambda_functions.iter().flat_map(|n| lambda_arns(n)).collect()));
+        agent_statements
+            .push(allow(&["lambda:InvokeFunction"], f.lambda_functions.iter().flat_map(|n| lambda_arns(n)).collect()));
     }
     if !agent_statements.is_empty() {
         policies.push(policy("agents", agent_statements));
@@ -1397,10 +1404,22 @@ intents:
         let tier4 = specs.iter().find(|f| f.tier == Some(4)).expect("tier 4 worker");
         assert!(tier4.bedrock_models.is_empty() && tier4.lambda_functions.is_empty());
         let template = render(&manifest);
-        let role = template.split("AgentWorkerTier2Role:").nth(1).and_then(|r| r.split("AgentWorkerTier2Function:").next()).expect("role");
-        assert!(role.contains("bedrock:InvokeModel") && role.contains("foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"), "{role}");
+        let role = template
+            .split("AgentWorkerTier2Role:")
+            .nth(1)
+            .and_then(|r| r.split("AgentWorkerTier2Function:").next())
+            .expect("role");
+        assert!(
+            role.contains("bedrock:InvokeModel")
+                && role.contains("foundation-model/anthropic.claude-3-5-haiku-20241022-v1:0"),
+            "{role}"
+        );
         assert!(role.contains("lambda:InvokeFunction") && role.contains(":function:score-leads"), "{role}");
-        let other = template.split("AgentWorkerTier4Role:").nth(1).and_then(|r| r.split("AgentWorkerTier4Function:").next()).expect("role");
+        let other = template
+            .split("AgentWorkerTier4Role:")
+            .nth(1)
+            .and_then(|r| r.split("AgentWorkerTier4Function:").next())
+            .expect("role");
         assert!(!other.contains("bedrock:") && !other.contains("lambda:InvokeFunction"), "{other}");
         assert!(check(&template, &manifest).is_empty(), "{:?}", check(&template, &manifest));
     }

@@ -120,7 +120,10 @@ pub fn validate_request(body: &[u8], manifest: &Manifest) -> Result<ValidatedReq
     }
     let text = std::str::from_utf8(body).map_err(|_| ValidationError::one("body", "must be UTF-8 JSON"))?;
     if json_depth_exceeds(text, MAX_JSON_DEPTH) {
-        return Err(ValidationError::one("body", format!("must not nest arrays or objects deeper than {MAX_JSON_DEPTH} levels")));
+        return Err(ValidationError::one(
+            "body",
+            format!("must not nest arrays or objects deeper than {MAX_JSON_DEPTH} levels"),
+        ));
     }
     let trimmed = text.trim_start();
     if !trimmed.is_empty() && !trimmed.starts_with('{') {
@@ -291,7 +294,8 @@ impl Intake<'_> {
                 self.errors.push(FieldError::new(&field, "must not be empty"));
             }
             if chars > max_chars {
-                self.errors.push(FieldError::new(&field, format!("must be at most {max_chars} characters; got {chars}")));
+                self.errors
+                    .push(FieldError::new(&field, format!("must be at most {max_chars} characters; got {chars}")));
             }
             if has_forbidden_control(&entity.value, false) {
                 self.errors.push(FieldError::new(&field, "must not contain control characters"));

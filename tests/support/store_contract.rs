@@ -241,7 +241,10 @@ pub async fn a_query_is_created_read_and_updated_under_optimistic_versions(store
 /// GIVEN a query, WHEN it is created again, THEN the second create fails and writes nothing.
 pub async fn creating_a_query_twice_fails_and_writes_no_event(store: &dyn Store) {
     let q = query(&new_id(), None);
-    store.create_query(&q, &[event(&q.query_id, "0001-accepted", q.accepted_at, EventKind::Accepted)]).await.expect("create");
+    store
+        .create_query(&q, &[event(&q.query_id, "0001-accepted", q.accepted_at, EventKind::Accepted)])
+        .await
+        .expect("create");
     let mut again = q.clone();
     again.session_id = "other".into();
     let second = event(&q.query_id, "0001-accepted-again", q.accepted_at, EventKind::Accepted);

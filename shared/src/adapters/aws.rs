@@ -99,7 +99,11 @@ fn request_error<E>(step: impl Into<String>, err: E) -> SetupError
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    SetupError::Request { step: step.into(), message: DisplayErrorContext(&err).to_string(), source: Some(Box::new(err)) }
+    SetupError::Request {
+        step: step.into(),
+        message: DisplayErrorContext(&err).to_string(),
+        source: Some(Box::new(err)),
+    }
 }
 
 fn build_error<E>(step: &str) -> impl FnOnce(E) -> SetupError + '_
@@ -136,7 +140,8 @@ pub async fn ensure_resources(
     urls.env.insert(ENV_TABLE.to_string(), table_name.to_string());
     for spec in &topology.queues {
         let dlq_name = format!("{queue_prefix}{}", spec.id.dlq().name());
-        let dlq_attributes = BTreeMap::from([(QueueAttributeName::MessageRetentionPeriod, DLQ_RETENTION_S.to_string())]);
+        let dlq_attributes =
+            BTreeMap::from([(QueueAttributeName::MessageRetentionPeriod, DLQ_RETENTION_S.to_string())]);
         let dlq_url = ensure_queue(sqs, &dlq_name, dlq_attributes).await?;
         let dlq_arn = queue_arn(sqs, &dlq_name, &dlq_url).await?;
         let redrive = serde_json::json!({

@@ -649,10 +649,13 @@ fn meta_key(query_id: &str) -> Item {
 
 /// Replace every field of the query record except `completed` and `fanin`, on condition that
 /// the stored version is `expected_version`.
-fn update_query_action(table: &str, query: &QueryRecord, expected_version: u64) -> Result<TransactWriteItem, StoreError> {
-    let next = expected_version
-        .checked_add(1)
-        .ok_or_else(|| StoreError::ConditionFailed("version overflow".to_string()))?;
+fn update_query_action(
+    table: &str,
+    query: &QueryRecord,
+    expected_version: u64,
+) -> Result<TransactWriteItem, StoreError> {
+    let next =
+        expected_version.checked_add(1).ok_or_else(|| StoreError::ConditionFailed("version overflow".to_string()))?;
     let fields = query_fields(query, next)?;
     let mut sized = fields.clone();
     sized.extend(meta_key(&query.query_id));
@@ -676,7 +679,12 @@ fn update_query_action(table: &str, query: &QueryRecord, expected_version: u64) 
 
 /// Add `slot` to the fan-in set and bump `fanin`, on condition that the query exists and
 /// `fanin` is still what was read.
-fn add_slot_action(table: &str, query_id: &str, slot: &str, fanin_read: Option<&str>) -> Result<TransactWriteItem, StoreError> {
+fn add_slot_action(
+    table: &str,
+    query_id: &str,
+    slot: &str,
+    fanin_read: Option<&str>,
+) -> Result<TransactWriteItem, StoreError> {
     let next = fanin_read.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + 1;
     let mut update = Update::builder()
         .table_name(table)
@@ -746,7 +754,12 @@ impl Store for DynamoStore {
             .ok_or_else(|| StoreError::Corrupt(format!("idempotency key {}: no query_id", describe(&item))))
     }
 
-    async fn update_query(&self, query: &QueryRecord, expected_version: u64, events: &[Event]) -> Result<(), StoreError> {
+    async fn update_query(
+        &self,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
         let mut actions = vec![update_query_action(&self.table, query, expected_version)?];
         actions.extend(event_actions(&self.table, events)?);
         self.transact(actions).await.map_err(|e| e.into_store_error(&["version moved on"]))
@@ -780,7 +793,10 @@ impl Store for DynamoStore {
             }
         }
         Err(StoreError::Unavailable {
-            message: format!("record_handoff: fan-in of query {} still contended after {FANIN_ATTEMPTS} attempts", record.query_id),
+            message: format!(
+                "record_handoff: fan-in of query {} still contended after {FANIN_ATTEMPTS} attempts",
+                record.query_id
+            ),
             source: None,
         })
     }
@@ -890,8 +906,8 @@ impl Store for DynamoStore {
 mod tests {
     use super::*;
     use crate::contracts::{
-        AgentHandoff, AgentResult, Citation, CitationSourceType, EntitySource, EntityType, HandoffExecution, HandoffResult,
-        HandoffStatus, OutputStatus, ParsedEntity, ParsedQuery,
+        AgentHandoff, AgentResult, Citation, CitationSourceType, EntitySource, EntityType, HandoffExecution,
+        HandoffResult, HandoffStatus, OutputStatus, ParsedEntity, ParsedQuery,
     };
     use crate::ports::EventKind;
     use chrono::TimeZone;
@@ -1082,7 +1098,10 @@ mod tests {
         assert_eq!(event_from_item(&item).expect("decodes"), e);
         let o = output();
         let item = output_item(&o, 42).expect("encodes");
-        assert_eq!((get_s(&item, SK), get_s(&item, STATUS), get_n(&item, EXPIRES_AT)), (Some("OUT"), Some("partial"), Some("42")));
+        assert_eq!(
+            (get_s(&item, SK), get_s(&item, STATUS), get_n(&item, EXPIRES_AT)),
+            (Some("OUT"), Some("partial"), Some("42"))
+        );
         assert_eq!(output_from_item(&item).expect("decodes"), o);
     }
 
@@ -1140,7 +1159,8 @@ mod tests {
             other => panic!("expected ConditionFailed, got {other:?}"),
         }
         assert!(TxError::Cancelled(vec![reason("None"), reason("TransactionConflict")]).is_conflict_only());
-        assert!(!TxError::Cancelled(vec![reason("ConditionalCheckFailed"), reason("TransactionConflict")]).is_conflict_only());
+        assert!(!TxError::Cancelled(vec![reason("ConditionalCheckFailed"), reason("TransactionConflict")])
+            .is_conflict_only());
         let conflict = TxError::Cancelled(vec![reason("TransactionConflict")]).into_store_error(&[]);
         assert!(conflict.is_retryable());
         let size = TxError::Cancelled(vec![Reason {

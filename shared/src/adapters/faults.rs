@@ -49,7 +49,8 @@ impl FaultyQueue {
         let Ok(mut rng) = self.rng.lock() else { return (false, Duration::ZERO, Duration::ZERO) };
         let twice = rng.random::<f64>() < self.faults.duplicate;
         let max = self.faults.max_extra_delay.as_millis() as u64;
-        let extra = |rng: &mut StdRng| if max == 0 { Duration::ZERO } else { Duration::from_millis(rng.random_range(0..=max)) };
+        let extra =
+            |rng: &mut StdRng| if max == 0 { Duration::ZERO } else { Duration::from_millis(rng.random_range(0..=max)) };
         let a = extra(&mut rng);
         let b = extra(&mut rng);
         (twice, a, b)
@@ -78,7 +79,12 @@ impl Queue for FaultyQueue {
         self.inner.delete(queue, receipt_handle).await
     }
 
-    async fn change_visibility(&self, queue: QueueId, receipt_handle: &str, timeout: Duration) -> Result<(), QueueError> {
+    async fn change_visibility(
+        &self,
+        queue: QueueId,
+        receipt_handle: &str,
+        timeout: Duration,
+    ) -> Result<(), QueueError> {
         self.inner.change_visibility(queue, receipt_handle, timeout).await
     }
 

@@ -16,7 +16,7 @@
 
 use crate::contracts::OrchestratorOutput;
 use crate::ports::{
-    Clock, Event, HandoffRecord, HandoffWrite, OutgoingMessage, Queue, QueueDepth, QueueError, QueueId, QueryRecord,
+    Clock, Event, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord, Queue, QueueDepth, QueueError, QueueId,
     ReceivedMessage, Store, StoreError,
 };
 use crate::topology::Topology;
@@ -187,7 +187,12 @@ impl Store for MemoryStore {
         Ok(holder.filter(|id| t.queries.get(*id).is_some_and(|q| self.live(q.expires_at))).cloned())
     }
 
-    async fn update_query(&self, query: &QueryRecord, expected_version: u64, events: &[Event]) -> Result<(), StoreError> {
+    async fn update_query(
+        &self,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
         check_size("query", query)?;
         let mut t = self.lock()?;
         let now = self.now_s();
@@ -230,7 +235,12 @@ impl Store for MemoryStore {
                 query.completed.insert(slot.clone());
                 query.completed.clone()
             }
-            None => t.queries.get(&record.query_id).filter(|q| q.expires_at >= now).map(|q| q.completed.clone()).unwrap_or_default(),
+            None => t
+                .queries
+                .get(&record.query_id)
+                .filter(|q| q.expires_at >= now)
+                .map(|q| q.completed.clone())
+                .unwrap_or_default(),
         };
         t.handoffs.insert(key, record.clone());
         Self::put_events(&mut t, events, now);
@@ -242,7 +252,10 @@ impl Store for MemoryStore {
     async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
         self.read();
         let t = self.lock()?;
-        Ok(t.handoffs.get(&(query_id.to_string(), dispatch_id.to_string())).filter(|h| self.live(h.expires_at)).cloned())
+        Ok(t.handoffs
+            .get(&(query_id.to_string(), dispatch_id.to_string()))
+            .filter(|h| self.live(h.expires_at))
+            .cloned())
     }
 
     async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError> {
@@ -277,7 +290,10 @@ impl Store for MemoryStore {
             .filter(|q| q.expires_at >= now)
             .ok_or_else(|| StoreError::ConditionFailed(format!("query {} does not exist", query.query_id)))?;
         if stored.version != expected_version {
-            return Err(StoreError::ConditionFailed(format!("query {} moved past version {expected_version}", query.query_id)));
+            return Err(StoreError::ConditionFailed(format!(
+                "query {} moved past version {expected_version}",
+                query.query_id
+            )));
         }
         let completed = std::mem::take(&mut stored.completed);
         *stored = query.clone();
@@ -444,7 +460,8 @@ impl MemoryQueue {
     /// Move every message of a dead-letter queue back to its source queue (SQS redrive).
     pub fn redrive(&self, source: QueueId) -> usize {
         let Ok(mut s) = self.state.lock() else { return 0 };
-        let moved: Vec<StoredMessage> = s.get_mut(&source.dlq()).map(|q| q.messages.drain(..).collect()).unwrap_or_default();
+        let moved: Vec<StoredMessage> =
+            s.get_mut(&source.dlq()).map(|q| q.messages.drain(..).collect()).unwrap_or_default();
         let n = moved.len();
         let now = Instant::now();
         if let Some(q) = s.get_mut(&source) {
@@ -478,10 +495,9 @@ impl MemoryQueue {
         let mut out = Vec::new();
         let mut dead = Vec::new();
         let mut next: Option<Instant> = None;
-        let q = s.get_mut(&queue).ok_or_else(|| QueueError::Unavailable {
-            message: format!("no queue {}", queue.name()),
-            source: None,
-        })?;
+        let q = s
+            .get_mut(&queue)
+            .ok_or_else(|| QueueError::Unavailable { message: format!("no queue {}", queue.name()), source: None })?;
         let mut i = 0;
         while i < q.messages.len() {
             let m = &mut q.messages[i];
@@ -589,7 +605,12 @@ impl Queue for MemoryQueue {
         Ok(())
     }
 
-    async fn change_visibility(&self, queue: QueueId, receipt_handle: &str, timeout: Duration) -> Result<(), QueueError> {
+    async fn change_visibility(
+        &self,
+        queue: QueueId,
+        receipt_handle: &str,
+        timeout: Duration,
+    ) -> Result<(), QueueError> {
         {
             let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
             let q = s.get_mut(&queue).ok_or(QueueError::InvalidReceipt)?;

@@ -210,15 +210,18 @@ impl Queue for SqsQueue {
             .message_body(message.body)
             .delay_seconds(delay_seconds(message.delay));
         for (name, value) in message.attributes {
-            let value = MessageAttributeValue::builder().data_type("String").string_value(value).build().map_err(|e| {
-                QueueError::Unavailable { message: format!("attribute {name}: {e}"), source: Some(Box::new(e)) }
-            })?;
+            let value =
+                MessageAttributeValue::builder().data_type("String").string_value(value).build().map_err(|e| {
+                    QueueError::Unavailable { message: format!("attribute {name}: {e}"), source: Some(Box::new(e)) }
+                })?;
             request = request.message_attributes(name, value);
         }
         bump(&self.counters.sends, 1);
         let out = request.send().await.map_err(|e| sdk_error("SendMessage", e))?;
-        out.message_id
-            .ok_or_else(|| QueueError::Unavailable { message: "SendMessage: no message id in the answer".into(), source: None })
+        out.message_id.ok_or_else(|| QueueError::Unavailable {
+            message: "SendMessage: no message id in the answer".into(),
+            source: None,
+        })
     }
 
     async fn receive(&self, queue: QueueId, max: usize, wait: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
@@ -280,7 +283,12 @@ impl Queue for SqsQueue {
         Ok(())
     }
 
-    async fn change_visibility(&self, queue: QueueId, receipt_handle: &str, timeout: Duration) -> Result<(), QueueError> {
+    async fn change_visibility(
+        &self,
+        queue: QueueId,
+        receipt_handle: &str,
+        timeout: Duration,
+    ) -> Result<(), QueueError> {
         let url = self.queue_url(queue)?;
         bump(&self.counters.visibility_changes, 1);
         self.client

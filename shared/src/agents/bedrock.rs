@@ -10,7 +10,9 @@ use super::llm::{ModelProvider, ModelRequest, ModelResponse, ProviderError};
 use async_trait::async_trait;
 use aws_sdk_bedrockruntime::error::SdkError;
 use aws_sdk_bedrockruntime::operation::converse::ConverseError;
-use aws_sdk_bedrockruntime::types::{ContentBlock, ConversationRole, InferenceConfiguration, Message, SystemContentBlock};
+use aws_sdk_bedrockruntime::types::{
+    ContentBlock, ConversationRole, InferenceConfiguration, Message, SystemContentBlock,
+};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -24,7 +26,10 @@ pub struct Bedrock {
 
 impl std::fmt::Debug for Bedrock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bedrock").field("region", &self.region).field("endpoint_url", &self.endpoint_url).finish_non_exhaustive()
+        f.debug_struct("Bedrock")
+            .field("region", &self.region)
+            .field("endpoint_url", &self.endpoint_url)
+            .finish_non_exhaustive()
     }
 }
 
@@ -91,7 +96,8 @@ impl ModelProvider for Bedrock {
             .content(ContentBlock::Text(request.prompt.clone()))
             .build()
             .map_err(|e| ProviderError::Config(format!("cannot build the Converse message: {e}")))?;
-        let mut inference = InferenceConfiguration::builder().max_tokens(request.max_tokens.min(i32::MAX as u32) as i32);
+        let mut inference =
+            InferenceConfiguration::builder().max_tokens(request.max_tokens.min(i32::MAX as u32) as i32);
         if let Some(t) = request.temperature {
             inference = inference.temperature(t as f32);
         }

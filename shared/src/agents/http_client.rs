@@ -78,8 +78,11 @@ impl HttpClient {
                     .map(|b| b.with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth());
                 match config {
                     Ok(c) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(c),
-                    Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
-                        .with_tls_config(rustls::ClientConfig::builder_with_protocol_versions(&[]).with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth()),
+                    Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
+                        rustls::ClientConfig::builder_with_protocol_versions(&[])
+                            .with_root_certificates(rustls::RootCertStore::empty())
+                            .with_no_client_auth(),
+                    ),
                 }
             }
         };
@@ -88,14 +91,25 @@ impl HttpClient {
     }
 
     /// POST `body` as JSON to `url` with `headers`; the whole exchange within `timeout`.
-    pub async fn post_json(&self, url: &str, headers: &[(String, String)], body: Vec<u8>, timeout: Duration) -> Result<HttpReply, HttpError> {
-        let mut request = hyper::Request::post(url).header("content-type", "application/json").header("accept", "application/json");
+    pub async fn post_json(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<HttpReply, HttpError> {
+        let mut request =
+            hyper::Request::post(url).header("content-type", "application/json").header("accept", "application/json");
         for (k, v) in headers {
             request = request.header(k.as_str(), v.as_str());
         }
         let request = request.body(Full::new(Bytes::from(body))).map_err(|e| HttpError::Invalid(e.to_string()))?;
         let exchange = async {
-            let response = self.inner.request(request).await.map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })?;
+            let response = self
+                .inner
+                .request(request)
+                .await
+                .map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })?;
             let status = response.status().as_u16();
             let retry_after = response
                 .headers()
@@ -108,7 +122,10 @@ impl HttpClient {
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| HttpError::Transport { message: format!("reading the response of {url}"), source: Box::new(e) })?
+                .map_err(|e| HttpError::Transport {
+                    message: format!("reading the response of {url}"),
+                    source: Box::new(e),
+                })?
                 .to_bytes();
             Ok(HttpReply { status, retry_after, body })
         };

@@ -148,8 +148,15 @@ impl ModelProvider for ScriptedModel {
         let reply = self
             .responses
             .get(&request.schema_name)
-            .and_then(|replies| replies.iter().find(|r| r.when.as_ref().is_none_or(|w| request.prompt.contains(w.as_str()))))
-            .ok_or_else(|| ProviderError::Config(format!("the scripted model has no reply for schema `{}` and this prompt", request.schema_name)))?;
+            .and_then(|replies| {
+                replies.iter().find(|r| r.when.as_ref().is_none_or(|w| request.prompt.contains(w.as_str())))
+            })
+            .ok_or_else(|| {
+                ProviderError::Config(format!(
+                    "the scripted model has no reply for schema `{}` and this prompt",
+                    request.schema_name
+                ))
+            })?;
         let text = match (&reply.text, &reply.reply) {
             (Some(t), _) => t.clone(),
             (None, Some(v)) => v.to_string(),
@@ -158,7 +165,11 @@ impl ModelProvider for ScriptedModel {
         let estimate = |s: &str| (s.len() as u64).div_ceil(4);
         Ok(ModelResponse {
             model: if request.model.is_empty() { "scripted".into() } else { request.model.clone() },
-            input_tokens: if reply.input_tokens > 0 { reply.input_tokens } else { estimate(&request.system) + estimate(&request.prompt) },
+            input_tokens: if reply.input_tokens > 0 {
+                reply.input_tokens
+            } else {
+                estimate(&request.system) + estimate(&request.prompt)
+            },
             output_tokens: if reply.output_tokens > 0 { reply.output_tokens } else { estimate(&text) },
             cache_hit: false,
             text,
@@ -259,7 +270,9 @@ pub struct LlmAgents {
 
 impl std::fmt::Debug for LlmAgents {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlmAgents").field("providers", &self.providers.keys().collect::<Vec<_>>()).finish_non_exhaustive()
+        f.debug_struct("LlmAgents")
+            .field("providers", &self.providers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
     }
 }
 
@@ -276,13 +289,18 @@ impl LlmAgents {
         for p in &manifest.providers {
             let timeout = p.timeout.map(|d| d.as_std()).unwrap_or(Duration::from_secs(60));
             let built = match p.kind {
-                ProviderKind::Scripted => Built::Ready(Arc::new(ScriptedModel::new(p.responses.clone())), Box::new(p.clone())),
+                ProviderKind::Scripted => {
+                    Built::Ready(Arc::new(ScriptedModel::new(p.responses.clone())), Box::new(p.clone()))
+                }
                 ProviderKind::Openai => {
                     let base = p.base_url_env.as_deref().and_then(env).or_else(|| p.base_url.clone());
                     match base {
                         Some(base) => {
                             let key = p.api_key_env.as_deref().and_then(env);
-                            Built::Ready(Arc::new(OpenAiCompatible::new(http.clone(), &base, key, timeout)), Box::new(p.clone()))
+                            Built::Ready(
+                                Arc::new(OpenAiCompatible::new(http.clone(), &base, key, timeout)),
+                                Box::new(p.clone()),
+                            )
                         }
                         None => Built::Unusable(format!(
                             "provider `{}` has no base URL: set {}",
@@ -291,21 +309,22 @@ impl LlmAgents {
                         )),
                     }
                 }
-                ProviderKind::Bedrock => Built::Ready(Arc::new(super::bedrock::Bedrock::new(p.region.clone(), p.endpoint_url.clone(), timeout)), Box::new(p.clone())),
+                ProviderKind::Bedrock => Built::Ready(
+                    Arc::new(super::bedrock::Bedrock::new(p.region.clone(), p.endpoint_url.clone(), timeout)),
+                    Box::new(p.clone()),
+                ),
             };
             providers.insert(p.id.clone(), built);
         }
         let requested = env(PROVIDER_OVERRIDE_ENV);
         let override_provider = requested.clone().filter(|id| matches!(providers.get(id), Some(Built::Ready(..))));
-        let bad_override = requested
-            .filter(|_| override_provider.is_none())
-            .map(|id| {
-                let why = match providers.get(&id) {
-                    Some(Built::Unusable(why)) => why.clone(),
-                    _ => format!("`{id}` is not declared in `providers`"),
-                };
-                format!("{PROVIDER_OVERRIDE_ENV}={id} is ignored ({why}); the scripted providers stay in use")
-            });
+        let bad_override = requested.filter(|_| override_provider.is_none()).map(|id| {
+            let why = match providers.get(&id) {
+                Some(Built::Unusable(why)) => why.clone(),
+                _ => format!("`{id}` is not declared in `providers`"),
+            };
+            format!("{PROVIDER_OVERRIDE_ENV}={id} is ignored ({why}); the scripted providers stay in use")
+        });
         let used = manifest
             .agents
             .iter()
@@ -348,12 +367,20 @@ impl LlmAgents {
         match chosen {
             Some(Built::Ready(client, p)) => Ok((client, &**p)),
             Some(Built::Unusable(why)) => Err(AgentError { message: why.clone(), recoverable: false }),
-            None => Err(AgentError { message: format!("provider `{}` is not declared", settings.provider), recoverable: false }),
+            None => Err(AgentError {
+                message: format!("provider `{}` is not declared", settings.provider),
+                recoverable: false,
+            }),
         }
     }
 
     /// Run one attempt of an `llm` agent.
-    pub async fn run(&self, agent: &Agent, settings: &LlmSettings, dispatch: &AgentDispatch) -> Result<AgentReply, AgentError> {
+    pub async fn run(
+        &self,
+        agent: &Agent,
+        settings: &LlmSettings,
+        dispatch: &AgentDispatch,
+    ) -> Result<AgentReply, AgentError> {
         let (client, provider) = self.provider_for(settings)?;
         let request = ModelRequest {
             model: settings.model.clone().or_else(|| provider.model.clone()).unwrap_or_default(),
@@ -375,7 +402,9 @@ impl LlmAgents {
                     tokio::time::sleep(retry_after.unwrap_or(wait)).await;
                     wait = wait.saturating_mul(2);
                 }
-                Err(e) => return Err(AgentError { message: format!("{}: {e}", provider.id), recoverable: e.is_retryable() }),
+                Err(e) => {
+                    return Err(AgentError { message: format!("{}: {e}", provider.id), recoverable: e.is_retryable() })
+                }
             }
         };
         Ok(reply_from(settings, response))
@@ -389,7 +418,8 @@ fn prompt_fields(dispatch: &AgentDispatch) -> Value {
     if let Value::Object(map) = &mut fields {
         map.entry("intent").or_insert_with(|| Value::String(dispatch.payload.intent.clone()));
         if !dispatch.payload.entities.is_empty() {
-            let entities: Vec<Value> = dispatch.payload.entities.iter().map(|e| json!({ "type": e.entity_type, "value": e.value })).collect();
+            let entities: Vec<Value> =
+                dispatch.payload.entities.iter().map(|e| json!({ "type": e.entity_type, "value": e.value })).collect();
             map.entry("entities").or_insert(Value::Array(entities));
         }
     }
@@ -432,16 +462,26 @@ fn reply_from(settings: &LlmSettings, response: ModelResponse) -> AgentReply {
         return AgentReply::Malformed(response.text);
     };
     if let Err(problem) = schema::check(&settings.output_schema.schema, &parsed) {
-        return AgentReply::Malformed(format!("{} (schema `{}`: {problem})", response.text, settings.output_schema.name));
+        return AgentReply::Malformed(format!(
+            "{} (schema `{}`: {problem})",
+            response.text, settings.output_schema.name
+        ));
     }
-    let confidence = parsed.get("confidence").and_then(Value::as_f64).filter(|c| (0.0..=1.0).contains(c)).unwrap_or(settings.confidence);
+    let confidence = parsed
+        .get("confidence")
+        .and_then(Value::as_f64)
+        .filter(|c| (0.0..=1.0).contains(c))
+        .unwrap_or(settings.confidence);
     let evidence = parsed
         .get("evidence")
         .and_then(|e| serde_json::from_value::<Vec<Evidence>>(e.clone()).ok())
         .map(|e| serde_json::to_value(e).unwrap_or_else(|_| json!([])))
         .unwrap_or_else(|| json!([]));
-    let caveats: Vec<String> =
-        parsed.get("caveats").and_then(Value::as_array).map(|c| c.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default();
+    let caveats: Vec<String> = parsed
+        .get("caveats")
+        .and_then(Value::as_array)
+        .map(|c| c.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
     AgentReply::Answer(json!({
         "status": "success",
         "primary_output": parsed,
@@ -493,7 +533,10 @@ mod tests {
     #[test]
     fn placeholders_are_filled_from_the_fields_and_unknown_ones_left_empty() {
         let fields = json!({ "question": "Why?", "order": { "sku": "HG-40" } });
-        assert_eq!(render_prompt(Some("Q: {question} O: {order} X: {missing} {not a field}"), &fields), r#"Q: Why? O: {"sku":"HG-40"} X:  {not a field}"#);
+        assert_eq!(
+            render_prompt(Some("Q: {question} O: {order} X: {missing} {not a field}"), &fields),
+            r#"Q: Why? O: {"sku":"HG-40"} X:  {not a field}"#
+        );
         assert!(render_prompt(None, &fields).contains("\"question\": \"Why?\""));
     }
 }

@@ -47,12 +47,22 @@ impl HttpAgents {
     }
 
     /// Run one attempt of an `http` agent.
-    pub async fn run(&self, agent: &Agent, settings: &HttpSettings, dispatch: &AgentDispatch) -> Result<AgentReply, AgentError> {
+    pub async fn run(
+        &self,
+        agent: &Agent,
+        settings: &HttpSettings,
+        dispatch: &AgentDispatch,
+    ) -> Result<AgentReply, AgentError> {
         let mut headers: Vec<(String, String)> = settings.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         if let Some(name) = &settings.bearer_env {
             match self.tokens.get(name) {
                 Some(token) => headers.push(("authorization".into(), format!("Bearer {token}"))),
-                None => return Err(AgentError { message: format!("{} is not set; agent `{}` needs its bearer token", name, agent.id), recoverable: false }),
+                None => {
+                    return Err(AgentError {
+                        message: format!("{} is not set; agent `{}` needs its bearer token", name, agent.id),
+                        recoverable: false,
+                    })
+                }
             }
         }
         let timeout = Duration::from_millis(dispatch.routing.timeout_ms.max(1));
@@ -113,26 +123,44 @@ impl LambdaAgents {
     }
 
     /// Run one attempt of a `lambda` agent: a synchronous invocation.
-    pub async fn run(&self, agent: &Agent, settings: &LambdaSettings, dispatch: &AgentDispatch) -> Result<AgentReply, AgentError> {
+    pub async fn run(
+        &self,
+        agent: &Agent,
+        settings: &LambdaSettings,
+        dispatch: &AgentDispatch,
+    ) -> Result<AgentReply, AgentError> {
         let client = self.client(settings).await;
-        let mut call = client.invoke().function_name(settings.function.clone()).payload(aws_sdk_lambda::primitives::Blob::new(envelope(dispatch)?));
+        let mut call = client
+            .invoke()
+            .function_name(settings.function.clone())
+            .payload(aws_sdk_lambda::primitives::Blob::new(envelope(dispatch)?));
         if let Some(q) = &settings.qualifier {
             call = call.qualifier(q.clone());
         }
         let output = call.send().await.map_err(|e| {
             let retryable = match &e {
-                aws_sdk_lambda::error::SdkError::ServiceError(s) => s.err().is_too_many_requests_exception() || s.err().is_service_exception(),
+                aws_sdk_lambda::error::SdkError::ServiceError(s) => {
+                    s.err().is_too_many_requests_exception() || s.err().is_service_exception()
+                }
                 _ => true,
             };
             AgentError {
-                message: format!("invoking {} for `{}`: {}", settings.function, agent.id, aws_sdk_lambda::error::DisplayErrorContext(&e)),
+                message: format!(
+                    "invoking {} for `{}`: {}",
+                    settings.function,
+                    agent.id,
+                    aws_sdk_lambda::error::DisplayErrorContext(&e)
+                ),
                 recoverable: retryable,
             }
         })?;
         let body = output.payload().map(|b| b.as_ref().to_vec()).unwrap_or_default();
         if let Some(kind) = output.function_error() {
             let text: String = String::from_utf8_lossy(&body).chars().take(300).collect();
-            return Err(AgentError { message: format!("{} raised {kind}: {text}", settings.function), recoverable: true });
+            return Err(AgentError {
+                message: format!("{} raised {kind}: {text}", settings.function),
+                recoverable: true,
+            });
         }
         Ok(answer(&body))
     }

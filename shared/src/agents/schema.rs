@@ -112,6 +112,8 @@ mod tests {
         let schema = json!({"type": "object", "required": ["verdict"], "properties": {"verdict": {"enum": ["accept", "reject"]}}});
         assert!(check(&schema, &json!({"verdict": "accept"})).is_ok());
         assert_eq!(check(&schema, &json!({})).expect_err("missing"), "$.verdict is required but missing");
-        assert!(check(&schema, &json!({"verdict": "maybe"})).expect_err("not in enum").starts_with("$.verdict is \"maybe\""));
+        assert!(check(&schema, &json!({"verdict": "maybe"}))
+            .expect_err("not in enum")
+            .starts_with("$.verdict is \"maybe\""));
     }
 }

@@ -436,6 +436,16 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
 fn is_direction_word(word: &str) -> bool {
     matches!(
         word,
-        "next" | "last" | "past" | "previous" | "prior" | "coming" | "upcoming" | "following" | "recent" | "ago" | "since"
+        "next"
+            | "last"
+            | "past"
+            | "previous"
+            | "prior"
+            | "coming"
+            | "upcoming"
+            | "following"
+            | "recent"
+            | "ago"
+            | "since"
     )
 }

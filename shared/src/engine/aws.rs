@@ -24,7 +24,9 @@ pub enum StartupError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     /// A required environment variable is not set.
-    #[error("environment variable {0} is not set (the SAM template sets it; locally see `switchyard setup --backend aws`)")]
+    #[error(
+        "environment variable {0} is not set (the SAM template sets it; locally see `switchyard setup --backend aws`)"
+    )]
     MissingEnv(&'static str),
     /// A queue URL is not set.
     #[error(transparent)]
@@ -48,11 +50,7 @@ pub fn manifest_from_env() -> Result<Manifest, ManifestError> {
 /// The agent-worker's tier from `SWITCHYARD_TIER`, checked against the manifest.
 pub fn tier_from_env(manifest: &Manifest) -> Result<u8, StartupError> {
     let raw = std::env::var(ENV_TIER).map_err(|_| StartupError::MissingEnv(ENV_TIER))?;
-    raw.trim()
-        .parse::<u8>()
-        .ok()
-        .filter(|t| manifest.tier(*t).is_some())
-        .ok_or(StartupError::Tier(raw))
+    raw.trim().parse::<u8>().ok().filter(|t| manifest.tier(*t).is_some()).ok_or(StartupError::Tier(raw))
 }
 
 /// The engine wired to DynamoDB and SQS, with the adapters kept for their request counts.
@@ -108,9 +106,16 @@ impl AwsSystem {
         AwsSystem::assemble(manifest, settings, store, queue, topology)
     }
 
-    fn assemble(manifest: Arc<Manifest>, settings: EngineSettings, store: Arc<DynamoStore>, queue: Arc<SqsQueue>, topology: Topology) -> AwsSystem {
+    fn assemble(
+        manifest: Arc<Manifest>,
+        settings: EngineSettings,
+        store: Arc<DynamoStore>,
+        queue: Arc<SqsQueue>,
+        topology: Topology,
+    ) -> AwsSystem {
         let agents = Arc::new(Agents::new(&manifest));
-        let deps = Deps::new(manifest, store.clone(), queue.clone(), Arc::new(TokioClock::new()), agents.clone(), settings);
+        let deps =
+            Deps::new(manifest, store.clone(), queue.clone(), Arc::new(TokioClock::new()), agents.clone(), settings);
         AwsSystem { deps: Arc::new(deps), store, queue, topology, agents }
     }
 }

@@ -126,9 +126,15 @@ pub fn evaluate(settings: &SourcesSettings, chunks: Vec<Chunk>, now: DateTime<Ut
             score *= 0.5;
         }
         let score = (score.clamp(0.0, 1.0) * 1_000.0).round() / 1_000.0;
-        scored.push(ScoredChunk { kept: score >= settings.quality_threshold && duplicate_of.is_none(), chunk, score, duplicate_of });
+        scored.push(ScoredChunk {
+            kept: score >= settings.quality_threshold && duplicate_of.is_none(),
+            chunk,
+            score,
+            duplicate_of,
+        });
     }
-    let average = if scored.is_empty() { 0.0 } else { scored.iter().map(|c| c.score).sum::<f64>() / scored.len() as f64 };
+    let average =
+        if scored.is_empty() { 0.0 } else { scored.iter().map(|c| c.score).sum::<f64>() / scored.len() as f64 };
     let kept: Vec<&ScoredChunk> = scored.iter().filter(|c| c.kept).collect();
     let contradictions = contradictions(&kept);
     Evaluation {
@@ -150,9 +156,52 @@ fn recency(date: Option<&str>, now: DateTime<Utc>, horizon: f64) -> f64 {
 }
 
 const STOPWORDS: &[&str] = &[
-    "a", "an", "the", "is", "was", "were", "are", "be", "been", "of", "at", "to", "in", "on", "for", "by", "and", "or", "as",
-    "about", "around", "approximately", "roughly", "nearly", "worth", "reached", "reach", "valued", "with", "its", "it", "that",
-    "this", "than", "from", "into", "over", "under", "some", "put", "puts", "estimated", "estimate", "estimates", "says", "said",
+    "a",
+    "an",
+    "the",
+    "is",
+    "was",
+    "were",
+    "are",
+    "be",
+    "been",
+    "of",
+    "at",
+    "to",
+    "in",
+    "on",
+    "for",
+    "by",
+    "and",
+    "or",
+    "as",
+    "about",
+    "around",
+    "approximately",
+    "roughly",
+    "nearly",
+    "worth",
+    "reached",
+    "reach",
+    "valued",
+    "with",
+    "its",
+    "it",
+    "that",
+    "this",
+    "than",
+    "from",
+    "into",
+    "over",
+    "under",
+    "some",
+    "put",
+    "puts",
+    "estimated",
+    "estimate",
+    "estimates",
+    "says",
+    "said",
 ];
 
 fn tokens(text: &str) -> Vec<String> {
@@ -261,7 +310,13 @@ mod tests {
     }
 
     fn chunk(text: &str, source: &str) -> Chunk {
-        Chunk { text: text.into(), source: source.into(), date: Some("2025-06-01".into()), relevance: 0.8, agent: source.into() }
+        Chunk {
+            text: text.into(),
+            source: source.into(),
+            date: Some("2025-06-01".into()),
+            relevance: 0.8,
+            agent: source.into(),
+        }
     }
 
     #[test]

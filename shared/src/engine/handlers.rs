@@ -49,7 +49,8 @@ pub async fn handle_sqs(deps: &Deps, function: Function, event: SqsEvent) -> Res
             return Err(HandlerError::MissingMessageId(i));
         }
     }
-    let results = futures::future::join_all(event.records.iter().map(|record| handle_record(deps, function, record))).await;
+    let results =
+        futures::future::join_all(event.records.iter().map(|record| handle_record(deps, function, record))).await;
     let mut response = SqsBatchResponse::default();
     for (record, ok) in event.records.iter().zip(results) {
         if !ok {
@@ -91,7 +92,9 @@ async fn handle_record(deps: &Deps, function: Function, record: &SqsMessage) -> 
                 worker::run_dispatch(deps, tier, &job).await
             }
             (Function::Synthesizer, Job::Synthesize { query_id }) => synth::synthesize(deps, &query_id).await,
-            (Function::Synthesizer, Job::Deadline { query_id, fire_at }) => synth::deadline(deps, &query_id, fire_at).await,
+            (Function::Synthesizer, Job::Deadline { query_id, fire_at }) => {
+                synth::deadline(deps, &query_id, fire_at).await
+            }
             (function, job) => Err(StepError::Permanent(format!("{job:?} delivered to the {function:?} function"))),
         };
         match result {
@@ -153,7 +156,9 @@ pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResp
         }
     };
     let message = match e {
-        IntakeError::Invalid(v) => v.errors.iter().map(|f| format!("{}: {}", f.field, f.rule)).collect::<Vec<_>>().join("; "),
+        IntakeError::Invalid(v) => {
+            v.errors.iter().map(|f| format!("{}: {}", f.field, f.rule)).collect::<Vec<_>>().join("; ")
+        }
         IntakeError::Unavailable(_) => "temporarily unavailable; retry with the same Idempotency-Key".to_string(),
         other => other.to_string(),
     };
@@ -199,7 +204,11 @@ pub fn caller(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Option<Caller> 
 /// Server-sent-events frame for one event.
 pub fn sse_frame(event: &Event) -> String {
     let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
-    format!("id: {}\nevent: {}\ndata: {data}\n\n", event.key, serde_json::to_value(event.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())
+    format!(
+        "id: {}\nevent: {}\ndata: {data}\n\n",
+        event.key,
+        serde_json::to_value(event.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    )
 }
 
 fn wants_sse(request: &ApiGatewayV2httpRequest) -> bool {
@@ -230,7 +239,8 @@ fn invalid(field: &str, rule: &str) -> IntakeError {
 async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<ApiGatewayV2httpResponse, IntakeError> {
     let (method, segments) = route_of(request);
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let known = matches!(segments.as_slice(), ["v1", "queries"] | ["v1", "queries", _] | ["v1", "queries", _, "events"]);
+    let known =
+        matches!(segments.as_slice(), ["v1", "queries"] | ["v1", "queries", _] | ["v1", "queries", _, "events"]);
     if !known {
         return Ok(json_response(404, &json!({ "error": { "code": "not_found", "message": "no such route" } }), &[]));
     }
@@ -239,7 +249,12 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
         None => None,
         Some(w) => match w.parse::<u64>() {
             Ok(n) if n <= deps.settings.max_wait.as_secs() => Some(Duration::from_secs(n)),
-            _ => return Err(invalid("wait", &format!("a whole number of seconds from 0 to {}", deps.settings.max_wait.as_secs()))),
+            _ => {
+                return Err(invalid(
+                    "wait",
+                    &format!("a whole number of seconds from 0 to {}", deps.settings.max_wait.as_secs()),
+                ))
+            }
         },
     };
     match (method, segments.as_slice()) {
@@ -294,6 +309,10 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
             }
             Ok(json_response(200, &json!({ "query_id": id, "events": events }), &[]))
         }
-        _ => Ok(json_response(405, &json!({ "error": { "code": "method_not_allowed", "message": "method not allowed on this route" } }), &[])),
+        _ => Ok(json_response(
+            405,
+            &json!({ "error": { "code": "method_not_allowed", "message": "method not allowed on this route" } }),
+            &[],
+        )),
     }
 }

@@ -82,7 +82,8 @@ pub struct Accepted {
 
 /// Check an `Idempotency-Key` header: 1–128 characters of `[A-Za-z0-9._:-]`.
 fn check_idempotency_key(key: &str) -> Result<(), IntakeError> {
-    let ok = !key.is_empty() && key.len() <= 128 && key.chars().all(|c| c.is_ascii_alphanumeric() || "._:-".contains(c));
+    let ok =
+        !key.is_empty() && key.len() <= 128 && key.chars().all(|c| c.is_ascii_alphanumeric() || "._:-".contains(c));
     if ok {
         Ok(())
     } else {
@@ -92,7 +93,12 @@ fn check_idempotency_key(key: &str) -> Result<(), IntakeError> {
 
 /// Validate, classify, authorize, record the query and enqueue its route job.
 #[instrument(skip_all, fields(user_id = %caller.user_id))]
-pub async fn submit(deps: &Deps, caller: &Caller, body: &[u8], idempotency_key: Option<&str>) -> Result<Accepted, IntakeError> {
+pub async fn submit(
+    deps: &Deps,
+    caller: &Caller,
+    body: &[u8],
+    idempotency_key: Option<&str>,
+) -> Result<Accepted, IntakeError> {
     let request_hash = fnv_hex(body);
     if let Some(key) = idempotency_key {
         check_idempotency_key(key)?;
@@ -126,11 +132,15 @@ pub async fn submit(deps: &Deps, caller: &Caller, body: &[u8], idempotency_key: 
             (parsed, "embedded")
         }
     };
-    let intent = deps.manifest.intent(&parsed.intent).ok_or_else(|| invalid("parsed_query.intent", "must be a declared intent"))?;
+    let intent = deps
+        .manifest
+        .intent(&parsed.intent)
+        .ok_or_else(|| invalid("parsed_query.intent", "must be a declared intent"))?;
     // An unsure classification with a cascaded classifier configured is re-classified by the
     // router, which checks the role of the intent it decides (engine::modes); refusing here
     // would answer 403 for a guess.
-    let cascades = deps.manifest.classifier.llm.is_some() && deps.manifest.classifier.needs_cascade(parsed.confidence, parsed.ambiguity_flag);
+    let cascades = deps.manifest.classifier.llm.is_some()
+        && deps.manifest.classifier.needs_cascade(parsed.confidence, parsed.ambiguity_flag);
     if let Some(role) = intent.required_role.as_ref().filter(|_| !cascades) {
         if !caller.roles.iter().any(|r| r == role) {
             info!(intent = %intent.id, "refused: caller lacks the intent's role");
@@ -158,7 +168,12 @@ pub async fn submit(deps: &Deps, caller: &Caller, body: &[u8], idempotency_key: 
         expires_at: deps.expires_at(),
     };
     let events = [
-        deps.event(&query, event_key(0, 10, "accepted", ""), EventKind::Accepted, json!({ "warnings": query.warnings })),
+        deps.event(
+            &query,
+            event_key(0, 10, "accepted", ""),
+            EventKind::Accepted,
+            json!({ "warnings": query.warnings }),
+        ),
         deps.event(
             &query,
             event_key(0, 20, "route", ""),
@@ -274,9 +289,10 @@ pub async fn view(deps: &Deps, caller: &Caller, query_id: &str) -> Result<QueryV
             return Ok(QueryView::Done(Box::new(output)));
         }
     }
-    let dispatches = query.plan.as_ref().map(|p| {
-        p.stages.iter().take(p.current_stage + 1).map(|s| s.dispatches.len()).sum::<usize>()
-    });
+    let dispatches = query
+        .plan
+        .as_ref()
+        .map(|p| p.stages.iter().take(p.current_stage + 1).map(|s| s.dispatches.len()).sum::<usize>());
     let handoffs = if query.plan.is_some() { deps.store.list_handoffs(query_id).await?.len() } else { 0 };
     Ok(QueryView::Running {
         query_id: query.query_id,
@@ -295,7 +311,11 @@ pub async fn events(deps: &Deps, caller: &Caller, query_id: &str) -> Result<Vec<
 }
 
 /// Wait up to `wait` for the output (the sync mode: `?wait=N`).
-pub async fn wait_for_output(deps: &Deps, query_id: &str, wait: Duration) -> Result<Option<OrchestratorOutput>, StepError> {
+pub async fn wait_for_output(
+    deps: &Deps,
+    query_id: &str,
+    wait: Duration,
+) -> Result<Option<OrchestratorOutput>, StepError> {
     let until = tokio::time::Instant::now() + wait.min(deps.settings.max_wait);
     loop {
         if let Some(output) = deps.store.get_output(query_id).await? {

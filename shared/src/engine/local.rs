@@ -95,7 +95,8 @@ pub fn start(deps: Arc<Deps>, topology: &Topology, config: PollerConfig) -> Poll
         .queues
         .iter()
         .map(|spec| {
-            let concurrency = spec.reserved_concurrency.map(|c| c as usize).unwrap_or(config.default_concurrency).max(1);
+            let concurrency =
+                spec.reserved_concurrency.map(|c| c as usize).unwrap_or(config.default_concurrency).max(1);
             let batch = spec.batch_size.clamp(1, 10) as usize;
             tokio::spawn(poll(deps.clone(), spec.id, batch, concurrency, config.wait))
         })
@@ -181,7 +182,11 @@ impl Embedded {
 
     /// Build it with the queues wrapped in a [`crate::adapters::faults::FaultyQueue`]
     /// (duplicates, reordering) and every random choice seeded.
-    pub fn with_faults(manifest: Arc<crate::manifest::Manifest>, faults: crate::adapters::faults::QueueFaults, seed: u64) -> Embedded {
+    pub fn with_faults(
+        manifest: Arc<crate::manifest::Manifest>,
+        faults: crate::adapters::faults::QueueFaults,
+        seed: u64,
+    ) -> Embedded {
         let agents = Arc::new(crate::agents::Agents::new(&manifest));
         Embedded::build(manifest, super::EngineSettings::default(), agents, Some((faults, seed)))
     }
@@ -197,7 +202,9 @@ impl Embedded {
         let store = Arc::new(crate::adapters::memory::MemoryStore::new(clock.clone()));
         let queue = Arc::new(crate::adapters::memory::MemoryQueue::new(&topology));
         let (port, seed): (Arc<dyn crate::ports::Queue>, Option<u64>) = match faults {
-            Some((f, seed)) => (Arc::new(crate::adapters::faults::FaultyQueue::new(queue.clone(), f, seed)), Some(seed)),
+            Some((f, seed)) => {
+                (Arc::new(crate::adapters::faults::FaultyQueue::new(queue.clone(), f, seed)), Some(seed))
+            }
             None => (queue.clone(), None),
         };
         let mut deps = Deps::new(manifest, store.clone(), port, clock, agents, settings);

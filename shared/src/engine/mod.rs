@@ -37,7 +37,7 @@ use crate::classify::Classifier;
 use crate::jobs::{Job, JobMessage};
 use crate::manifest::Manifest;
 use crate::ports::{
-    AgentRuntime, Clock, Event, EventKind, OutgoingMessage, Queue, QueueError, QueueId, QueryRecord, Store, StoreError,
+    AgentRuntime, Clock, Event, EventKind, OutgoingMessage, QueryRecord, Queue, QueueError, QueueId, Store, StoreError,
     ATTR_CORRELATION_ID, ATTR_TRACEPARENT,
 };
 use rand::rngs::StdRng;
@@ -205,7 +205,14 @@ impl Deps {
 
     /// An event-log entry for `query`.
     fn event(&self, query: &QueryRecord, key: String, kind: EventKind, detail: Value) -> Event {
-        Event { query_id: query.query_id.clone(), key, at: self.clock.now(), kind, detail, expires_at: query.expires_at }
+        Event {
+            query_id: query.query_id.clone(),
+            key,
+            at: self.clock.now(),
+            kind,
+            detail,
+            expires_at: query.expires_at,
+        }
     }
 
     /// Send a job to a queue with the query's correlation id as a message attribute.

@@ -129,11 +129,23 @@ pub fn context_for(manifest: &Manifest, agent: &Agent, parsed: &ParsedQuery, ext
 }
 
 fn agent<'m>(manifest: &'m Manifest, intent: &str, id: &str) -> Result<&'m Agent, PlanError> {
-    manifest.agent(id).ok_or_else(|| PlanError::Unknown { intent: intent.to_string(), what: "agent", id: id.to_string() })
+    manifest.agent(id).ok_or_else(|| PlanError::Unknown {
+        intent: intent.to_string(),
+        what: "agent",
+        id: id.to_string(),
+    })
 }
 
 /// A dispatch of `agent` with `context`.
-fn planned(manifest: &Manifest, agent: &Agent, role: DispatchRole, parsed: &ParsedQuery, context: Value, cid: &str, now: DateTime<Utc>) -> PlannedDispatch {
+fn planned(
+    manifest: &Manifest,
+    agent: &Agent,
+    role: DispatchRole,
+    parsed: &ParsedQuery,
+    context: Value,
+    cid: &str,
+    now: DateTime<Utc>,
+) -> PlannedDispatch {
     let mut dispatch = plan::dispatch_for(manifest, agent, role, parsed, cid, now);
     dispatch.payload.context = context;
     PlannedDispatch { slot: dispatch.dispatch_id.clone(), role, fallback_for: None, dispatch }
@@ -162,7 +174,9 @@ pub fn estimate_ms(manifest: &Manifest, intent: &Intent) -> u64 {
     let body = match (route.mode, &route.deliberate, &route.sources) {
         (Some(RouteMode::Deliberate), Some(d), _) => {
             let experts = d.experts.iter().map(|e| worst(manifest, &e.agent)).max().unwrap_or(0);
-            experts + u64::from(d.max_iterations) * (worst(manifest, &d.orchestrator) + experts) + worst(manifest, &d.crafter)
+            experts
+                + u64::from(d.max_iterations) * (worst(manifest, &d.orchestrator) + experts)
+                + worst(manifest, &d.crafter)
         }
         (Some(RouteMode::Sources), _, Some(s)) => s.budget.as_millis() + worst(manifest, &s.synthesizer),
         _ => {
@@ -179,7 +193,11 @@ pub fn estimate_ms(manifest: &Manifest, intent: &Intent) -> u64 {
     };
     total += body;
     if let Some(c) = &route.critic {
-        let answerer = route.primary.as_deref().or(route.deliberate.as_ref().map(|d| d.crafter.as_str())).or(route.sources.as_ref().map(|s| s.synthesizer.as_str()));
+        let answerer = route
+            .primary
+            .as_deref()
+            .or(route.deliberate.as_ref().map(|d| d.crafter.as_str()))
+            .or(route.sources.as_ref().map(|s| s.synthesizer.as_str()));
         let revise = answerer.map(|id| worst(manifest, id)).unwrap_or(0);
         total += worst(manifest, &c.agent) + u64::from(c.max_retries) * (revise + worst(manifest, &c.agent));
     }
@@ -194,9 +212,12 @@ pub fn build_plan(manifest: &Manifest, query: &QueryRecord, now: DateTime<Utc>) 
     let intent = manifest.intent(&parsed.intent).ok_or_else(|| PlanError::UnknownIntent(parsed.intent.clone()))?;
     let cid = query.query_id.as_str();
     let cascade_to = manifest.classifier.llm.as_deref();
-    if let Some(classifier_id) = cascade_to.filter(|_| manifest.classifier.needs_cascade(parsed.confidence, parsed.ambiguity_flag)) {
+    if let Some(classifier_id) =
+        cascade_to.filter(|_| manifest.classifier.needs_cascade(parsed.confidence, parsed.ambiguity_flag))
+    {
         let classifier = agent(manifest, &intent.id, classifier_id)?;
-        let intents: Vec<Value> = manifest.intents.iter().map(|i| json!({ "id": i.id, "description": i.description })).collect();
+        let intents: Vec<Value> =
+            manifest.intents.iter().map(|i| json!({ "id": i.id, "description": i.description })).collect();
         let context = json!({
             "query": parsed.raw_query,
             "question": parsed.raw_query,
@@ -239,7 +260,13 @@ pub fn build_plan(manifest: &Manifest, query: &QueryRecord, now: DateTime<Utc>) 
 }
 
 /// The first stages of an intent's route.
-fn first_stages(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, cid: &str, now: DateTime<Utc>) -> Result<Vec<Stage>, PlanError> {
+fn first_stages(
+    manifest: &Manifest,
+    intent: &Intent,
+    parsed: &ParsedQuery,
+    cid: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<Stage>, PlanError> {
     let route = &intent.route;
     if !route.has_modes() {
         return Ok(plan::build(manifest, parsed, cid, now)?.stages);
@@ -256,14 +283,29 @@ fn first_stages(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, cid:
 }
 
 /// The first stage(s) of the route's body.
-fn body_start(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, extra: &[(&str, Value)], cid: &str, now: DateTime<Utc>) -> Result<Vec<Stage>, PlanError> {
+fn body_start(
+    manifest: &Manifest,
+    intent: &Intent,
+    parsed: &ParsedQuery,
+    extra: &[(&str, Value)],
+    cid: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<Stage>, PlanError> {
     let route = &intent.route;
     match (route.mode, &route.deliberate, &route.sources) {
         (Some(RouteMode::Deliberate), Some(d), _) => {
             let mut dispatches = Vec::new();
             for e in d.experts.iter().filter(|e| !e.on_demand) {
                 let a = agent(manifest, &intent.id, &e.agent)?;
-                dispatches.push(planned(manifest, a, DispatchRole::Supporting, parsed, context_for(manifest, a, parsed, &[]), cid, now));
+                dispatches.push(planned(
+                    manifest,
+                    a,
+                    DispatchRole::Supporting,
+                    parsed,
+                    context_for(manifest, a, parsed, &[]),
+                    cid,
+                    now,
+                ));
             }
             Ok(vec![stage(step::EXPERTS, dispatches)])
         }
@@ -271,7 +313,15 @@ fn body_start(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, extra:
             let mut dispatches = Vec::new();
             for id in &s.agents {
                 let a = agent(manifest, &intent.id, id)?;
-                dispatches.push(planned(manifest, a, DispatchRole::Supporting, parsed, context_for(manifest, a, parsed, extra), cid, now));
+                dispatches.push(planned(
+                    manifest,
+                    a,
+                    DispatchRole::Supporting,
+                    parsed,
+                    context_for(manifest, a, parsed, extra),
+                    cid,
+                    now,
+                ));
             }
             let until = now + chrono::Duration::milliseconds(s.budget.as_millis() as i64);
             Ok(vec![Stage { budget_until: Some(until), ..stage(step::SOURCES, dispatches) }])
@@ -282,7 +332,9 @@ fn body_start(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, extra:
             for s in &mut stages {
                 s.step = Some(name.to_string());
                 for d in &mut s.dispatches {
-                    if let (Value::Object(ctx), Some(a)) = (&mut d.dispatch.payload.context, manifest.agent(&d.dispatch.target_agent)) {
+                    if let (Value::Object(ctx), Some(a)) =
+                        (&mut d.dispatch.payload.context, manifest.agent(&d.dispatch.target_agent))
+                    {
                         if let Value::Object(fresh) = context_for(manifest, a, parsed, extra) {
                             ctx.extend(fresh);
                         }
@@ -299,7 +351,10 @@ fn body_start(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, extra:
 // ------------------------------------------------------------------------------------------
 
 /// `(dispatch, final handoff)` for each slot of a stage.
-fn slot_outputs<'a>(stage: &'a Stage, handoffs: &'a [HandoffRecord]) -> Vec<(&'a PlannedDispatch, Option<&'a HandoffRecord>)> {
+fn slot_outputs<'a>(
+    stage: &'a Stage,
+    handoffs: &'a [HandoffRecord],
+) -> Vec<(&'a PlannedDispatch, Option<&'a HandoffRecord>)> {
     stage.dispatches.iter().filter(|d| d.role.fills_slot()).map(|d| (d, slot_handoff(handoffs, &d.slot))).collect()
 }
 
@@ -362,7 +417,11 @@ fn opinions(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<Value> {
 
 /// Every orchestrator decision so far (failed rounds as `null`).
 fn decisions(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<Value> {
-    plan.stages.iter().filter(|s| is_step(s, step::ORCHESTRATOR)).map(|s| single(s, handoffs).cloned().unwrap_or(Value::Null)).collect()
+    plan.stages
+        .iter()
+        .filter(|s| is_step(s, step::ORCHESTRATOR))
+        .map(|s| single(s, handoffs).cloned().unwrap_or(Value::Null))
+        .collect()
 }
 
 /// Index of the stage whose handoffs are the answer: the last answer step (or, for a plain
@@ -378,7 +437,8 @@ fn answer_of<'a>(plan: &'a Plan, handoffs: &'a [HandoffRecord]) -> (String, Vec<
         .into_iter()
         .filter_map(|(_, h)| h.filter(|h| h.handoff.execution.status.is_usable()))
         .collect();
-    let text = answered.iter().map(|h| answer_text(&h.handoff)).filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n\n");
+    let text =
+        answered.iter().map(|h| answer_text(&h.handoff)).filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n\n");
     (text, answered)
 }
 
@@ -406,7 +466,13 @@ fn verdicts(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<(bool, String, Optio
 }
 
 /// The evaluation of the sources stage.
-fn evaluation(manifest: &Manifest, intent: &Intent, plan: &Plan, handoffs: &[HandoffRecord], now: DateTime<Utc>) -> Option<(Evaluation, Vec<String>, Vec<String>)> {
+fn evaluation(
+    manifest: &Manifest,
+    intent: &Intent,
+    plan: &Plan,
+    handoffs: &[HandoffRecord],
+    now: DateTime<Utc>,
+) -> Option<(Evaluation, Vec<String>, Vec<String>)> {
     let settings = intent.route.sources.as_ref()?;
     let stage = plan.stages.iter().find(|s| is_step(s, step::SOURCES))?;
     let mut chunks = Vec::new();
@@ -444,7 +510,12 @@ pub struct Next {
 }
 
 /// Decide what follows the current (completed) stage of a plan with a [`Flow`].
-pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRecord], now: DateTime<Utc>) -> Result<Next, PlanError> {
+pub fn next_step(
+    manifest: &Manifest,
+    query: &QueryRecord,
+    handoffs: &[HandoffRecord],
+    now: DateTime<Utc>,
+) -> Result<Next, PlanError> {
     let Some(plan) = &query.plan else { return Ok(Next::default()) };
     let Some(current) = plan.stages.get(plan.current_stage) else { return Ok(Next::default()) };
     let parsed = &query.parsed;
@@ -456,12 +527,27 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
         Some(step::CLASSIFY) => return reclassify(manifest, query, current, handoffs, now),
         Some(step::GUARD_IN) => {
             let (allowed, reason, _) = guard_verdict(current, handoffs);
-            next.events.push((EventKind::Step, "guard_in", json!({ "step": "guard_in", "allowed": allowed, "reason": reason })));
+            next.events.push((
+                EventKind::Step,
+                "guard_in",
+                json!({ "step": "guard_in", "allowed": allowed, "reason": reason }),
+            ));
             if allowed {
                 next.stages = match route.guardrails.as_ref().and_then(|g| g.planner.as_ref()) {
                     Some(id) => {
                         let a = agent(manifest, &intent.id, id)?;
-                        vec![stage(step::PLANNER, vec![planned(manifest, a, DispatchRole::Primary, parsed, context_for(manifest, a, parsed, &[]), cid, now)])]
+                        vec![stage(
+                            step::PLANNER,
+                            vec![planned(
+                                manifest,
+                                a,
+                                DispatchRole::Primary,
+                                parsed,
+                                context_for(manifest, a, parsed, &[]),
+                                cid,
+                                now,
+                            )],
+                        )]
                     }
                     None => body_start(manifest, intent, parsed, &[], cid, now)?,
                 };
@@ -469,9 +555,14 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
         }
         Some(step::PLANNER) => {
             let (coherent, reason, revised) = coherence(current, handoffs);
-            next.events.push((EventKind::Step, "planner", json!({ "step": "planner", "coherent": coherent, "reason": reason })));
+            next.events.push((
+                EventKind::Step,
+                "planner",
+                json!({ "step": "planner", "coherent": coherent, "reason": reason }),
+            ));
             if coherent {
-                let extra: Vec<(&str, Value)> = revised.map(|r| vec![("revised_query", Value::String(r))]).unwrap_or_default();
+                let extra: Vec<(&str, Value)> =
+                    revised.map(|r| vec![("revised_query", Value::String(r))]).unwrap_or_default();
                 next.stages = body_start(manifest, intent, parsed, &extra, cid, now)?;
             }
         }
@@ -486,19 +577,30 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
                 ("max_iterations", json!(d.max_iterations)),
             ];
             let ctx = context_for(manifest, orchestrator, parsed, &extra);
-            next.stages = vec![stage(step::ORCHESTRATOR, vec![planned(manifest, orchestrator, DispatchRole::Primary, parsed, ctx, cid, now)])];
+            next.stages = vec![stage(
+                step::ORCHESTRATOR,
+                vec![planned(manifest, orchestrator, DispatchRole::Primary, parsed, ctx, cid, now)],
+            )];
         }
         Some(step::ORCHESTRATOR) => {
             let d = route.deliberate.as_ref().ok_or_else(|| PlanError::UnknownIntent(intent.id.clone()))?;
             let rounds = plan.stages.iter().filter(|s| is_step(s, step::ORCHESTRATOR)).count();
             let decision = single(current, handoffs).cloned();
             let ready = decision.as_ref().and_then(|v| v.get("ready_to_act")).and_then(Value::as_bool).unwrap_or(false);
-            let wanted = decision.as_ref().and_then(|v| v.get("next_expert")).and_then(Value::as_str).map(str::to_string);
-            let question = decision.as_ref().and_then(|v| v.get("question_for_expert")).and_then(Value::as_str).unwrap_or_default().to_string();
+            let wanted =
+                decision.as_ref().and_then(|v| v.get("next_expert")).and_then(Value::as_str).map(str::to_string);
+            let question = decision
+                .as_ref()
+                .and_then(|v| v.get("question_for_expert"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             let expert = wanted.as_deref().filter(|w| d.experts.iter().any(|e| e.agent == *w));
             let final_decision = if ready {
                 decision.clone()
-            } else if let (Some(expert), true, Some(_)) = (expert, (rounds as u32) < d.max_iterations, decision.as_ref()) {
+            } else if let (Some(expert), true, Some(_)) =
+                (expert, (rounds as u32) < d.max_iterations, decision.as_ref())
+            {
                 let a = agent(manifest, &intent.id, expert)?;
                 let ctx = context_for(manifest, a, parsed, &[("additional_question", Value::String(question.clone()))]);
                 next.events.push((
@@ -506,7 +608,10 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
                     "reconsult",
                     json!({ "step": "orchestrator", "iteration": rounds, "ready_to_act": false, "next_expert": expert, "question_for_expert": question }),
                 ));
-                next.stages = vec![stage(step::CONSULT, vec![planned(manifest, a, DispatchRole::Supporting, parsed, ctx, cid, now)])];
+                next.stages = vec![stage(
+                    step::CONSULT,
+                    vec![planned(manifest, a, DispatchRole::Supporting, parsed, ctx, cid, now)],
+                )];
                 None
             } else {
                 let why = if decision.is_none() {
@@ -516,7 +621,11 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
                 } else {
                     format!("the orchestrator asked for an unknown expert `{}`", wanted.unwrap_or_default())
                 };
-                next.events.push((EventKind::Step, "escalate", json!({ "step": "orchestrator", "iteration": rounds, "escalated": true, "reason": why })));
+                next.events.push((
+                    EventKind::Step,
+                    "escalate",
+                    json!({ "step": "orchestrator", "iteration": rounds, "escalated": true, "reason": why }),
+                ));
                 Some(json!({ "ready_to_act": true, "action": d.escalate_action, "reasoning": why, "escalated": true }))
             };
             if let Some(decision) = final_decision {
@@ -524,8 +633,16 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
                     next.events.push((EventKind::Step, "decide", json!({ "step": "orchestrator", "iteration": rounds, "ready_to_act": true, "action": decision.get("action") })));
                 }
                 let crafter = agent(manifest, &intent.id, &d.crafter)?;
-                let ctx = context_for(manifest, crafter, parsed, &[("decision", decision), ("opinions", Value::Array(opinions(plan, handoffs)))]);
-                next.stages = vec![stage(step::CRAFTER, vec![planned(manifest, crafter, DispatchRole::Primary, parsed, ctx, cid, now)])];
+                let ctx = context_for(
+                    manifest,
+                    crafter,
+                    parsed,
+                    &[("decision", decision), ("opinions", Value::Array(opinions(plan, handoffs)))],
+                );
+                next.stages = vec![stage(
+                    step::CRAFTER,
+                    vec![planned(manifest, crafter, DispatchRole::Primary, parsed, ctx, cid, now)],
+                )];
             }
         }
         Some(step::SOURCES) => {
@@ -547,8 +664,16 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
                 if !answered.is_empty() {
                     let synthesizer = agent(manifest, &intent.id, &s.synthesizer)?;
                     let kept: Vec<Value> = e.kept().map(|c| json!(c)).collect();
-                    let ctx = context_for(manifest, synthesizer, parsed, &[("chunks", Value::Array(kept)), ("contradictions", json!(e.contradictions))]);
-                    next.stages = vec![stage(step::SYNTHESIZE, vec![planned(manifest, synthesizer, DispatchRole::Primary, parsed, ctx, cid, now)])];
+                    let ctx = context_for(
+                        manifest,
+                        synthesizer,
+                        parsed,
+                        &[("chunks", Value::Array(kept)), ("contradictions", json!(e.contradictions))],
+                    );
+                    next.stages = vec![stage(
+                        step::SYNTHESIZE,
+                        vec![planned(manifest, synthesizer, DispatchRole::Primary, parsed, ctx, cid, now)],
+                    )];
                 }
             }
         }
@@ -570,7 +695,11 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
         }
         Some(step::GUARD_OUT) => {
             let (allowed, reason, _) = guard_verdict(current, handoffs);
-            next.events.push((EventKind::Step, "guard_out", json!({ "step": "guard_out", "allowed": allowed, "reason": reason })));
+            next.events.push((
+                EventKind::Step,
+                "guard_out",
+                json!({ "step": "guard_out", "allowed": allowed, "reason": reason }),
+            ));
         }
         // answer, pipeline, crafter, synthesize, revise, or a plain stage after a cascade
         _ => {
@@ -580,7 +709,10 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
                     Some(c) => {
                         let critic = agent(manifest, &intent.id, &c.agent)?;
                         let ctx = context_for(manifest, critic, parsed, &[("answer", Value::String(text))]);
-                        vec![stage(step::CRITIC, vec![planned(manifest, critic, DispatchRole::Primary, parsed, ctx, cid, now)])]
+                        vec![stage(
+                            step::CRITIC,
+                            vec![planned(manifest, critic, DispatchRole::Primary, parsed, ctx, cid, now)],
+                        )]
                     }
                     None => after_critic(manifest, intent, parsed, plan, handoffs, cid, now)?,
                 };
@@ -594,15 +726,29 @@ pub fn next_step(manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRe
 }
 
 /// Re-run the agent that answered, with the critique.
-fn revise(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], critique: &str, now: DateTime<Utc>) -> Result<Stage, PlanError> {
+fn revise(
+    manifest: &Manifest,
+    plan: &Plan,
+    handoffs: &[HandoffRecord],
+    critique: &str,
+    now: DateTime<Utc>,
+) -> Result<Stage, PlanError> {
     let (previous, answered) = answer_of(plan, handoffs);
     let i = answer_stage(plan).unwrap_or(0);
     let Some((original, _)) = slot_outputs(&plan.stages[i], handoffs).into_iter().next() else {
         return Err(PlanError::UnknownIntent(plan.intent.clone()));
     };
-    let agent_id = answered.first().map(|h| h.handoff.agent_id.clone()).unwrap_or_else(|| original.dispatch.target_agent.clone());
+    let agent_id =
+        answered.first().map(|h| h.handoff.agent_id.clone()).unwrap_or_else(|| original.dispatch.target_agent.clone());
     let a = agent(manifest, &plan.intent, &agent_id)?;
-    let mut d = plan::dispatch_for(manifest, a, DispatchRole::Primary, &parsed_stub(plan, original), &original.dispatch.metadata.correlation_id, now);
+    let mut d = plan::dispatch_for(
+        manifest,
+        a,
+        DispatchRole::Primary,
+        &parsed_stub(plan, original),
+        &original.dispatch.metadata.correlation_id,
+        now,
+    );
     let mut ctx = original.dispatch.payload.context.clone();
     if let Value::Object(map) = &mut ctx {
         map.insert("critique".into(), Value::String(critique.to_string()));
@@ -610,7 +756,15 @@ fn revise(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], critique
     }
     d.payload = original.dispatch.payload.clone();
     d.payload.context = ctx;
-    Ok(stage(step::REVISE, vec![PlannedDispatch { slot: d.dispatch_id.clone(), role: DispatchRole::Primary, fallback_for: None, dispatch: d }]))
+    Ok(stage(
+        step::REVISE,
+        vec![PlannedDispatch {
+            slot: d.dispatch_id.clone(),
+            role: DispatchRole::Primary,
+            fallback_for: None,
+            dispatch: d,
+        }],
+    ))
 }
 
 /// A parsed query rebuilt from a dispatch (only what `dispatch_for` reads).
@@ -628,7 +782,15 @@ fn parsed_stub(plan: &Plan, d: &PlannedDispatch) -> ParsedQuery {
 }
 
 /// After the critic (or with none): the output guardrail, or nothing.
-fn after_critic(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, plan: &Plan, handoffs: &[HandoffRecord], cid: &str, now: DateTime<Utc>) -> Result<Vec<Stage>, PlanError> {
+fn after_critic(
+    manifest: &Manifest,
+    intent: &Intent,
+    parsed: &ParsedQuery,
+    plan: &Plan,
+    handoffs: &[HandoffRecord],
+    cid: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<Stage>, PlanError> {
     match intent.route.guardrails.as_ref().and_then(|g| g.output.as_ref()) {
         Some(id) => {
             let a = agent(manifest, &intent.id, id)?;
@@ -641,13 +803,24 @@ fn after_critic(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, plan
 }
 
 /// The memory dispatch, once, when the query has an answer.
-fn memory(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, plan: &Plan, handoffs: &[HandoffRecord], cid: &str, now: DateTime<Utc>) -> Result<Vec<PlannedDispatch>, PlanError> {
+fn memory(
+    manifest: &Manifest,
+    intent: &Intent,
+    parsed: &ParsedQuery,
+    plan: &Plan,
+    handoffs: &[HandoffRecord],
+    cid: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<PlannedDispatch>, PlanError> {
     let Some(id) = intent.route.sources.as_ref().and_then(|s| s.memory.as_ref()) else { return Ok(Vec::new()) };
     if plan.all_dispatches().any(|d| d.role == DispatchRole::Background) {
         return Ok(Vec::new());
     }
     let (text, answered) = answer_of(plan, handoffs);
-    if answered.is_empty() || !answer_stage(plan).is_some_and(|i| is_step(&plan.stages[i], step::SYNTHESIZE) || is_step(&plan.stages[i], step::REVISE)) {
+    if answered.is_empty()
+        || !answer_stage(plan)
+            .is_some_and(|i| is_step(&plan.stages[i], step::SYNTHESIZE) || is_step(&plan.stages[i], step::REVISE))
+    {
         return Ok(Vec::new());
     }
     let a = agent(manifest, &intent.id, id)?;
@@ -657,7 +830,13 @@ fn memory(manifest: &Manifest, intent: &Intent, parsed: &ParsedQuery, plan: &Pla
 
 /// After the cascade's `classify` stage: decide the intent, check the caller's role, and plan
 /// the decided intent's route.
-fn reclassify(manifest: &Manifest, query: &QueryRecord, current: &Stage, handoffs: &[HandoffRecord], now: DateTime<Utc>) -> Result<Next, PlanError> {
+fn reclassify(
+    manifest: &Manifest,
+    query: &QueryRecord,
+    current: &Stage,
+    handoffs: &[HandoffRecord],
+    now: DateTime<Utc>,
+) -> Result<Next, PlanError> {
     let parsed = &query.parsed;
     let out = single(current, handoffs);
     let llm_intent = out.and_then(|o| o.get("intent")).and_then(Value::as_str).map(str::to_string);
@@ -687,7 +866,11 @@ fn reclassify(manifest: &Manifest, query: &QueryRecord, current: &Stage, handoff
     reparsed.confidence = confidence;
     reparsed.ambiguity_flag = decided_by == "embedded" && parsed.ambiguity_flag;
     let mut next = Next {
-        events: vec![(EventKind::Route, "route", json!({ "stage": decided_by, "intent": intent_id, "confidence": confidence, "cascade": decision }))],
+        events: vec![(
+            EventKind::Route,
+            "route",
+            json!({ "stage": decided_by, "intent": intent_id, "confidence": confidence, "cascade": decision }),
+        )],
         ..Next::default()
     };
     if forbidden_role.is_none() {
@@ -718,7 +901,8 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         let handoffs = deps.store.list_handoffs(query_id).await?;
         let now = deps.clock.now();
         let manifest = deps.manifest_for(&query).await?;
-        let next = next_step(&manifest, &query, &handoffs, now).map_err(|e| StepError::Permanent(format!("cannot plan the next step: {e}")))?;
+        let next = next_step(&manifest, &query, &handoffs, now)
+            .map_err(|e| StepError::Permanent(format!("cannot plan the next step: {e}")))?;
         let changes = !next.stages.is_empty() || !next.background.is_empty() || next.parsed.is_some();
         if !changes {
             // Nothing more to run; the step's events are written with the synthesis request.
@@ -726,7 +910,9 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
                 let events: Vec<_> = next
                     .events
                     .iter()
-                    .map(|(kind, name, detail)| deps.event(&query, event_key(plan.current_stage, 70, name, ""), *kind, detail.clone()))
+                    .map(|(kind, name, detail)| {
+                        deps.event(&query, event_key(plan.current_stage, 70, name, ""), *kind, detail.clone())
+                    })
                     .collect();
                 deps.store.append_events(&events).await?;
             }
@@ -737,7 +923,9 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         let mut events: Vec<_> = next
             .events
             .iter()
-            .map(|(kind, name, detail)| deps.event(&query, event_key(plan.current_stage, 70, name, ""), *kind, detail.clone()))
+            .map(|(kind, name, detail)| {
+                deps.event(&query, event_key(plan.current_stage, 70, name, ""), *kind, detail.clone())
+            })
             .collect();
         if let Some(parsed) = next.parsed {
             if let Some(intent) = manifest.intent(&parsed.intent) {
@@ -779,7 +967,10 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         if !started {
             return request_synthesis(deps, query_id).await;
         }
-        let plan = updated.plan.as_ref().map(|p| (p.current_stage, p.stages.get(p.current_stage).and_then(|s| s.budget_until)));
+        let plan = updated
+            .plan
+            .as_ref()
+            .map(|p| (p.current_stage, p.stages.get(p.current_stage).and_then(|s| s.budget_until)));
         let (index, budget) = plan.unwrap_or((0, None));
         info!(stage = index, step = ?updated.plan.as_ref().and_then(|p| p.stages.get(index)).and_then(|s| s.step.clone()), "flow step started");
         router::send_stage(deps, &updated, index).await?;
@@ -792,7 +983,12 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
 }
 
 async fn request_synthesis(deps: &Deps, query_id: &str) -> Result<(), StepError> {
-    deps.send(crate::ports::QueueId::synth(), crate::jobs::Job::Synthesize { query_id: query_id.to_string() }, std::time::Duration::ZERO).await?;
+    deps.send(
+        crate::ports::QueueId::synth(),
+        crate::jobs::Job::Synthesize { query_id: query_id.to_string() },
+        std::time::Duration::ZERO,
+    )
+    .await?;
     Ok(())
 }
 
@@ -840,8 +1036,14 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], now: 
         if let Some(role) = &c.forbidden_role {
             shaped.status = Some(OutputStatus::Failed);
             shaped.confidence = Some(0.0);
-            shaped.text = Some(format!("This question was classified as `{}`, which needs the `{role}` role; it was not answered.", c.intent));
-            shaped.error = Some(OutputError { category: ErrorCategory::PermissionDenied, message: format!("intent `{}` requires role `{role}`", c.intent) });
+            shaped.text = Some(format!(
+                "This question was classified as `{}`, which needs the `{role}` role; it was not answered.",
+                c.intent
+            ));
+            shaped.error = Some(OutputError {
+                category: ErrorCategory::PermissionDenied,
+                message: format!("intent `{}` requires role `{role}`", c.intent),
+            });
             shaped.orchestration = Value::Object(orch);
             return Some(shaped);
         }
@@ -857,7 +1059,10 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], now: 
         return Some(shaped);
     };
     let route = &intent.route;
-    let safe = |own: Option<String>| own.or_else(|| route.guardrails.as_ref().and_then(|g| g.safe_reply.clone())).unwrap_or_else(|| DEFAULT_SAFE_REPLY.into());
+    let safe = |own: Option<String>| {
+        own.or_else(|| route.guardrails.as_ref().and_then(|g| g.safe_reply.clone()))
+            .unwrap_or_else(|| DEFAULT_SAFE_REPLY.into())
+    };
     let mut blocked: Option<(String, String, ErrorCategory)> = None;
     if let Some(s) = plan.stages.iter().find(|s| is_step(s, step::GUARD_IN)) {
         let (allowed, reason, reply) = guard_verdict(s, handoffs);
@@ -879,7 +1084,11 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], now: 
     }
     if let Some(d) = &route.deliberate {
         let decided = decisions(plan, handoffs);
-        let crafted = plan.stages.iter().find(|s| is_step(s, step::CRAFTER)).map(|s| s.dispatches.first().map(|d| d.dispatch.payload.context.get("decision").cloned()));
+        let crafted = plan
+            .stages
+            .iter()
+            .find(|s| is_step(s, step::CRAFTER))
+            .map(|s| s.dispatches.first().map(|d| d.dispatch.payload.context.get("decision").cloned()));
         let decision = crafted.flatten().flatten().unwrap_or(Value::Null);
         let consultations: Vec<Value> = plan
             .stages
@@ -915,7 +1124,12 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], now: 
             ));
         }
         if !failed.is_empty() && !answered.is_empty() {
-            shaped.caveats.push(format!("Answered from {} of {} sources; {} did not answer.", answered.len(), answered.len() + failed.len(), failed.join(", ")));
+            shaped.caveats.push(format!(
+                "Answered from {} of {} sources; {} did not answer.",
+                answered.len(),
+                answered.len() + failed.len(),
+                failed.join(", ")
+            ));
         }
         orch.insert(
             "sources".into(),
@@ -929,20 +1143,30 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], now: 
                 "contradictions": e.contradictions,
             }),
         );
-        let memory = plan.all_dispatches().find(|d| d.role == DispatchRole::Background).map(|d| d.dispatch.target_agent.clone());
+        let memory =
+            plan.all_dispatches().find(|d| d.role == DispatchRole::Background).map(|d| d.dispatch.target_agent.clone());
         orch.insert("memory".into(), json!({ "dispatched": memory.is_some(), "agent": memory }));
         sources_status = Some(status);
     }
     let all = verdicts(plan, handoffs);
     if !all.is_empty() {
-        let rounds: Vec<Value> =
-            all.iter().map(|(a, c, s)| json!({ "verdict": if *a { "accept" } else { "reject" }, "critique": c, "summary": s })).collect();
+        let rounds: Vec<Value> = all
+            .iter()
+            .map(|(a, c, s)| json!({ "verdict": if *a { "accept" } else { "reject" }, "critique": c, "summary": s }))
+            .collect();
         let accepted = all.last().is_some_and(|(a, _, _)| *a);
         let summary = all.iter().rev().find_map(|(_, c, s)| s.clone().or_else(|| (!c.is_empty()).then(|| c.clone())));
         if !accepted {
-            shaped.caveats.push(format!("The critic still had reservations after {} revision(s): {}", all.len() - 1, all.last().map(|v| v.1.clone()).unwrap_or_default()));
+            shaped.caveats.push(format!(
+                "The critic still had reservations after {} revision(s): {}",
+                all.len() - 1,
+                all.last().map(|v| v.1.clone()).unwrap_or_default()
+            ));
         }
-        orch.insert("critique".into(), json!({ "rounds": rounds, "revisions": all.len() - 1, "accepted": accepted, "summary": summary }));
+        orch.insert(
+            "critique".into(),
+            json!({ "rounds": rounds, "revisions": all.len() - 1, "accepted": accepted, "summary": summary }),
+        );
     }
     if let Some(s) = plan.stages.iter().find(|s| is_step(s, step::GUARD_OUT)) {
         let (allowed, reason, reply) = guard_verdict(s, handoffs);
@@ -956,7 +1180,8 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], now: 
         shaped.status = Some(OutputStatus::Failed);
         shaped.confidence = Some(0.0);
         shaped.text = Some(text);
-        shaped.error = Some(OutputError { category, message: if reason.is_empty() { "blocked".into() } else { reason } });
+        shaped.error =
+            Some(OutputError { category, message: if reason.is_empty() { "blocked".into() } else { reason } });
         return Some(shaped);
     }
     if !route.has_modes() {
@@ -968,7 +1193,8 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], now: 
         shaped.confidence = Some(0.0);
         if sources_status == Some(OutputStatus::Failed) {
             shaped.text = Some("Switchyard could not answer this question: none of the sources answered.".into());
-            shaped.error = Some(OutputError { category: ErrorCategory::AgentTimeout, message: "no source answered".into() });
+            shaped.error =
+                Some(OutputError { category: ErrorCategory::AgentTimeout, message: "no source answered".into() });
         }
         return Some(shaped);
     }

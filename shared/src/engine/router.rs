@@ -118,7 +118,11 @@ pub(super) async fn send_first_attempt(deps: &Deps, d: &crate::contracts::AgentD
 
 /// Send the deadline message: delayed until `fire_at`, or by SQS's 15-minute maximum and then
 /// re-sent by the synthesizer until it is due.
-pub(super) async fn arm_deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chrono::Utc>) -> Result<(), StepError> {
+pub(super) async fn arm_deadline(
+    deps: &Deps,
+    query_id: &str,
+    fire_at: chrono::DateTime<chrono::Utc>,
+) -> Result<(), StepError> {
     let remaining = (fire_at - deps.clock.now()).to_std().unwrap_or(Duration::ZERO);
     let delay = remaining.min(Duration::from_secs(SQS_MAX_DELAY_S));
     let job = Job::Deadline { query_id: query_id.to_string(), fire_at };

@@ -63,9 +63,9 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
                 return Err(StepError::Retryable("synth job before the query was routed".into()));
             }
             QueryStatus::Synthesizing => {
-                let fresh = query.synth_claimed_at.is_some_and(|at| {
-                    (now - at).to_std().map(|age| age < deps.settings.synth_lease).unwrap_or(true)
-                });
+                let fresh = query
+                    .synth_claimed_at
+                    .is_some_and(|at| (now - at).to_std().map(|age| age < deps.settings.synth_lease).unwrap_or(true));
                 if fresh {
                     // Another synthesizer is at work and normally finishes within milliseconds:
                     // wait for it rather than send this duplicate back to sit out the queue's
@@ -156,7 +156,8 @@ async fn ready(deps: &Deps, query: &QueryRecord) -> Result<bool, StepError> {
     }
     let handoffs = deps.store.list_handoffs(&query.query_id).await?;
     Ok(stage.slots().filter_map(|s| slot_handoff(&handoffs, s)).any(|h| {
-        !h.handoff.execution.status.is_usable() || stage.gate.as_ref().is_some_and(|g| check_gate(g, &h.handoff).is_err())
+        !h.handoff.execution.status.is_usable()
+            || stage.gate.as_ref().is_some_and(|g| check_gate(g, &h.handoff).is_err())
     }))
 }
 
@@ -325,7 +326,12 @@ pub fn answer_text(h: &AgentHandoff) -> String {
 }
 
 fn describe_failure(h: &HandoffRecord) -> String {
-    let reason = h.handoff.errors.error_message.clone().unwrap_or_else(|| format!("{:?}", h.handoff.execution.status).to_lowercase());
+    let reason = h
+        .handoff
+        .errors
+        .error_message
+        .clone()
+        .unwrap_or_else(|| format!("{:?}", h.handoff.execution.status).to_lowercase());
     format!("{} {}: {}", h.handoff.agent_id, status_word(h.handoff.execution.status), reason)
 }
 
@@ -340,11 +346,25 @@ fn status_word(s: HandoffStatus) -> &'static str {
 }
 
 /// Merge the handoffs of a query into its output.
-pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, handoffs: &[HandoffRecord], deadline_passed: bool) -> OrchestratorOutput {
+pub fn build_output(
+    deps: &Deps,
+    manifest: &Manifest,
+    query: &QueryRecord,
+    handoffs: &[HandoffRecord],
+    deadline_passed: bool,
+) -> OrchestratorOutput {
     let now = deps.clock.now();
-    let empty = crate::plan::Plan { intent: query.parsed.intent.clone(), pipeline: None, stages: vec![], current_stage: 0, deadline_ms: 0, flow: None };
+    let empty = crate::plan::Plan {
+        intent: query.parsed.intent.clone(),
+        pipeline: None,
+        stages: vec![],
+        current_stage: 0,
+        deadline_ms: 0,
+        flow: None,
+    };
     let plan = query.plan.as_ref().unwrap_or(&empty);
-    let ran: Vec<&PlannedDispatch> = plan.stages.iter().take(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).collect();
+    let ran: Vec<&PlannedDispatch> =
+        plan.stages.iter().take(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).collect();
     let handoff_of = |d: &PlannedDispatch| handoffs.iter().find(|h| h.handoff.dispatch_id == d.dispatch.dispatch_id);
 
     let mut agent_results = Vec::new();
@@ -363,7 +383,11 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
             error: hf.errors.error_message.clone().filter(|_| !hf.execution.status.is_usable()),
             attempts: h.attempts,
             dispatch_id: hf.dispatch_id.clone(),
-            fallback_for: h.fallback_for.as_ref().and_then(|id| plan.dispatch(id)).map(|p| p.dispatch.target_agent.clone()),
+            fallback_for: h
+                .fallback_for
+                .as_ref()
+                .and_then(|id| plan.dispatch(id))
+                .map(|p| p.dispatch.target_agent.clone()),
         });
         visualizations.extend(hf.artifacts.visualizations.iter().cloned());
     }
@@ -410,7 +434,8 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
     } else {
         OutputStatus::Failed
     };
-    let partial_answers = slots.iter().any(|(_, h)| h.is_some_and(|h| h.handoff.execution.status == HandoffStatus::Partial));
+    let partial_answers =
+        slots.iter().any(|(_, h)| h.is_some_and(|h| h.handoff.execution.status == HandoffStatus::Partial));
     if status == OutputStatus::Success && partial_answers {
         status = OutputStatus::Partial;
     }
@@ -426,7 +451,11 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
         }
     } else {
         let total: f64 = slots.iter().map(|(d, _)| weight(d)).sum();
-        let got: f64 = slots.iter().filter(|(_, h)| usable(*h)).map(|(d, h)| weight(d) * h.map_or(0.0, |h| h.handoff.result.confidence)).sum();
+        let got: f64 = slots
+            .iter()
+            .filter(|(_, h)| usable(*h))
+            .map(|(d, h)| weight(d) * h.map_or(0.0, |h| h.handoff.result.confidence))
+            .sum();
         if total > 0.0 {
             (got / total).clamp(0.0, 1.0)
         } else {
@@ -446,14 +475,26 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
             None => caveats.push(format!("{} did not answer", d.dispatch.target_agent)),
             Some(h) if !h.handoff.execution.status.is_usable() => caveats.push(describe_failure(h)),
             Some(h) => {
-                if let Some(original) = h.fallback_for.as_ref().and_then(|id| handoffs.iter().find(|x| &x.handoff.dispatch_id == id)) {
-                    caveats.push(format!("{}; {} answered in its place", describe_failure(original), h.handoff.agent_id));
+                if let Some(original) =
+                    h.fallback_for.as_ref().and_then(|id| handoffs.iter().find(|x| &x.handoff.dispatch_id == id))
+                {
+                    caveats.push(format!(
+                        "{}; {} answered in its place",
+                        describe_failure(original),
+                        h.handoff.agent_id
+                    ));
                 }
             }
         }
     }
     if plan.pipeline.is_some() && !pipeline_finished {
-        let skipped: Vec<&str> = plan.stages.iter().skip(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).map(|d| d.dispatch.target_agent.as_str()).collect();
+        let skipped: Vec<&str> = plan
+            .stages
+            .iter()
+            .skip(plan.current_stage + 1)
+            .flat_map(|s| s.dispatches.iter())
+            .map(|d| d.dispatch.target_agent.as_str())
+            .collect();
         if !skipped.is_empty() {
             caveats.push(format!("pipeline stopped before {}", skipped.join(", ")));
         }
@@ -473,7 +514,8 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
     for (_, h) in &slots {
         let Some(h) = h.filter(|h| h.handoff.execution.status.is_usable()) else { continue };
         let agent = manifest.agent(&h.handoff.agent_id);
-        let default_type = agent.map(|a| a.citation_source).unwrap_or(crate::contracts::CitationSourceType::AgentActivity);
+        let default_type =
+            agent.map(|a| a.citation_source).unwrap_or(crate::contracts::CitationSourceType::AgentActivity);
         for (n, e) in h.handoff.result.evidence.iter().enumerate() {
             let c = match e {
                 Evidence::Text(text) => Citation {
@@ -499,25 +541,52 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
 
     // The answer text: primary first, then supporting answers; pipelines end on the last step.
     let answers: Vec<String> = if plan.pipeline.is_some() {
-        slots.iter().filter_map(|(_, h)| h.filter(|h| h.handoff.execution.status.is_usable())).map(|h| answer_text(&h.handoff)).filter(|t| !t.is_empty()).collect()
+        slots
+            .iter()
+            .filter_map(|(_, h)| h.filter(|h| h.handoff.execution.status.is_usable()))
+            .map(|h| answer_text(&h.handoff))
+            .filter(|t| !t.is_empty())
+            .collect()
     } else {
-        slots.iter().filter_map(|(_, h)| *h).filter(|h| h.handoff.execution.status.is_usable()).map(|h| answer_text(&h.handoff)).filter(|t| !t.is_empty()).collect()
+        slots
+            .iter()
+            .filter_map(|(_, h)| *h)
+            .filter(|h| h.handoff.execution.status.is_usable())
+            .map(|h| answer_text(&h.handoff))
+            .filter(|t| !t.is_empty())
+            .collect()
     };
     let band = band(response_confidence);
     let mut error = None;
     let mut response_text = match status {
         OutputStatus::Blocked => {
-            error = Some(OutputError { category: ErrorCategory::QcGateBlocked, message: "a QC gate stopped the pipeline; see qc_report".into() });
-            format!("The {} pipeline was stopped by its QC gate; nothing after it ran. {}", plan.pipeline.clone().unwrap_or_default(), answers.join(" "))
-                .trim()
-                .to_string()
+            error = Some(OutputError {
+                category: ErrorCategory::QcGateBlocked,
+                message: "a QC gate stopped the pipeline; see qc_report".into(),
+            });
+            format!(
+                "The {} pipeline was stopped by its QC gate; nothing after it ran. {}",
+                plan.pipeline.clone().unwrap_or_default(),
+                answers.join(" ")
+            )
+            .trim()
+            .to_string()
         }
         OutputStatus::Failed => {
-            let timed_out = slots.iter().any(|(_, h)| h.is_none_or(|h| h.handoff.execution.status == HandoffStatus::Timeout));
+            let timed_out =
+                slots.iter().any(|(_, h)| h.is_none_or(|h| h.handoff.execution.status == HandoffStatus::Timeout));
             let category = if timed_out { ErrorCategory::AgentTimeout } else { ErrorCategory::AgentError };
-            let reasons: Vec<String> = slots.iter().filter_map(|(_, h)| *h).filter(|h| !h.handoff.execution.status.is_usable()).map(describe_failure).collect();
+            let reasons: Vec<String> = slots
+                .iter()
+                .filter_map(|(_, h)| *h)
+                .filter(|h| !h.handoff.execution.status.is_usable())
+                .map(describe_failure)
+                .collect();
             error = Some(OutputError { category, message: reasons.join("; ") });
-            format!("Switchyard could not answer this question: {}.", if reasons.is_empty() { "no agent answered".to_string() } else { reasons.join("; ") })
+            format!(
+                "Switchyard could not answer this question: {}.",
+                if reasons.is_empty() { "no agent answered".to_string() } else { reasons.join("; ") }
+            )
         }
         _ => answers.join("\n\n"),
     };
@@ -550,7 +619,9 @@ pub fn build_output(deps: &Deps, manifest: &Manifest, query: &QueryRecord, hando
     // Follow-ups from the agents that answered.
     let mut follow_up_suggestions: Vec<String> = Vec::new();
     for (_, h) in &slots {
-        if let Some(agent) = h.filter(|h| h.handoff.execution.status.is_usable()).and_then(|h| manifest.agent(&h.handoff.agent_id)) {
+        if let Some(agent) =
+            h.filter(|h| h.handoff.execution.status.is_usable()).and_then(|h| manifest.agent(&h.handoff.agent_id))
+        {
             for f in &agent.follow_ups {
                 if !follow_up_suggestions.contains(f) && follow_up_suggestions.len() < 5 {
                     follow_up_suggestions.push(f.clone());

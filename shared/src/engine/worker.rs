@@ -81,12 +81,9 @@ async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(Query
         .get_query(&job.query_id)
         .await?
         .ok_or_else(|| StepError::Permanent(format!("dispatch for unknown query {}", job.query_id)))?;
-    let planned = query
-        .plan
-        .as_ref()
-        .and_then(|p| p.dispatch(&job.dispatch_id))
-        .cloned()
-        .ok_or_else(|| StepError::Permanent(format!("dispatch {} is not in the plan of query {}", job.dispatch_id, job.query_id)))?;
+    let planned = query.plan.as_ref().and_then(|p| p.dispatch(&job.dispatch_id)).cloned().ok_or_else(|| {
+        StepError::Permanent(format!("dispatch {} is not in the plan of query {}", job.dispatch_id, job.query_id))
+    })?;
     if let Some(tier) = tier {
         if planned.dispatch.target_tier != tier {
             return Err(StepError::Permanent(format!(
@@ -148,7 +145,8 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
             match handoff_from_answer(value, &agent, &planned, started_at, completed_at, latency_ms) {
                 Ok(h) if matches!(h.execution.status, HandoffStatus::Failed | HandoffStatus::Timeout) => {
                     let recoverable = h.errors.recoverable;
-                    let message = h.errors.error_message.clone().unwrap_or_else(|| "the agent reported a failure".into());
+                    let message =
+                        h.errors.error_message.clone().unwrap_or_else(|| "the agent reported a failure".into());
                     Err(failure("agent_error", message, recoverable, h.execution.status == HandoffStatus::Timeout))
                 }
                 Ok(h) => Ok(h),
@@ -246,7 +244,14 @@ fn check_confidence(c: f64) -> Result<(), String> {
 
 /// Wrap a validated handoff with the engine's post-handoff checks (seed 000): latency over
 /// budget and confidence below the threshold become caveats.
-fn record_for(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, agent: &Agent, handoff: AgentHandoff, attempts: u32) -> HandoffRecord {
+fn record_for(
+    deps: &Deps,
+    query: &QueryRecord,
+    planned: &PlannedDispatch,
+    agent: &Agent,
+    handoff: AgentHandoff,
+    attempts: u32,
+) -> HandoffRecord {
     let mut caveats = Vec::new();
     let c = &planned.dispatch.payload.constraints;
     if handoff.execution.latency_ms > c.max_latency_ms {
@@ -282,7 +287,8 @@ fn shrink_if_too_large(record: &mut HandoffRecord) {
         return;
     }
     let h = &mut record.handoff;
-    let text: String = h.result.primary_output.get("response").and_then(Value::as_str).unwrap_or("").chars().take(4_000).collect();
+    let text: String =
+        h.result.primary_output.get("response").and_then(Value::as_str).unwrap_or("").chars().take(4_000).collect();
     h.result.primary_output = json!({ "response": text, "truncated": true, "original_bytes": size });
     h.result.evidence.truncate(20);
     h.artifacts = HandoffArtifacts::default();
@@ -292,7 +298,15 @@ fn shrink_if_too_large(record: &mut HandoffRecord) {
     ));
 }
 
-async fn schedule_retry(deps: &Deps, manifest: &Manifest, query: &QueryRecord, planned: &PlannedDispatch, agent: &Agent, job: &DispatchJob, f: Failure) -> Result<(), StepError> {
+async fn schedule_retry(
+    deps: &Deps,
+    manifest: &Manifest,
+    query: &QueryRecord,
+    planned: &PlannedDispatch,
+    agent: &Agent,
+    job: &DispatchJob,
+    f: Failure,
+) -> Result<(), StepError> {
     let tier = manifest.tier(agent.tier);
     let backoff = tier.map(|t| t.backoff).unwrap_or_default();
     let raw = backoff.base.as_millis().saturating_mul(1u64 << (job.attempt - 1).min(20)).min(backoff.max.as_millis());
@@ -354,7 +368,15 @@ fn failed_handoff(planned: &PlannedDispatch, agent_tier: u8, f: &Failure) -> Age
 }
 
 /// Retries exhausted (or the failure is not recoverable): fall back, or fail the dispatch.
-async fn give_up(deps: &Deps, manifest: &Manifest, query: &QueryRecord, planned: &PlannedDispatch, agent: Option<&Agent>, attempts: u32, f: Failure) -> Result<(), StepError> {
+async fn give_up(
+    deps: &Deps,
+    manifest: &Manifest,
+    query: &QueryRecord,
+    planned: &PlannedDispatch,
+    agent: Option<&Agent>,
+    attempts: u32,
+    f: Failure,
+) -> Result<(), StepError> {
     let tier = planned.dispatch.target_tier;
     let fallback = match (&planned.dispatch.routing.fallback_agent, agent) {
         (Some(id), _) if planned.role != DispatchRole::Fallback => Fallback::Agent(id.clone()),
@@ -401,7 +423,14 @@ async fn give_up(deps: &Deps, manifest: &Manifest, query: &QueryRecord, planned:
 }
 
 /// Add the fallback dispatch to the plan (once) and send it.
-async fn hand_over(deps: &Deps, manifest: &Manifest, query_id: &str, planned: &PlannedDispatch, fallback_id: &str, f: &Failure) -> Result<(), StepError> {
+async fn hand_over(
+    deps: &Deps,
+    manifest: &Manifest,
+    query_id: &str,
+    planned: &PlannedDispatch,
+    fallback_id: &str,
+    f: &Failure,
+) -> Result<(), StepError> {
     for _ in 0..8 {
         let Some(query) = deps.store.get_query(query_id).await? else {
             return Err(StepError::Permanent(format!("query {query_id} vanished")));
@@ -417,7 +446,8 @@ async fn hand_over(deps: &Deps, manifest: &Manifest, query_id: &str, planned: &P
             return Err(StepError::Permanent(format!("fallback agent `{fallback_id}` is not in the manifest")));
         };
         let now = deps.clock.now();
-        let mut dispatch = crate::plan::dispatch_for(manifest, fallback_agent, DispatchRole::Fallback, &query.parsed, query_id, now);
+        let mut dispatch =
+            crate::plan::dispatch_for(manifest, fallback_agent, DispatchRole::Fallback, &query.parsed, query_id, now);
         dispatch.payload.context = planned.dispatch.payload.context.clone();
         let fallback = PlannedDispatch {
             slot: planned.slot.clone(),
@@ -472,7 +502,12 @@ async fn hand_over(deps: &Deps, manifest: &Manifest, query_id: &str, planned: &P
 }
 
 /// Record the handoff (once) and move the query on if it completed the stage.
-async fn finalize(deps: &Deps, query: &QueryRecord, planned: &PlannedDispatch, record: HandoffRecord) -> Result<(), StepError> {
+async fn finalize(
+    deps: &Deps,
+    query: &QueryRecord,
+    planned: &PlannedDispatch,
+    record: HandoffRecord,
+) -> Result<(), StepError> {
     let stage = query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0);
     let h = &record.handoff;
     let event = deps.event(
@@ -524,7 +559,8 @@ pub fn value_at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
 pub fn check_gate(gate: &Gate, handoff: &AgentHandoff) -> Result<(), Value> {
     let output = &handoff.result.primary_output;
     let report = || {
-        let report = gate.report.as_deref().and_then(|p| value_at(output, p)).cloned().unwrap_or_else(|| output.clone());
+        let report =
+            gate.report.as_deref().and_then(|p| value_at(output, p)).cloned().unwrap_or_else(|| output.clone());
         json!({ "gate": gate.name, "field": gate.field, "report": report })
     };
     if handoff.execution.status == HandoffStatus::Blocked {
@@ -578,14 +614,21 @@ pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         }
         let handoffs = deps.store.list_handoffs(query_id).await?;
         let step: Vec<&HandoffRecord> = stage.slots().filter_map(|s| slot_handoff(&handoffs, s)).collect();
-        let usable = step.iter().all(|h| h.handoff.execution.status.is_usable() || h.handoff.execution.status == HandoffStatus::Blocked);
+        let usable = step
+            .iter()
+            .all(|h| h.handoff.execution.status.is_usable() || h.handoff.execution.status == HandoffStatus::Blocked);
         let gate = match &stage.gate {
             Some(gate) => step.iter().map(|h| check_gate(gate, &h.handoff)).find_map(Result::err),
             None => None,
         };
         if !usable || gate.is_some() || step.iter().any(|h| h.handoff.execution.status == HandoffStatus::Blocked) {
             if let Some(report) = &gate {
-                let event = deps.event(&query, event_key(plan.current_stage, 65, "gate", ""), EventKind::Gate, json!({ "passed": false, "qc": report }));
+                let event = deps.event(
+                    &query,
+                    event_key(plan.current_stage, 65, "gate", ""),
+                    EventKind::Gate,
+                    json!({ "passed": false, "qc": report }),
+                );
                 deps.store.append_events(&[event]).await?;
             }
             return request_synthesis(deps, query_id).await;
@@ -595,13 +638,21 @@ pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         advanced_plan.current_stage = next;
         for d in &mut advanced_plan.stages[next].dispatches {
             if let Value::Object(ctx) = &mut d.dispatch.payload.context {
-                ctx.insert("previous".into(), if previous.len() == 1 { previous[0].clone() } else { Value::Array(previous.clone()) });
+                ctx.insert(
+                    "previous".into(),
+                    if previous.len() == 1 { previous[0].clone() } else { Value::Array(previous.clone()) },
+                );
             }
             d.dispatch.metadata.dispatched_at = deps.clock.now();
         }
         let mut events = Vec::new();
         if let Some(g) = &stage.gate {
-            events.push(deps.event(&query, event_key(plan.current_stage, 65, "gate", ""), EventKind::Gate, json!({ "gate": g.name, "passed": true })));
+            events.push(deps.event(
+                &query,
+                event_key(plan.current_stage, 65, "gate", ""),
+                EventKind::Gate,
+                json!({ "gate": g.name, "passed": true }),
+            ));
         }
         events.extend(router::dispatch_events(deps, &query, &advanced_plan, next));
         let mut updated = query.clone();

@@ -17,7 +17,9 @@ mod validate;
 
 pub use duration::Dur;
 pub use kinds::{HttpSettings, LambdaSettings, LlmSettings, OutputSchema, Provider, ProviderKind, ScriptedModelReply};
-pub use modes::{CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings};
+pub use modes::{
+    CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings,
+};
 pub use validate::{validate, Problem};
 
 use crate::contracts::{CitationSourceType, EntityType, HandoffStatus};
@@ -214,9 +216,7 @@ impl<'de> Deserialize<'de> for TierTimeout {
         if text == "variable" {
             return Ok(TierTimeout::Variable);
         }
-        text.parse::<Dur>()
-            .map(TierTimeout::Fixed)
-            .map_err(|e| serde::de::Error::custom(format!("{e}, or `variable`")))
+        text.parse::<Dur>().map(TierTimeout::Fixed).map_err(|e| serde::de::Error::custom(format!("{e}, or `variable`")))
     }
 }
 
@@ -278,7 +278,9 @@ impl<'de> Deserialize<'de> for Fallback {
                 let fallback = match key.as_str() {
                     "agent" => Fallback::Agent(value),
                     "template" => Fallback::Template(value),
-                    other => return Err(serde::de::Error::custom(format!("unknown fallback `{other}`; write {EXPECTED}"))),
+                    other => {
+                        return Err(serde::de::Error::custom(format!("unknown fallback `{other}`; write {EXPECTED}")))
+                    }
                 };
                 if map.next_key::<String>()?.is_some() {
                     return Err(serde::de::Error::custom(format!("a fallback has one key; write {EXPECTED}")));
@@ -646,10 +648,7 @@ impl Manifest {
             let path = if path == "." { String::new() } else { path };
             let message = strip_location(&inner.to_string());
             let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
-            ManifestError {
-                file: file.to_string(),
-                problems: vec![Problem { path, line, message }],
-            }
+            ManifestError { file: file.to_string(), problems: vec![Problem { path, line, message }] }
         })?;
         let problems = validate(&manifest);
         if problems.is_empty() {

@@ -112,7 +112,10 @@ impl<'m> Check<'m> {
     fn header(&mut self) {
         if self.m.version != SUPPORTED_VERSION {
             let v = self.m.version;
-            self.report("version", format!("version {v} is not supported: this build reads `version: {SUPPORTED_VERSION}`"));
+            self.report(
+                "version",
+                format!("version {v} is not supported: this build reads `version: {SUPPORTED_VERSION}`"),
+            );
         }
         if self.m.name.trim().is_empty() {
             self.report("name", "`name` is empty; name the system this manifest describes (e.g. `e2i`)");
@@ -135,7 +138,10 @@ impl<'m> Check<'m> {
             ("max_entity_value_chars", q.max_entity_value_chars),
         ] {
             if value == 0 {
-                self.report(format!("query.{field}"), format!("`{field}` is 0, which would refuse every query; set a positive limit"));
+                self.report(
+                    format!("query.{field}"),
+                    format!("`{field}` is 0, which would refuse every query; set a positive limit"),
+                );
             }
         }
         if q.deadline_slack > MAX_DEADLINE_SLACK {
@@ -166,18 +172,27 @@ impl<'m> Check<'m> {
         for (i, tier) in self.m.tiers.iter().enumerate() {
             let at = |field: &str| format!("tiers[{i}].{field}");
             if tier.tier > MAX_TIER {
-                self.report(at("tier"), format!("tier {} is out of range: tiers are numbered 0 to {MAX_TIER}", tier.tier));
+                self.report(
+                    at("tier"),
+                    format!("tier {} is out of range: tiers are numbered 0 to {MAX_TIER}", tier.tier),
+                );
             }
             if let TierTimeout::Fixed(timeout) = tier.timeout {
                 self.attempt_timeout(at("timeout"), timeout);
             }
             if tier.max_retries > MAX_RETRIES {
-                self.report(at("max_retries"), format!("{} retries is more than the maximum {MAX_RETRIES}", tier.max_retries));
+                self.report(
+                    at("max_retries"),
+                    format!("{} retries is more than the maximum {MAX_RETRIES}", tier.max_retries),
+                );
             }
             if !(tier.timeout_extension >= 1.0 && tier.timeout_extension.is_finite()) {
                 self.report(
                     at("timeout_extension"),
-                    format!("timeout extension {} must be at least 1.0: a retry after a timeout never gets less time", tier.timeout_extension),
+                    format!(
+                        "timeout extension {} must be at least 1.0: a retry after a timeout never gets less time",
+                        tier.timeout_extension
+                    ),
                 );
             }
             self.backoff(&at("backoff"), &tier.backoff);
@@ -202,7 +217,10 @@ impl<'m> Check<'m> {
 
     fn backoff(&mut self, path: &str, backoff: &Backoff) {
         if backoff.base.as_millis() == 0 {
-            self.report(format!("{path}.base"), "backoff base is 0: retries would hammer a failing agent; set a positive duration");
+            self.report(
+                format!("{path}.base"),
+                "backoff base is 0: retries would hammer a failing agent; set a positive duration",
+            );
         }
         if backoff.max.as_millis() == 0 {
             self.report(format!("{path}.max"), "backoff max is 0; set a positive duration at least as long as `base`");
@@ -210,7 +228,10 @@ impl<'m> Check<'m> {
         if backoff.base > backoff.max {
             self.report(
                 format!("{path}.base"),
-                format!("backoff base {} is longer than its max {}; base must be at most max", backoff.base, backoff.max),
+                format!(
+                    "backoff base {} is longer than its max {}; base must be at most max",
+                    backoff.base, backoff.max
+                ),
             );
         }
     }
@@ -222,12 +243,18 @@ impl<'m> Check<'m> {
             Fallback::None => {}
             Fallback::Template(text) => {
                 if text.trim().is_empty() {
-                    self.report(path, "fallback template is empty; write the text to answer with, or use `fallback: none`");
+                    self.report(
+                        path,
+                        "fallback template is empty; write the text to answer with, or use `fallback: none`",
+                    );
                 }
             }
             Fallback::Agent(id) => {
                 if owner == Some(id.as_str()) {
-                    self.report(path, format!("agent `{id}` falls back to itself; name another agent, a template or `none`"));
+                    self.report(
+                        path,
+                        format!("agent `{id}` falls back to itself; name another agent, a template or `none`"),
+                    );
                 } else {
                     self.known_agent(path, id);
                 }
@@ -249,13 +276,20 @@ impl<'m> Check<'m> {
             match self.m.tier(agent.tier) {
                 None => self.report(
                     at("tier"),
-                    format!("tier {} is not declared in `tiers` (declared: {}); declare it or move the agent", agent.tier, declared.join(", ")),
+                    format!(
+                        "tier {} is not declared in `tiers` (declared: {}); declare it or move the agent",
+                        agent.tier,
+                        declared.join(", ")
+                    ),
                 ),
                 Some(tier) => {
                     if tier.timeout == TierTimeout::Variable && agent.timeout.is_none() {
                         self.report(
                             at("timeout"),
-                            format!("tier {} has `timeout: variable`, so every agent on it must set `timeout`", agent.tier),
+                            format!(
+                                "tier {} has `timeout: variable`, so every agent on it must set `timeout`",
+                                agent.tier
+                            ),
                         );
                     }
                 }
@@ -300,7 +334,11 @@ impl<'m> Check<'m> {
         if let Some(builtin) = &agent.builtin {
             self.unit_interval(format!("agents[{i}].builtin.confidence"), "confidence", builtin.confidence);
             for (j, evidence) in builtin.evidence.iter().enumerate() {
-                self.unit_interval(format!("agents[{i}].builtin.evidence[{j}].relevance"), "relevance", evidence.relevance);
+                self.unit_interval(
+                    format!("agents[{i}].builtin.evidence[{j}].relevance"),
+                    "relevance",
+                    evidence.relevance,
+                );
             }
         }
         if let Some(confidence) = agent.scripted.as_ref().and_then(|s| s.confidence) {
@@ -382,7 +420,10 @@ impl<'m> Check<'m> {
             for (field, list) in [("utterances", &intent.utterances), ("keywords", &intent.keywords)] {
                 for (j, text) in list.iter().enumerate() {
                     if text.trim().is_empty() {
-                        self.report(format!("intents[{i}].{field}[{j}]"), format!("empty entry in `{field}`; remove it"));
+                        self.report(
+                            format!("intents[{i}].{field}[{j}]"),
+                            format!("empty entry in `{field}`; remove it"),
+                        );
                     }
                 }
             }
@@ -427,7 +468,10 @@ impl<'m> Check<'m> {
         }
         if let (Some(tier), Some((actual, whose))) = (route.tier, first_tier) {
             if tier != actual {
-                self.report(at("tier"), format!("tier {tier} does not match {whose}, which runs on tier {actual}; write `tier: {actual}`"));
+                self.report(
+                    at("tier"),
+                    format!("tier {tier} does not match {whose}, which runs on tier {actual}; write `tier: {actual}`"),
+                );
             }
         }
         let mut listed: BTreeMap<&str, usize> = BTreeMap::new();
@@ -436,14 +480,20 @@ impl<'m> Check<'m> {
             if route.primary.as_deref() == Some(agent.as_str()) {
                 self.report(path, format!("`{agent}` is the primary agent; a supporting agent must be another agent"));
             } else if let Some(k) = listed.get(agent.as_str()) {
-                self.report(path, format!("`{agent}` is already listed at supporting[{k}]; list each supporting agent once"));
+                self.report(
+                    path,
+                    format!("`{agent}` is already listed at supporting[{k}]; list each supporting agent once"),
+                );
             } else {
                 self.known_agent(path, agent);
             }
             listed.entry(agent).or_insert(j);
         }
         if route.deadline.is_some_and(|d| d.as_millis() == 0) {
-            self.report(at("deadline"), "deadline is 0, so every query would fail at once; set a positive duration or remove it");
+            self.report(
+                at("deadline"),
+                "deadline is 0, so every query would fail at once; set a positive duration or remove it",
+            );
         }
         self.route_modes(i);
     }
@@ -452,7 +502,10 @@ impl<'m> Check<'m> {
         self.unique("pipelines", "id", "pipeline id", self.m.pipelines.iter().map(|p| p.id.clone()));
         for (i, pipeline) in self.m.pipelines.iter().enumerate() {
             if pipeline.steps.is_empty() {
-                self.report(format!("pipelines[{i}].steps"), format!("pipeline `{}` has no steps; list at least one agent", pipeline.id));
+                self.report(
+                    format!("pipelines[{i}].steps"),
+                    format!("pipeline `{}` has no steps; list at least one agent", pipeline.id),
+                );
             }
             let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
             for (j, step) in pipeline.steps.iter().enumerate() {
@@ -468,11 +521,18 @@ impl<'m> Check<'m> {
                 }
                 if let Some(gate) = &step.gate {
                     if gate.field.trim().is_empty() {
-                        self.report(format!("{at}.gate.field"), "gate `field` is empty; name the dotted path into `primary_output` to check");
+                        self.report(
+                            format!("{at}.gate.field"),
+                            "gate `field` is empty; name the dotted path into `primary_output` to check",
+                        );
                     }
                     match (gate.min, &gate.equals) {
-                        (Some(_), Some(_)) => self.report(format!("{at}.gate"), "gate sets both `min` and `equals`; set exactly one"),
-                        (None, None) => self.report(format!("{at}.gate"), "gate sets neither `min` nor `equals`; set exactly one"),
+                        (Some(_), Some(_)) => {
+                            self.report(format!("{at}.gate"), "gate sets both `min` and `equals`; set exactly one")
+                        }
+                        (None, None) => {
+                            self.report(format!("{at}.gate"), "gate sets neither `min` nor `equals`; set exactly one")
+                        }
                         (Some(min), None) if !min.is_finite() => {
                             self.report(format!("{at}.gate.min"), format!("gate min {min} is not a finite number"))
                         }

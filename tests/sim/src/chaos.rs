@@ -15,15 +15,15 @@
 //! dead-letters a healthy message, which is the queue's documented behaviour, not a bug; poison
 //! messages, which fail on every delivery, are injected separately and must be dead-lettered.
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use shared::contracts::{AgentDispatch, OrchestratorOutput};
 use shared::jobs::{Job, JobMessage};
 use shared::manifest::Agent;
 use shared::ports::{
-    AgentError, AgentReply, AgentRuntime, Event, HandoffRecord, HandoffWrite, OutgoingMessage, Queue, QueueDepth,
-    QueueError, QueueId, QueryRecord, ReceivedMessage, Store, StoreError,
+    AgentError, AgentReply, AgentRuntime, Event, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord, Queue,
+    QueueDepth, QueueError, QueueId, ReceivedMessage, Store, StoreError,
 };
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -336,7 +336,12 @@ impl Queue for ChaosQueue {
         self.inner.delete(queue, receipt_handle).await
     }
 
-    async fn change_visibility(&self, queue: QueueId, receipt_handle: &str, timeout: Duration) -> Result<(), QueueError> {
+    async fn change_visibility(
+        &self,
+        queue: QueueId,
+        receipt_handle: &str,
+        timeout: Duration,
+    ) -> Result<(), QueueError> {
         self.inner.change_visibility(queue, receipt_handle, timeout).await
     }
 
@@ -418,7 +423,12 @@ impl Store for ChaosStore {
         self.inner.find_idempotency_key(user_id, key).await
     }
 
-    async fn update_query(&self, query: &QueryRecord, expected_version: u64, events: &[Event]) -> Result<(), StoreError> {
+    async fn update_query(
+        &self,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
         self.before_write("update_query")?;
         self.concurrent_writer(&query.query_id).await;
         let r = self.inner.update_query(query, expected_version, events).await;

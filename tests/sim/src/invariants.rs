@@ -67,7 +67,10 @@ pub fn check_query(facts: &QueryFacts, observed: &Observed, slack: Duration, vio
             }
         }
         (output, status) => {
-            violations.push(format!("{name} is not terminal: status {status:?}, output {}", if output.is_some() { "present" } else { "missing" }));
+            violations.push(format!(
+                "{name} is not terminal: status {status:?}, output {}",
+                if output.is_some() { "present" } else { "missing" }
+            ));
         }
     }
 
@@ -104,19 +107,35 @@ pub fn check_query(facts: &QueryFacts, observed: &Observed, slack: Duration, vio
     }
     let finals = events_of(EventKind::Final).count();
     if finals != usize::from(facts.output.is_some()) {
-        violations.push(format!("{name}: {finals} final events, output {}", if facts.output.is_some() { "present" } else { "missing" }));
+        violations.push(format!(
+            "{name}: {finals} final events, output {}",
+            if facts.output.is_some() { "present" } else { "missing" }
+        ));
     }
     if let Some(plan) = &query.plan {
-        let planned: BTreeSet<String> =
-            plan.stages.iter().take(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).map(|d| d.dispatch.dispatch_id.clone()).collect();
-        let dispatch_events: BTreeSet<String> =
-            events_of(EventKind::Dispatch).filter_map(|e| e.detail["dispatch_id"].as_str().map(str::to_string)).collect();
+        let planned: BTreeSet<String> = plan
+            .stages
+            .iter()
+            .take(plan.current_stage + 1)
+            .flat_map(|s| s.dispatches.iter())
+            .map(|d| d.dispatch.dispatch_id.clone())
+            .collect();
+        let dispatch_events: BTreeSet<String> = events_of(EventKind::Dispatch)
+            .filter_map(|e| e.detail["dispatch_id"].as_str().map(str::to_string))
+            .collect();
         if planned != dispatch_events {
-            violations.push(format!("{name}: {} dispatch events for {} planned dispatches", dispatch_events.len(), planned.len()));
+            violations.push(format!(
+                "{name}: {} dispatch events for {} planned dispatches",
+                dispatch_events.len(),
+                planned.len()
+            ));
         }
         for h in &facts.handoffs {
             if plan.dispatch(&h.handoff.dispatch_id).is_none() {
-                violations.push(format!("{name}: a handoff from {} answers a dispatch that is not in the plan", h.handoff.agent_id));
+                violations.push(format!(
+                    "{name}: a handoff from {} answers a dispatch that is not in the plan",
+                    h.handoff.agent_id
+                ));
             }
         }
         // The output accounts for every slot of the stages it ran: the fan-in completed, or
@@ -125,7 +144,8 @@ pub fn check_query(facts: &QueryFacts, observed: &Observed, slack: Duration, vio
             for stage in plan.stages.iter().take(plan.current_stage + 1) {
                 for d in stage.dispatches.iter().filter(|d| d.role != DispatchRole::Fallback) {
                     let filled = slot_handoff(&facts.handoffs, &d.slot);
-                    let in_output = filled.is_some_and(|h| output.agent_results.iter().any(|r| r.dispatch_id == h.handoff.dispatch_id));
+                    let in_output = filled
+                        .is_some_and(|h| output.agent_results.iter().any(|r| r.dispatch_id == h.handoff.dispatch_id));
                     if !in_output {
                         violations.push(format!(
                             "{name} was synthesized without an answer for {} (its slot was {} when the output was written)",

@@ -138,7 +138,9 @@ pub struct Summary {
 /// be held back by the injected extra delay once on each of the two queues.
 pub fn redelivery_slack(topology: &Topology, settings: &EngineSettings, max_extra_delay: Duration) -> Duration {
     let visibility = |id: QueueId| Duration::from_secs(topology.queue(id).map(|q| q.visibility_timeout_s).unwrap_or(0));
-    (visibility(QueueId::route()) + visibility(QueueId::synth())) * FAULTED_DELIVERIES + settings.synth_lease + max_extra_delay * 2
+    (visibility(QueueId::route()) + visibility(QueueId::synth())) * FAULTED_DELIVERIES
+        + settings.synth_lease
+        + max_extra_delay * 2
 }
 
 /// Run one seed.
@@ -177,7 +179,10 @@ fn quiet_injected_crashes() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let payload = info.payload();
-            let text = payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied());
+            let text = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied());
             if !text.is_some_and(|t| t.starts_with(CRASH_PREFIX)) {
                 previous(info);
             }
@@ -207,7 +212,12 @@ struct Accepted {
 /// Submit question `index` the way a careful client does: with an idempotency key, retrying
 /// 5xx answers and dropped connections (a crashed intake). Retries past the faulted ones run
 /// calm, like every other delivery.
-async fn submit(deps: &Arc<Deps>, chaos: &Chaos, index: usize, violations: &mut Vec<String>) -> Result<Option<Accepted>, SimError> {
+async fn submit(
+    deps: &Arc<Deps>,
+    chaos: &Chaos,
+    index: usize,
+    violations: &mut Vec<String>,
+) -> Result<Option<Accepted>, SimError> {
     let (question, intent) = QUESTIONS[chaos.below(0, QUESTIONS.len() as u64) as usize];
     let user = format!("user-{}", chaos.below(0, 3));
     let body = json!({ "query": question }).to_string();
@@ -231,7 +241,9 @@ async fn submit(deps: &Arc<Deps>, chaos: &Chaos, index: usize, violations: &mut 
                 chaos.note(&format!("query #{index} ({intent}) accepted after {} tries", attempt + 1));
                 return Ok(Some(Accepted { index, intent: intent.to_string(), query_id }));
             }
-            Ok(r) if r.status_code >= 500 => chaos.note(&format!("query #{index}: intake answered {}; retrying", r.status_code)),
+            Ok(r) if r.status_code >= 500 => {
+                chaos.note(&format!("query #{index}: intake answered {}; retrying", r.status_code))
+            }
             Ok(r) => {
                 violations.push(format!("query #{index} was refused with {}", r.status_code));
                 return Ok(None);
@@ -247,7 +259,8 @@ async fn submit(deps: &Arc<Deps>, chaos: &Chaos, index: usize, violations: &mut 
 /// A message no handler can ever process, sent past the faults.
 async fn send_poison(queue: &MemoryQueue, chaos: &Chaos, topology: &Topology) -> Option<String> {
     let target = topology.queues.get(chaos.below(0, topology.queues.len() as u64) as usize)?.id;
-    let unknown = format!("{:08x}-0000-4000-8000-{:012x}", chaos.below(0, u64::from(u32::MAX)), chaos.below(0, 1 << 40));
+    let unknown =
+        format!("{:08x}-0000-4000-8000-{:012x}", chaos.below(0, u64::from(u32::MAX)), chaos.below(0, 1 << 40));
     let bodies = [
         "{not json".to_string(),
         r#"{"v":9,"type":"route","query_id":"x"}"#.to_string(),
@@ -261,7 +274,11 @@ async fn send_poison(queue: &MemoryQueue, chaos: &Chaos, topology: &Topology) ->
     queue.send(target, message).await.ok()
 }
 
-async fn simulate(seed: u64, manifest: Arc<Manifest>, reasons: Arc<std::sync::Mutex<reasons::Reasons>>) -> Result<SeedReport, SimError> {
+async fn simulate(
+    seed: u64,
+    manifest: Arc<Manifest>,
+    reasons: Arc<std::sync::Mutex<reasons::Reasons>>,
+) -> Result<SeedReport, SimError> {
     let started = tokio::time::Instant::now();
     let chaos = Arc::new(Chaos::new(seed));
     let epoch = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").map(|t| t.to_utc()).unwrap_or_default();
@@ -273,7 +290,8 @@ async fn simulate(seed: u64, manifest: Arc<Manifest>, reasons: Arc<std::sync::Mu
     let queue = Arc::new(ChaosQueue::new(memory_queue.clone(), chaos.clone()));
     let agents = Arc::new(ChaosAgents::new(Arc::new(ManifestAgents), chaos.clone()));
     let settings = EngineSettings::default();
-    let slack = manifest.query.deadline_slack.as_std() + redelivery_slack(&topology, &settings, chaos.faults.max_extra_delay);
+    let slack =
+        manifest.query.deadline_slack.as_std() + redelivery_slack(&topology, &settings, chaos.faults.max_extra_delay);
     let deps = Arc::new(Deps::new(manifest.clone(), store, queue, clock, agents, settings).with_seed(seed));
     let pollers = poller::start(deps.clone(), &topology, chaos.clone());
 
@@ -326,7 +344,8 @@ async fn simulate(seed: u64, manifest: Arc<Manifest>, reasons: Arc<std::sync::Mu
             events: memory_store.list_events(&a.query_id).await.unwrap_or_default(),
         };
         if let Some(o) = &facts.output {
-            let results: Vec<String> = o.agent_results.iter().map(|r| format!("{}:{:?}", r.agent_id, r.status)).collect();
+            let results: Vec<String> =
+                o.agent_results.iter().map(|r| format!("{}:{:?}", r.agent_id, r.status)).collect();
             chaos.note(&format!(
                 "query #{} ended {:?} after {} ms (confidence {}, {} caveats; {})",
                 a.index,
@@ -342,7 +361,10 @@ async fn simulate(seed: u64, manifest: Arc<Manifest>, reasons: Arc<std::sync::Mu
     let mut stray: Vec<String> = memory_store.query_ids().into_iter().filter(|id| !known.contains(id)).collect();
     stray.sort();
     for id in stray {
-        violations.push(format!("a query nobody was told about was recorded (status {:?})", memory_store.get_query(&id).await.ok().flatten().map(|q| q.status)));
+        violations.push(format!(
+            "a query nobody was told about was recorded (status {:?})",
+            memory_store.get_query(&id).await.ok().flatten().map(|q| q.status)
+        ));
     }
     let mut dead_letters = Vec::new();
     for spec in &topology.queues {
@@ -361,7 +383,14 @@ async fn simulate(seed: u64, manifest: Arc<Manifest>, reasons: Arc<std::sync::Mu
     if healthy_dead > 0 {
         chaos.note(&format!("{healthy_dead} healthy messages were dead-lettered"));
     }
-    Ok(SeedReport { seed, faults: chaos.faults, queries: accepted.len(), virtual_time, violations, trace: chaos.trace() })
+    Ok(SeedReport {
+        seed,
+        faults: chaos.faults,
+        queries: accepted.len(),
+        virtual_time,
+        violations,
+        trace: chaos.trace(),
+    })
 }
 
 /// How a failing seed prints itself: every violation, then the command that replays it.

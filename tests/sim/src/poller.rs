@@ -32,7 +32,14 @@ pub fn start(deps: Arc<Deps>, topology: &Topology, chaos: Arc<Chaos>) -> Pollers
     Pollers::from_handles(handles)
 }
 
-async fn poll(deps: Arc<Deps>, chaos: Arc<Chaos>, queue: QueueId, batch: usize, concurrency: usize, visibility: Duration) {
+async fn poll(
+    deps: Arc<Deps>,
+    chaos: Arc<Chaos>,
+    queue: QueueId,
+    batch: usize,
+    concurrency: usize,
+    visibility: Duration,
+) {
     let slots = Arc::new(Semaphore::new(concurrency));
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else { return };
@@ -55,12 +62,19 @@ async fn poll(deps: Arc<Deps>, chaos: Arc<Chaos>, queue: QueueId, batch: usize, 
     }
 }
 
-async fn invoke(deps: Arc<Deps>, chaos: Arc<Chaos>, queue: QueueId, messages: Vec<ReceivedMessage>, visibility: Duration) {
+async fn invoke(
+    deps: Arc<Deps>,
+    chaos: Arc<Chaos>,
+    queue: QueueId,
+    messages: Vec<ReceivedMessage>,
+    visibility: Duration,
+) {
     let calm = messages.iter().any(|m| m.receive_count > FAULTED_DELIVERIES);
     let faults = chaos.faults;
     let roll = |p: f64, what: &str| !calm && chaos.roll(p, what);
     if let Some(first) = messages.first() {
-        if roll(faults.visibility_expiry, &format!("a {} message becomes visible while its handler runs", queue.name())) {
+        if roll(faults.visibility_expiry, &format!("a {} message becomes visible while its handler runs", queue.name()))
+        {
             let _ = deps.queue.change_visibility(queue, &first.receipt_handle, Duration::ZERO).await;
         }
     }

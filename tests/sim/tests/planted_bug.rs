@@ -14,7 +14,8 @@ fn the_default_seeds_find_the_planted_fan_in_bug_and_print_a_seed_that_replays_i
         }
     })
     .expect("simulation runs");
-    let failure = first_failure.unwrap_or_else(|| panic!("{} seeds ran and none noticed the planted bug", summary.seeds));
+    let failure =
+        first_failure.unwrap_or_else(|| panic!("{} seeds ran and none noticed the planted bug", summary.seeds));
     let printed = describe_failure(&failure);
     println!("{printed}");
     assert!(printed.starts_with(&format!("seed {}: invariant violated: ", failure.seed)), "{printed}");

@@ -25,19 +25,31 @@ impl Check<'_> {
             match self.m.provider(&llm.provider) {
                 None => self.report(
                     at("provider"),
-                    format!("provider `{}` is not declared in `providers`; declare it or fix the spelling", llm.provider),
+                    format!(
+                        "provider `{}` is not declared in `providers`; declare it or fix the spelling",
+                        llm.provider
+                    ),
                 ),
                 Some(p) => {
                     if p.kind != ProviderKind::Scripted && llm.model.is_none() && p.model.is_none() {
-                        self.report(at("model"), format!("neither the agent nor provider `{}` names a model; set `model`", p.id));
+                        self.report(
+                            at("model"),
+                            format!("neither the agent nor provider `{}` names a model; set `model`", p.id),
+                        );
                     }
                 }
             }
             if llm.output_schema.name.trim().is_empty() {
-                self.report(at("output_schema.name"), "output schema `name` is empty; name it (scripted replies are keyed by it)");
+                self.report(
+                    at("output_schema.name"),
+                    "output schema `name` is empty; name it (scripted replies are keyed by it)",
+                );
             }
             if !llm.output_schema.schema.is_object() {
-                self.report(at("output_schema.schema"), "the schema must be a JSON Schema object, e.g. `{type: object, required: [answer]}`");
+                self.report(
+                    at("output_schema.schema"),
+                    "the schema must be a JSON Schema object, e.g. `{type: object, required: [answer]}`",
+                );
             }
             if llm.max_tokens == 0 {
                 self.report(at("max_tokens"), "`max_tokens` is 0, so the model could not answer; set a positive limit");
@@ -51,12 +63,18 @@ impl Check<'_> {
         }
         if let Some(http) = &agent.http {
             if !(http.url.starts_with("http://") || http.url.starts_with("https://")) {
-                self.report(format!("agents[{i}].http.url"), format!("`{}` is not an http:// or https:// URL", http.url));
+                self.report(
+                    format!("agents[{i}].http.url"),
+                    format!("`{}` is not an http:// or https:// URL", http.url),
+                );
             }
         }
         if let Some(lambda) = &agent.lambda {
             if lambda.function.trim().is_empty() {
-                self.report(format!("agents[{i}].lambda.function"), "function name is empty; name the function or its ARN");
+                self.report(
+                    format!("agents[{i}].lambda.function"),
+                    "function name is empty; name the function or its ARN",
+                );
             }
         }
     }
@@ -74,12 +92,18 @@ impl Check<'_> {
                 }
                 ProviderKind::Scripted => {
                     if p.responses.is_empty() {
-                        self.report(at("responses"), "a `scripted` provider needs `responses`, keyed by output-schema name");
+                        self.report(
+                            at("responses"),
+                            "a `scripted` provider needs `responses`, keyed by output-schema name",
+                        );
                     }
                     for (name, replies) in &p.responses {
                         for (j, r) in replies.iter().enumerate() {
                             if r.reply.is_none() == r.text.is_none() {
-                                self.report(format!("providers[{i}].responses.{name}[{j}]"), "set exactly one of `reply` and `text`");
+                                self.report(
+                                    format!("providers[{i}].responses.{name}[{j}]"),
+                                    "set exactly one of `reply` and `text`",
+                                );
                             }
                         }
                     }
@@ -120,28 +144,43 @@ impl Check<'_> {
             }
         }
         if route.deliberate.is_some() && route.mode != Some(RouteMode::Deliberate) {
-            self.report(at("deliberate"), "a `deliberate:` block is used only with `mode: deliberate`; add the mode or remove the block");
+            self.report(
+                at("deliberate"),
+                "a `deliberate:` block is used only with `mode: deliberate`; add the mode or remove the block",
+            );
         }
         if route.sources.is_some() && route.mode != Some(RouteMode::Sources) {
-            self.report(at("sources"), "a `sources:` block is used only with `mode: sources`; add the mode or remove the block");
+            self.report(
+                at("sources"),
+                "a `sources:` block is used only with `mode: sources`; add the mode or remove the block",
+            );
         }
         if let Some(d) = &route.deliberate {
             if d.experts.is_empty() {
                 self.report(at("deliberate.experts"), "no experts; list at least one");
             } else if d.experts.iter().all(|e| e.on_demand) {
-                self.report(at("deliberate.experts"), "every expert is `on_demand`, so the first fan-out would be empty; make one consulted up front");
+                self.report(
+                    at("deliberate.experts"),
+                    "every expert is `on_demand`, so the first fan-out would be empty; make one consulted up front",
+                );
             }
             let mut seen = BTreeSet::new();
             for (j, e) in d.experts.iter().enumerate() {
                 if !seen.insert(e.agent.as_str()) {
-                    self.report(at(&format!("deliberate.experts[{j}].agent")), format!("`{}` is listed twice; list each expert once", e.agent));
+                    self.report(
+                        at(&format!("deliberate.experts[{j}].agent")),
+                        format!("`{}` is listed twice; list each expert once", e.agent),
+                    );
                 }
                 self.known_agent(at(&format!("deliberate.experts[{j}].agent")), &e.agent);
             }
             self.known_agent(at("deliberate.orchestrator"), &d.orchestrator);
             self.known_agent(at("deliberate.crafter"), &d.crafter);
             if d.max_iterations == 0 || d.max_iterations > MAX_ITERATIONS {
-                self.report(at("deliberate.max_iterations"), format!("{} is outside 1 – {MAX_ITERATIONS}", d.max_iterations));
+                self.report(
+                    at("deliberate.max_iterations"),
+                    format!("{} is outside 1 – {MAX_ITERATIONS}", d.max_iterations),
+                );
             }
         }
         if let Some(s) = &route.sources {
@@ -156,11 +195,16 @@ impl Check<'_> {
                 self.known_agent(at("sources.memory"), m);
             }
             if s.budget.as_millis() == 0 {
-                self.report(at("sources.budget"), "budget is 0, so every source would time out at once; set a positive duration");
+                self.report(
+                    at("sources.budget"),
+                    "budget is 0, so every source would time out at once; set a positive duration",
+                );
             }
             self.unit_interval(at("sources.quality_threshold"), "threshold", s.quality_threshold);
             self.unit_interval(at("sources.duplicate_similarity"), "similarity", s.duplicate_similarity);
-            for (name, w) in [("source", s.weights.source), ("recency", s.weights.recency), ("relevance", s.weights.relevance)] {
+            for (name, w) in
+                [("source", s.weights.source), ("recency", s.weights.recency), ("relevance", s.weights.relevance)]
+            {
                 self.unit_interval(at(&format!("sources.weights.{name}")), "weight", w);
             }
             for (source, r) in &s.reputation {
@@ -173,7 +217,10 @@ impl Check<'_> {
         if let Some(c) = &route.critic {
             self.known_agent(at("critic.agent"), &c.agent);
             if c.max_retries > MAX_CRITIC_RETRIES {
-                self.report(at("critic.max_retries"), format!("{} re-syntheses is more than the maximum {MAX_CRITIC_RETRIES}", c.max_retries));
+                self.report(
+                    at("critic.max_retries"),
+                    format!("{} re-syntheses is more than the maximum {MAX_CRITIC_RETRIES}", c.max_retries),
+                );
             }
             if route.pipeline.is_some() {
                 self.report(at("critic"), "a critic cannot re-run a pipeline; use it on a `primary` or `mode` route");
