@@ -151,6 +151,30 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
+    /// One conditional `PutItem` that writes `item` unless an item with its key exists; an
+    /// existing item is not an error (the write is idempotent by key).
+    async fn put_if_absent(&self, kind: &str, item: Item) -> Result<(), StoreError> {
+        check_size(kind, &item)?;
+        bump(&self.counters.writes, 1);
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", PK)
+            .send()
+            .await;
+        match result.map_err(|e| sdk_error("PutItem", e)) {
+            Ok(_) => {
+                bump(&self.counters.items_written, 1);
+                Ok(())
+            }
+            Err(StoreError::ConditionFailed(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// A store on `table`, through a client built once by the caller.
     pub fn new(client: Client, table: String) -> DynamoStore {
         DynamoStore { client, table, counters: Arc::new(Counters::default()) }
@@ -836,24 +860,8 @@ impl Store for DynamoStore {
             if !seen.insert((event.query_id.as_str(), event.key.as_str())) {
                 continue;
             }
-            let item = event_item(event)?;
-            check_size("event", &item)?;
-            bump(&self.counters.writes, 1);
-            let result = self
-                .client
-                .put_item()
-                .table_name(&self.table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(#pk)")
-                .expression_attribute_names("#pk", PK)
-                .send()
-                .await;
-            match result.map_err(|e| sdk_error("PutItem", e)) {
-                Ok(_) => bump(&self.counters.items_written, 1),
-                // Already logged under this key: idempotent.
-                Err(StoreError::ConditionFailed(_)) => {}
-                Err(e) => return Err(e),
-            }
+            // Already logged under this key: idempotent.
+            self.put_if_absent("event", event_item(event)?).await?;
         }
         Ok(())
     }
@@ -871,26 +879,8 @@ impl Store for DynamoStore {
         item.insert(SK.into(), s(SK_MANIFEST));
         item.insert(KIND.into(), s("manifest"));
         item.insert(DOC.into(), s(body));
-        check_size("manifest", &item)?;
-        bump(&self.counters.writes, 1);
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", PK)
-            .send()
-            .await;
-        match result.map_err(|e| sdk_error("PutItem", e)) {
-            Ok(_) => {
-                bump(&self.counters.items_written, 1);
-                Ok(())
-            }
-            // Stored before (by this deployment or another process): the same content.
-            Err(StoreError::ConditionFailed(_)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        // Stored before (by this deployment or another process): the same content.
+        self.put_if_absent("manifest", item).await
     }
 
     async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {

@@ -137,6 +137,33 @@ impl MemoryStore {
         self.tables.lock().map(|t| t.queries.keys().cloned().collect()).unwrap_or_default()
     }
 
+    /// Replace the live query record stored at `expected_version` with `query`, keeping its
+    /// fan-in set (owned by `record_handoff`) and bumping the version; `ConditionFailed` when
+    /// the record is absent, expired or at another version. Nothing changes on failure.
+    fn replace_at_version(
+        t: &mut Tables,
+        query: &QueryRecord,
+        expected_version: u64,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let stored = t
+            .queries
+            .get_mut(&query.query_id)
+            .filter(|q| q.expires_at >= now)
+            .ok_or_else(|| StoreError::ConditionFailed(format!("query {} does not exist", query.query_id)))?;
+        if stored.version != expected_version {
+            return Err(StoreError::ConditionFailed(format!(
+                "query {} is at version {}, not {expected_version}",
+                query.query_id, stored.version
+            )));
+        }
+        let completed = std::mem::take(&mut stored.completed);
+        *stored = query.clone();
+        stored.completed = completed;
+        stored.version = expected_version + 1;
+        Ok(())
+    }
+
     /// Append events; a key already logged (and not expired) keeps its first entry, as the
     /// DynamoDB adapter's conditional put does.
     fn put_events(tables: &mut Tables, events: &[Event], now: i64) {
@@ -196,21 +223,7 @@ impl Store for MemoryStore {
         check_size("query", query)?;
         let mut t = self.lock()?;
         let now = self.now_s();
-        let stored = t
-            .queries
-            .get_mut(&query.query_id)
-            .filter(|q| q.expires_at >= now)
-            .ok_or_else(|| StoreError::ConditionFailed(format!("query {} does not exist", query.query_id)))?;
-        if stored.version != expected_version {
-            return Err(StoreError::ConditionFailed(format!(
-                "query {} is at version {}, not {expected_version}",
-                query.query_id, stored.version
-            )));
-        }
-        let completed = std::mem::take(&mut stored.completed);
-        *stored = query.clone();
-        stored.completed = completed;
-        stored.version = expected_version + 1;
+        Self::replace_at_version(&mut t, query, expected_version, now)?;
         Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(1 + events.len());
@@ -284,21 +297,7 @@ impl Store for MemoryStore {
             return Err(StoreError::ConditionFailed(format!("output of {} exists", query.query_id)));
         }
         let now = self.now_s();
-        let stored = t
-            .queries
-            .get_mut(&query.query_id)
-            .filter(|q| q.expires_at >= now)
-            .ok_or_else(|| StoreError::ConditionFailed(format!("query {} does not exist", query.query_id)))?;
-        if stored.version != expected_version {
-            return Err(StoreError::ConditionFailed(format!(
-                "query {} moved past version {expected_version}",
-                query.query_id
-            )));
-        }
-        let completed = std::mem::take(&mut stored.completed);
-        *stored = query.clone();
-        stored.completed = completed;
-        stored.version = expected_version + 1;
+        Self::replace_at_version(&mut t, query, expected_version, now)?;
         t.outputs.insert(query.query_id.clone(), (output.clone(), query.expires_at));
         Self::put_events(&mut t, events, now);
         drop(t);
