@@ -607,6 +607,7 @@ pub fn build_output(
         _ => answers.join("\n\n"),
     };
     let mut orchestration = None;
+    let out_of_scope = shaped.as_ref().is_some_and(|s| s.out_of_scope);
     if let Some(s) = shaped {
         if let Some(text) = s.text {
             response_text = text;
@@ -660,7 +661,11 @@ pub fn build_output(
         total_latency_ms: (now - query.accepted_at).num_milliseconds().max(0) as u64,
         timestamp: now,
         intent: query.parsed.intent.clone(),
-        final_reason: Some(band).filter(|_| matches!(status, OutputStatus::Success | OutputStatus::Partial)),
+        final_reason: if out_of_scope {
+            Some(ConfidenceBand::OutOfScope)
+        } else {
+            Some(band).filter(|_| matches!(status, OutputStatus::Success | OutputStatus::Partial))
+        },
         caveats,
         warnings: query.warnings.clone(),
         error,
