@@ -172,19 +172,14 @@ impl<'m> Check<'m> {
         self.scope();
     }
 
-    /// `classifier.scope`: thresholds in [0, 1], a borderline band no wider than the threshold,
-    /// and negative examples that are short, non-empty questions.
+    /// `classifier.scope`: threshold and borderline band in [0, 1] (a band wider than the
+    /// threshold reaches down to 0), and negative examples that are short, non-empty questions.
     fn scope(&mut self) {
         let s = &self.m.classifier.scope;
         let (threshold, borderline) = (s.threshold, s.borderline);
         self.unit_interval("classifier.scope.threshold".into(), "threshold", threshold);
         self.unit_interval("classifier.scope.borderline".into(), "band", borderline);
-        if (0.0..=1.0).contains(&threshold) && (0.0..=1.0).contains(&borderline) && borderline > threshold {
-            self.report(
-                "classifier.scope.borderline",
-                format!("band {borderline} is wider than the threshold {threshold}; the borderline band lies below the threshold, above 0"),
-            );
-        }
+
         let examples = self.m.classifier.scope.negative_examples.clone();
         if examples.len() > MAX_NEGATIVE_EXAMPLES {
             self.report(
