@@ -3,16 +3,16 @@
 //! event log as server-sent events until the query ends.
 
 use crate::ask::api_event;
+use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use shared::engine::handlers::{error_response, handle_http, sse_frame};
 use shared::engine::intake::IntakeError;
-use shared::validation::{FieldError, ValidationError};
 use shared::engine::Deps;
 use shared::ports::EventKind;
+use shared::validation::{FieldError, ValidationError};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;

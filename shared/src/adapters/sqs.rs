@@ -20,8 +20,8 @@
 //!
 //! Every request sent is counted in [`SqsQueue::counts`].
 
-use crate::ports::{OutgoingMessage, Queue, QueueDepth, QueueError, QueueId, ReceivedMessage};
 use crate::limits::{SQS_MAX_BATCH, SQS_MAX_DELAY_S, SQS_MAX_MESSAGE_BYTES, SQS_MAX_WAIT_S};
+use crate::ports::{OutgoingMessage, Queue, QueueDepth, QueueError, QueueId, ReceivedMessage};
 use crate::topology::Topology;
 use async_trait::async_trait;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
@@ -31,7 +31,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
 
 /// Suffix of the environment variable holding a dead-letter queue's URL.
 pub const DLQ_ENV_SUFFIX: &str = "_DLQ";
