@@ -5,6 +5,7 @@ mod ask;
 mod bench;
 mod classify_cmd;
 mod infra_cmd;
+mod portable;
 mod serve;
 mod setup_cmd;
 mod sim_cmd;
