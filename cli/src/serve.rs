@@ -24,8 +24,10 @@ pub async fn run(listener: tokio::net::TcpListener, system: Arc<Deps>) -> anyhow
     Ok(())
 }
 
-fn plain(status: StatusCode, text: &str) -> Response {
-    let body = serde_json::json!({ "error": { "code": status.as_u16(), "message": text } });
+/// An error the server answers before the intake handler sees the request, in the handler's
+/// error shape (`{"error": {"code": "<name>", "message": …}}`, as docs/openapi.json says).
+fn plain(status: StatusCode, code: &str, text: &str) -> Response {
+    let body = serde_json::json!({ "error": { "code": code, "message": text } });
     let mut r = Response::new(Body::from(format!("{body}\n")));
     *r.status_mut() = status;
     r.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
@@ -36,14 +38,14 @@ async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(b) => b,
-        Err(_) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body over 1 MiB"),
+        Err(_) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "body: must be at most 1 MiB"),
     };
     let body = if bytes.is_empty() {
         None
     } else {
         match String::from_utf8(bytes.to_vec()) {
             Ok(s) => Some(s),
-            Err(_) => return plain(StatusCode::BAD_REQUEST, "body: must be UTF-8 JSON"),
+            Err(_) => return plain(StatusCode::BAD_REQUEST, "invalid_input", "body: must be UTF-8 JSON"),
         }
     };
     let headers: Vec<(String, String)> = parts
@@ -58,7 +60,7 @@ async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
         && parts.headers.get("accept").and_then(|a| a.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
     let event = match api_event(parts.method.as_str(), &path, &query, &headers, body, None) {
         Ok(e) => e,
-        Err(_) => return plain(StatusCode::BAD_REQUEST, "request could not be read"),
+        Err(_) => return plain(StatusCode::BAD_REQUEST, "invalid_input", "request: could not be read"),
     };
     let response = handle_http(&system, event).await;
     if sse && response.status_code == 200 {

@@ -236,9 +236,23 @@ fn invalid(field: &str, rule: &str) -> IntakeError {
     })
 }
 
+/// The OpenAPI 3.1 document of these routes (`docs/openapi.json`), served at `/openapi.json`;
+/// tests/openapi.rs keeps the two in step.
+pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
+
 async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<ApiGatewayV2httpResponse, IntakeError> {
     let (method, segments) = route_of(request);
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    if segments.as_slice() == ["openapi.json"] {
+        if method != Method::GET {
+            return Ok(method_not_allowed());
+        }
+        let mut response = ApiGatewayV2httpResponse::default();
+        response.status_code = 200;
+        response.body = Some(Body::Text(OPENAPI_JSON.to_string()));
+        response.headers.insert("content-type", HeaderValue::from_static("application/json"));
+        return Ok(response);
+    }
     let known =
         matches!(segments.as_slice(), ["v1", "queries"] | ["v1", "queries", _] | ["v1", "queries", _, "events"]);
     if !known {
@@ -309,10 +323,14 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
             }
             Ok(json_response(200, &json!({ "query_id": id, "events": events }), &[]))
         }
-        _ => Ok(json_response(
-            405,
-            &json!({ "error": { "code": "method_not_allowed", "message": "method not allowed on this route" } }),
-            &[],
-        )),
+        _ => Ok(method_not_allowed()),
     }
+}
+
+fn method_not_allowed() -> ApiGatewayV2httpResponse {
+    json_response(
+        405,
+        &json!({ "error": { "code": "method_not_allowed", "message": "method not allowed on this route" } }),
+        &[],
+    )
 }
