@@ -31,6 +31,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod dead_letters;
+pub use dead_letters::{DeadLetter, DeadLetters};
+
 /// SQS's default largest message (body and attributes): 256 KiB.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
 /// SQS's longest long-poll wait.
