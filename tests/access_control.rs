@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use shared::engine::handlers::handle_http;
-use shared::engine::local::Embedded;
+use shared::system::Embedded;
 use shared::engine::EngineSettings;
 use shared::ports::Store;
 use std::io::Write;

@@ -11,7 +11,7 @@
 mod infra_cmd;
 
 use shared::manifest::{Manifest, EMBEDDED_ROUTING_YAML};
-use shared::sam;
+use switchyard_infra as sam;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {

@@ -12,7 +12,7 @@ use aws_lambda_events::sqs::SqsEvent;
 use serde_json::{json, Value};
 use shared::contracts::OrchestratorOutput;
 use shared::engine::handlers::handle_http;
-use shared::engine::local::{Embedded, PollerConfig, Pollers};
+use shared::system::{Embedded, PollerConfig, Pollers};
 use shared::manifest::Manifest;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -17,8 +17,8 @@ use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse
 use serde_json::{json, Value};
 use shared::engine::handlers::{error_response, handle_http, OPENAPI_JSON};
 use shared::engine::intake::IntakeError;
-use shared::engine::local::Embedded;
 use shared::engine::EngineSettings;
+use shared::system::Embedded;
 use std::path::Path;
 use std::sync::Arc;
 use switchyard_tests::*;
@@ -172,6 +172,9 @@ fn every_error_code_the_handler_maps_is_documented() {
         IntakeError::NotFound,
         IntakeError::Conflict("c".into()),
         IntakeError::Unavailable("u".into()),
+        IntakeError::UnknownRoute,
+        IntakeError::MethodNotAllowed { allowed: "GET" },
+        IntakeError::TooLarge { size: 2, limit: 1 },
     ];
     for e in &errors {
         let r = error_response(e, "req-1");

@@ -9,7 +9,7 @@ use shared::adapters::memory::{MemoryQueue, MemoryStore};
 use shared::agents::ManifestAgents;
 use shared::contracts::{ConfidenceBand, ErrorCategory, HandoffStatus, OrchestratorOutput, OutputStatus};
 use shared::engine::handlers::{handle_http, handle_sqs, Function};
-use shared::engine::local::Embedded;
+use shared::system::Embedded;
 use shared::engine::Deps;
 use shared::jobs::{Job, JobMessage};
 use shared::manifest::Manifest;

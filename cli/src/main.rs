@@ -9,7 +9,6 @@ mod ops_cmd;
 mod portable;
 mod serve;
 mod setup_cmd;
-mod sim_cmd;
 mod validate_cmd;
 
 use clap::{Parser, Subcommand};
@@ -110,15 +109,6 @@ enum Command {
     Query {
         #[command(subcommand)]
         action: QueryAction,
-    },
-    /// Run the deterministic fault simulation: seeds 0..N, or replay one seed with its trace.
-    Sim {
-        /// How many seeds to run.
-        #[arg(long, default_value_t = switchyard_sim::DEFAULT_SEEDS)]
-        seeds: u64,
-        /// Run only this seed and print its trace.
-        #[arg(long)]
-        seed: Option<u64>,
     },
 }
 
@@ -230,7 +220,6 @@ async fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
-        Command::Sim { seeds, seed } => Ok(sim_cmd::run(seeds, seed, &mut std::io::stdout()).await),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -8,11 +8,11 @@
 
 use chrono::{DateTime, Utc};
 use shared::adapters::sqs::{DeadLetter, SqsQueue};
-use shared::engine::aws::AwsSystem;
 use shared::engine::EngineSettings;
 use shared::jobs::JobMessage;
 use shared::manifest::Manifest;
 use shared::ports::{QueueId, Store};
+use shared::system::AwsSystem;
 use std::io::Write;
 use std::sync::Arc;
 

@@ -5,13 +5,13 @@
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use shared::adapters::aws::{ensure_resources, ResourceUrls};
-use shared::engine::aws::AwsSystem;
 use shared::engine::intake::{submit, Caller};
-use shared::engine::local::{start, PollerConfig};
 use shared::engine::EngineSettings;
 use shared::jobs::JobMessage;
 use shared::manifest::Manifest;
 use shared::ports::{QueueId, Store};
+use shared::system::AwsSystem;
+use shared::system::{start, PollerConfig};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;

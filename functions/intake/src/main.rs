@@ -2,7 +2,7 @@
 
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use shared::engine::aws::AwsSystem;
+use shared::system::AwsSystem;
 use shared::engine::handlers::handle_http;
 
 #[tokio::main]

@@ -2,7 +2,7 @@
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use shared::engine::aws::AwsSystem;
+use shared::system::AwsSystem;
 use shared::engine::handlers::{handle_sqs, Function};
 
 #[tokio::main]

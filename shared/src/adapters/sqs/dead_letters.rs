@@ -8,7 +8,8 @@
 //! Duplicates are harmless because every handler is idempotent: a redriven job whose step
 //! already happened changes nothing.
 
-use super::{sdk_error, SqsQueue, MAX_BATCH};
+use super::{sdk_error, SqsQueue};
+use crate::limits::SQS_MAX_BATCH as MAX_BATCH;
 use crate::ports::{OutgoingMessage, Queue, QueueError, QueueId};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use chrono::{DateTime, Utc};

@@ -6,7 +6,7 @@
 //! all build their dependencies here, so the local runs read their configuration exactly as
 //! the deployed functions do.
 
-use super::{Deps, EngineSettings};
+use crate::engine::{Deps, EngineSettings};
 use crate::adapters::aws::aws_config_from_env;
 use crate::adapters::dynamodb::DynamoStore;
 use crate::adapters::sqs::{MissingQueueUrl, SqsQueue};
