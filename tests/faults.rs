@@ -6,18 +6,18 @@
 use serde_json::json;
 use shared::adapters::faults::{FaultyQueue, QueueFaults};
 use shared::adapters::memory::{MemoryQueue, MemoryStore};
-use shared::limits::{DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
 use shared::agents::ManifestAgents;
 use shared::contracts::{AgentDispatch, HandoffStatus, OrchestratorOutput, OutputStatus};
 use shared::engine::handlers::{handle_http, handle_sqs, Function};
-use shared::system::{invoke, Embedded, PollerConfig, Pollers};
 use shared::engine::Deps;
 use shared::jobs::{Job, JobMessage};
+use shared::limits::{DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
 use shared::manifest::{Agent, Manifest};
 use shared::ports::{
     AgentError, AgentReply, AgentRuntime, Event, EventKind, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord,
     QueryStatus, Queue, QueueDepth, QueueError, QueueId, ReceivedMessage, Store, StoreError, TokioClock,
 };
+use shared::system::{invoke, Embedded, PollerConfig, Pollers};
 use shared::topology::Topology;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -743,8 +743,11 @@ async fn payloads_at_the_sqs_and_dynamodb_limits_are_handled_as_documented() {
 
     // SQS: a message over 256 KiB is refused by the queue; a body over the job limit is a batch
     // item failure, never a crash.
-    let big =
-        OutgoingMessage { body: "x".repeat(SQS_MAX_MESSAGE_BYTES + 1), delay: Duration::ZERO, attributes: BTreeMap::new() };
+    let big = OutgoingMessage {
+        body: "x".repeat(SQS_MAX_MESSAGE_BYTES + 1),
+        delay: Duration::ZERO,
+        attributes: BTreeMap::new(),
+    };
     assert!(matches!(rig.system.queue.send(QueueId::route(), big).await, Err(QueueError::TooLarge(_))));
     let at_limit = "x".repeat(SQS_MAX_MESSAGE_BYTES);
     let response = handle_sqs(rig.deps(), Function::Router, sqs_event(&[&at_limit])).await.expect("handled");

@@ -7,9 +7,9 @@
 use clap::Args;
 use shared::contracts::{OrchestratorOutput, OutputStatus};
 use shared::engine::handlers::handle_http;
-use shared::system::{Embedded, PollerConfig};
 use shared::engine::EngineSettings;
 use shared::ports::EventKind;
+use shared::system::{Embedded, PollerConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

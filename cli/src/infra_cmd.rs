@@ -5,9 +5,9 @@
 //! the rest of the CLI; these functions take what it parsed.
 
 use shared::manifest::Manifest;
-use switchyard_infra as sam;
 use std::io::Write;
 use std::path::Path;
+use switchyard_infra as sam;
 
 /// Exit code: the template agrees with the manifest.
 pub const EXIT_OK: u8 = 0;

@@ -17,13 +17,13 @@
 //! render templates, so they do not carry this code.
 #![warn(missing_docs)]
 
-use shared::limits::{LAMBDA_MAX_TIMEOUT_S, MAX_ATTEMPT_TIMEOUT_MS, SQS_MAX_DELAY_S, WORKER_MARGIN_S};
+use serde_yaml::value::{Tag, TaggedValue};
+use serde_yaml::{Mapping, Value};
 use shared::engine::handlers::HTTP_ROUTES;
+use shared::limits::{LAMBDA_MAX_TIMEOUT_S, MAX_ATTEMPT_TIMEOUT_MS, SQS_MAX_DELAY_S, WORKER_MARGIN_S};
 use shared::manifest::{Manifest, TierTimeout};
 use shared::ports::{QueueId, QueueKind};
 use shared::topology::{QueueSpec, Topology, CONTROL_FUNCTION_TIMEOUT_S, ENV_TABLE, ENV_TIER, VISIBILITY_FACTOR};
-use serde_yaml::value::{Tag, TaggedValue};
-use serde_yaml::{Mapping, Value};
 use std::collections::BTreeSet;
 
 /// The command that rewrites the committed template; drift messages tell the reader to run it.

@@ -65,8 +65,8 @@
 //! [`Store::append_events`] has no record to lean on, so each of its puts is conditional on
 //! the key being new (the first event under a key stays).
 
-use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_ITEMS};
 use crate::contracts::OrchestratorOutput;
+use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_ITEMS};
 use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};

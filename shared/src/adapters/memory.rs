@@ -84,7 +84,9 @@ fn poisoned() -> StoreError {
 fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreError> {
     let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
     if size > DYNAMODB_MAX_ITEM_BYTES {
-        return Err(StoreError::TooLarge(format!("{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}")));
+        return Err(StoreError::TooLarge(format!(
+            "{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}"
+        )));
     }
     Ok(())
 }

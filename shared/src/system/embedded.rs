@@ -31,21 +31,13 @@ impl Embedded {
     }
 
     /// Build it with another agent runtime.
-    pub fn with_agents(
-        manifest: Arc<Manifest>,
-        settings: EngineSettings,
-        agents: Arc<dyn AgentRuntime>,
-    ) -> Embedded {
+    pub fn with_agents(manifest: Arc<Manifest>, settings: EngineSettings, agents: Arc<dyn AgentRuntime>) -> Embedded {
         Embedded::build(manifest, settings, agents, None)
     }
 
     /// Build it with the queues wrapped in a [`FaultyQueue`]
     /// (duplicates, reordering) and every random choice seeded.
-    pub fn with_faults(
-        manifest: Arc<Manifest>,
-        faults: QueueFaults,
-        seed: u64,
-    ) -> Embedded {
+    pub fn with_faults(manifest: Arc<Manifest>, faults: QueueFaults, seed: u64) -> Embedded {
         let agents = Arc::new(Agents::new(&manifest));
         Embedded::build(manifest, EngineSettings::default(), agents, Some((faults, seed)))
     }
@@ -61,9 +53,7 @@ impl Embedded {
         let store = Arc::new(MemoryStore::new(clock.clone()));
         let queue = Arc::new(MemoryQueue::new(&topology));
         let (port, seed): (Arc<dyn Queue>, Option<u64>) = match faults {
-            Some((f, seed)) => {
-                (Arc::new(FaultyQueue::new(queue.clone(), f, seed)), Some(seed))
-            }
+            Some((f, seed)) => (Arc::new(FaultyQueue::new(queue.clone(), f, seed)), Some(seed)),
             None => (queue.clone(), None),
         };
         let mut deps = Deps::new(manifest, store.clone(), port, clock, agents, settings);

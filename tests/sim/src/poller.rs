@@ -7,9 +7,9 @@
 
 use crate::chaos::{Chaos, CALM, FAULTED_DELIVERIES};
 use shared::engine::handlers::handle_sqs;
-use shared::system::{function_for, sqs_event, Pollers};
 use shared::engine::Deps;
 use shared::ports::{QueueId, ReceivedMessage};
+use shared::system::{function_for, sqs_event, Pollers};
 use shared::topology::Topology;
 use std::collections::BTreeSet;
 use std::sync::Arc;
