@@ -55,7 +55,7 @@ async fn diagnose(store: &dyn Store, letter: &DeadLetter) -> (String, String) {
     let query_id = job.query_id().to_string();
     let error = match store.get_query(&query_id).await {
         Err(e) => format!("could not read the query: {e}"),
-        Ok(None) => format!("the query is not in the table (expired, or never written); the {job:?} job cannot run"),
+        Ok(None) => "the query is not in the table (expired, or never written): the job cannot run".to_string(),
         Ok(Some(query)) => {
             let handoffs = store.list_handoffs(&query_id).await.unwrap_or_default();
             let failed = handoffs.iter().rev().find(|h| h.handoff.errors.error_message.is_some());
