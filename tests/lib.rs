@@ -194,6 +194,13 @@ impl shared::ports::Store for ObservedStore {
     async fn get_query(&self, id: &str) -> Result<Option<shared::ports::QueryRecord>, shared::ports::StoreError> {
         self.inner.get_query(id).await
     }
+    async fn list_user_queries(
+        &self,
+        user_id: &str,
+        limit: usize,
+    ) -> Result<Vec<shared::ports::QueryRecord>, shared::ports::StoreError> {
+        self.inner.list_user_queries(user_id, limit).await
+    }
     async fn find_idempotency_key(&self, u: &str, k: &str) -> Result<Option<String>, shared::ports::StoreError> {
         self.inner.find_idempotency_key(u, k).await
     }

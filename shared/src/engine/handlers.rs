@@ -7,7 +7,7 @@
 
 use super::intake::{self, Caller, IntakeError, QueryView};
 use super::worker::{self, DispatchJob};
-use super::{router, synth, Deps, StepError};
+use super::{listing, router, synth, Deps, StepError};
 use crate::jobs::{Job, JobMessage};
 use crate::ports::Event;
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
@@ -239,8 +239,10 @@ fn invalid(field: &str, rule: &str) -> IntakeError {
 async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<ApiGatewayV2httpResponse, IntakeError> {
     let (method, segments) = route_of(request);
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let known =
-        matches!(segments.as_slice(), ["v1", "queries"] | ["v1", "queries", _] | ["v1", "queries", _, "events"]);
+    let known = matches!(
+        segments.as_slice(),
+        ["v1", "queries"] | ["v1", "queries", _] | ["v1", "queries", _, "events"] | ["v1", "manifest", "routes"]
+    );
     if !known {
         return Ok(json_response(404, &json!({ "error": { "code": "not_found", "message": "no such route" } }), &[]));
     }
@@ -285,6 +287,22 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
                 "links": { "self": location, "events": format!("{location}/events") },
             });
             Ok(json_response(status, &body, &[("location", location)]))
+        }
+        (Method::GET, ["v1", "queries"]) => {
+            let limit = match request.query_string_parameters.first("limit") {
+                None => listing::DEFAULT_LIST_LIMIT,
+                Some(l) => match l.parse::<usize>() {
+                    Ok(n) if (1..=listing::MAX_LIST_LIMIT).contains(&n) => n,
+                    _ => {
+                        return Err(invalid("limit", &format!("a whole number from 1 to {}", listing::MAX_LIST_LIMIT)))
+                    }
+                },
+            };
+            let queries = listing::recent_queries(deps, &caller, limit).await?;
+            Ok(json_response(200, &json!({ "queries": queries }), &[]))
+        }
+        (Method::GET, ["v1", "manifest", "routes"]) => {
+            Ok(json_response(200, &listing::routing_table(&deps.manifest), &[]))
         }
         (Method::GET, ["v1", "queries", id]) => {
             if let Some(wait) = wait {

@@ -419,6 +419,9 @@ impl Store for ChaosStore {
         self.inner.get_query(query_id).await
     }
 
+    async fn list_user_queries(&self, user_id: &str, limit: usize) -> Result<Vec<QueryRecord>, StoreError> {
+        self.inner.list_user_queries(user_id, limit).await
+    }
     async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {
         self.inner.find_idempotency_key(user_id, key).await
     }
