@@ -30,8 +30,10 @@ pub const RENDER_COMMAND: &str = "switchyard infra render > infra/template.yaml"
 pub const TEMPLATE_PATH: &str = "infra/template.yaml";
 
 /// The HTTP routes served by the intake function: (method, path).
-pub const HTTP_ROUTES: [(&str, &str); 4] = [
+pub const HTTP_ROUTES: [(&str, &str); 6] = [
     ("post", "/v1/queries"),
+    ("get", "/v1/queries"),
+    ("get", "/v1/manifest/routes"),
     ("get", "/v1/queries/{id}"),
     ("get", "/v1/queries/{id}/events"),
     ("post", "/v1/queries/{id}/feedback"),
@@ -433,6 +435,8 @@ fn globals(topology: &Topology) -> Value {
             ("Handler", s(HANDLER)),
             ("Architectures", strings(&[ARCHITECTURE])),
             ("MemorySize", n(MEMORY_MB)),
+            // X-Ray traces of every invocation (SAM adds the write permission to each role).
+            ("Tracing", s("Active")),
             ("Environment", map(vec![("Variables", Value::Mapping(vars))])),
         ]),
     )])
@@ -700,6 +704,9 @@ fn function(f: &FunctionSpec, stem: &str) -> Value {
 
 /// `("get", "/v1/queries/{id}/events")` -> `GetQueryEvents`.
 fn http_event_name(method: &str, path: &str) -> String {
+    if path == "/v1/manifest/routes" {
+        return format!("{}ManifestRoutes", pascal_case(method));
+    }
     let what = match path.trim_start_matches("/v1/queries").trim_start_matches("/{id}") {
         "" if path.ends_with("{id}") => "Query",
         "" => "Queries",
@@ -1149,6 +1156,9 @@ fn check_function(template: &Template<'_>, topology: &Topology, f: &FunctionSpec
     if archs != [ARCHITECTURE] {
         problems.push(format!("{id}: Architectures must be [{ARCHITECTURE}]"));
     }
+    if text(prop("Tracing")).as_deref() != Some("Active") {
+        problems.push(format!("{id}: Tracing must be Active"));
+    }
     let logging = prop("LoggingConfig").and_then(|l| l.get("LogFormat"));
     if text(logging).as_deref() != Some("JSON") {
         problems.push(format!("{id}: LoggingConfig.LogFormat must be JSON"));
@@ -1432,6 +1442,8 @@ intents:
         assert_eq!(http_event_name("get", "/v1/queries/{id}/events"), "GetQueryEvents");
         assert_eq!(http_event_name("get", "/v1/queries/{id}"), "GetQuery");
         assert_eq!(http_event_name("post", "/v1/queries"), "PostQueries");
+        assert_eq!(http_event_name("get", "/v1/queries"), "GetQueries");
+        assert_eq!(http_event_name("get", "/v1/manifest/routes"), "GetManifestRoutes");
     }
 
     #[test]

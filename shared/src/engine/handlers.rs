@@ -65,13 +65,24 @@ pub async fn handle_sqs(deps: &Deps, function: Function, event: SqsEvent) -> Res
 async fn handle_record(deps: &Deps, function: Function, record: &SqsMessage) -> bool {
     let message_id = record.message_id.as_deref().unwrap_or_default();
     let receive_count: u32 = record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
-    let trace_id = record
-        .message_attributes
-        .get(crate::ports::ATTR_TRACEPARENT)
-        .and_then(|a| a.string_value.as_deref())
-        .and_then(super::trace_id)
-        .unwrap_or_default();
-    let span = info_span!("sqs_record", message_id, receive_count, trace_id, query_id = tracing::field::Empty);
+    let traceparent =
+        record.message_attributes.get(crate::ports::ATTR_TRACEPARENT).and_then(|a| a.string_value.as_deref());
+    let trace_id = traceparent.and_then(super::trace_id).unwrap_or_default();
+    let parent_span_id = traceparent.and_then(super::parent_span_id).unwrap_or_default();
+    let function_name = match function {
+        Function::Router => "router",
+        Function::Worker { .. } => "agent-worker",
+        Function::Synthesizer => "synthesizer",
+    };
+    let span = info_span!(
+        "sqs_record",
+        function = function_name,
+        message_id,
+        receive_count,
+        trace_id,
+        parent_span_id,
+        query_id = tracing::field::Empty
+    );
     async {
         let Some(body) = record.body.as_deref() else {
             error!("refused: the record has no body");
