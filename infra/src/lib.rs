@@ -1518,6 +1518,17 @@ intents:
     }
 
     #[test]
+    fn functions_without_active_tracing_are_reported_one_by_one() {
+        let m = shipped();
+        let text = render(&m);
+        assert!(text.contains("    Tracing: Active\n"), "Globals.Function sets Tracing");
+        let problems = check(&text.replacen("    Tracing: Active\n", "", 1), &m);
+        assert!(!problems.is_empty());
+        assert!(problems.iter().all(|p| p.ends_with(": Tracing must be Active")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.starts_with("RouterFunction:")), "{problems:?}");
+    }
+
+    #[test]
     fn an_sqs_event_without_report_batch_item_failures_is_reported() {
         let m = shipped();
         let types = "            FunctionResponseTypes:\n            - ReportBatchItemFailures\n";
