@@ -31,23 +31,34 @@ if [ "$installed" != "$PLAYWRIGHT_VERSION" ]; then
   (cd "$NODE_DIR" && npm install --no-audit --no-fund --silent "playwright-core@$PLAYWRIGHT_VERSION")
 fi
 
+# Two servers: the shipped manifest, and the scripted test manifest whose agents fail, hang and
+# fall back (for the retries, fallbacks and timeouts on the timeline).
 log=$(mktemp)
+log2=$(mktemp)
 profile=$(mktemp -d)
 "$bin" serve --port 0 >"$log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -rf "$log" "$profile"' EXIT
-for _ in $(seq 1 100); do
-  grep -q '^listening on ' "$log" && break
-  sleep 0.1
+"$bin" serve --port 0 --manifest tests/fixtures/manifests/scripted.yaml >"$log2" 2>&1 &
+pid2=$!
+trap 'kill $pid $pid2 2>/dev/null || true; rm -rf "$log" "$log2" "$profile"' EXIT
+address() {
+  for _ in $(seq 1 100); do
+    grep -q '^listening on ' "$1" && break
+    sleep 0.1
+  done
+  sed -n 's/^listening on //p' "$1" | head -1
+}
+base=$(address "$log")
+scripted=$(address "$log2")
+[ -n "$base" ] && [ -n "$scripted" ] || { echo "console: serve did not start"; cat "$log" "$log2"; exit 1; }
+for b in "$base" "$scripted"; do
+  case "$b" in http://127.0.0.1:*) ;; *) echo "console: serve is not on loopback: $b"; exit 1 ;; esac
 done
-base=$(sed -n 's/^listening on //p' "$log" | head -1)
-[ -n "$base" ] || { echo "console: serve did not start"; cat "$log"; exit 1; }
-case "$base" in http://127.0.0.1:*) ;; *) echo "console: serve is not on loopback: $base"; exit 1 ;; esac
 
 page=$(curl -sS --fail-with-body "$base/")
 printf '%s' "$page" | grep -q '<title>Switchyard console</title>' || { echo "console: / is not the console"; exit 1; }
 echo "console: curl $base/ returns the console ($(printf '%s' "$page" | wc -c) bytes)"
 
 mkdir -p "$ARTIFACTS"
-CONSOLE_BASE="$base" CHROMIUM="$CHROMIUM" PLAYWRIGHT_CORE="$NODE_DIR/node_modules/playwright-core" \
-  PROFILE_DIR="$profile" SCREENSHOT="$ARTIFACTS/console.png" node tests/console/console_test.cjs
+CONSOLE_BASE="$base" SCRIPTED_BASE="$scripted" CHROMIUM="$CHROMIUM" PLAYWRIGHT_CORE="$NODE_DIR/node_modules/playwright-core" \
+  PROFILE_DIR="$profile" SCREENSHOT="$ARTIFACTS/console.png" SCREENSHOT_FAULTS="$ARTIFACTS/console-faults.png" node tests/console/console_test.cjs

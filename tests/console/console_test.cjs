@@ -127,6 +127,46 @@ async function check(name, body) {
     await page.waitForSelector("#answer-panel:not([hidden])", { timeout: 30000 });
     await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
     console.log(`console: screenshot saved to ${process.env.SCREENSHOT}`);
+
+    // Faults on the timeline: the scripted manifest's agents fail, hang and fall back.
+    const scripted = process.env.SCRIPTED_BASE;
+    await page.goto(scripted + "/");
+    await page.fill("#user", "console-test-user");
+    const askAndWait = async (question) => {
+      await page.fill("#question", question);
+      await page.click("#ask-button");
+      await page.waitForFunction((q) => {
+        const panel = document.querySelector("#answer-panel");
+        return panel && !panel.hidden && document.querySelector("#timeline .lane[data-kind='final']");
+      }, question, { timeout: 30000 });
+    };
+    const lane = (agent) => page.$eval(`#timeline .lane[data-kind='dispatch'][data-agent='${agent}']`, (l) => ({
+      status: l.dataset.status, label: l.querySelector(".label").textContent,
+      retries: [...l.querySelectorAll(".mark.retry")].map((m) => m.title),
+      fallbacks: [...l.querySelectorAll(".mark.fallback")].map((m) => m.title),
+    }));
+
+    await check("retries and the fallback of a failing agent are marked on its lane", async () => {
+      await askAndWait("charlie broken question");
+      const broken = await lane("broken");
+      assert.equal(broken.retries.length, 2, JSON.stringify(broken));
+      assert.match(broken.retries[0], /attempt 1 failed/);
+      assert.equal(broken.fallbacks.length, 1, JSON.stringify(broken));
+      assert.match(broken.fallbacks[0], /fallback to rescuer/);
+      const rescuer = await lane("rescuer");
+      assert.equal(rescuer.status, "success");
+      assert.match(rescuer.label, /^T5\s*rescuer fallback/);
+    });
+
+    await check("a hanging agent's timeouts are marked, and its fallback answers", async () => {
+      await askAndWait("delta sleepy question");
+      const sleepy = await lane("sleepy");
+      assert.ok(sleepy.retries.length >= 1, JSON.stringify(sleepy));
+      assert.ok(sleepy.retries.every((t) => /timeout/.test(t)), JSON.stringify(sleepy));
+      assert.equal(sleepy.fallbacks.length, 1, JSON.stringify(sleepy));
+      assert.equal((await lane("rescuer")).status, "success");
+      await page.screenshot({ path: process.env.SCREENSHOT_FAULTS, fullPage: true });
+    });
   } finally {
     await context.close();
   }
