@@ -4,8 +4,9 @@
 # From a fresh clone it builds the workspace (a warning fails the run), installs and starts a
 # local SQS + DynamoDB endpoint on 127.0.0.1 (moto, in its own venv), runs every test — unit,
 # handler, pipeline and the adapter / end-to-end tests against that endpoint — then the
-# `switchyard serve` smoke test, `cargo lambda` invocation of the four functions against the
-# endpoint and the SAM template lint, and stops the endpoint on exit.
+# `switchyard serve` smoke test, the web console in headless Chromium (tests/console_chromium.sh
+# installs Debian's chromium and playwright-core when missing), `cargo lambda` invocation of the
+# four functions against the endpoint and the SAM template lint, and stops the endpoint on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -44,6 +45,9 @@ bash tests/smoke_serve.sh
 
 step "schemathesis fuzzes switchyard serve against docs/openapi.json"
 bash tests/schemathesis.sh
+
+step "the web console in headless Chromium (installs chromium and playwright-core when missing)"
+bash tests/console_chromium.sh
 
 step "cargo lambda watch + invoke of the four functions against the local endpoint"
 bash tests/cargo_lambda.sh

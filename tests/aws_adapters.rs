@@ -194,6 +194,11 @@ async fn dynamodb_refuses_a_second_finish() {
 }
 
 #[tokio::test]
+async fn dynamodb_lists_a_callers_recent_queries_from_the_by_user_index() {
+    store_contract::a_callers_recent_queries_are_listed_newest_first_and_only_theirs(&store().await).await;
+}
+
+#[tokio::test]
 async fn dynamodb_reads_expired_records_as_absent() {
     store_contract::expired_records_read_as_absent(&store().await).await;
 }

@@ -147,6 +147,9 @@ impl Store for TrippedStore {
     async fn get_query(&self, id: &str) -> Result<Option<QueryRecord>, StoreError> {
         self.inner.get_query(id).await
     }
+    async fn list_user_queries(&self, user_id: &str, limit: usize) -> Result<Vec<QueryRecord>, StoreError> {
+        self.inner.list_user_queries(user_id, limit).await
+    }
     async fn find_idempotency_key(&self, u: &str, k: &str) -> Result<Option<String>, StoreError> {
         self.inner.find_idempotency_key(u, k).await
     }

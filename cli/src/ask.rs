@@ -176,6 +176,10 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
     let events = deps.store.list_events(&query_id).await?;
+    // The synthesizer's span closes just after it writes the output: give it a moment, then
+    // send the spans before the process exits (a no-op unless OTLP export is on).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    shared::telemetry::otlp::flush(Duration::from_secs(3)).await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&output)?);
     } else {

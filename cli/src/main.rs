@@ -4,6 +4,7 @@
 mod ask;
 mod bench;
 mod classify_cmd;
+mod console;
 mod infra_cmd;
 mod ops_cmd;
 mod portable;
@@ -158,12 +159,11 @@ pub fn load_manifest(path: Option<&PathBuf>) -> anyhow::Result<shared::manifest:
     manifest.map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// Logs on stderr (`RUST_LOG`, else info or warn), and the engine's spans over OTLP when
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 fn init_tracing(verbose: bool) {
     let filter = if verbose { "info" } else { "warn" };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| filter.into()))
-        .with_writer(std::io::stderr)
-        .try_init();
+    shared::telemetry::init("switchyard", shared::telemetry::LogOutput::PlainStderr, filter);
 }
 
 #[tokio::main]

@@ -1,6 +1,7 @@
 //! The local HTTP server behind `switchyard serve`: each request becomes an API Gateway HTTP
 //! API event for the intake handler; `GET …/events` with `Accept: text/event-stream` tails the
-//! event log as server-sent events until the query ends.
+//! event log as server-sent events until the query ends. `/`, `/console.js` and `/console.css`
+//! are the web console ([`crate::console`]).
 
 use crate::ask::api_event;
 use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
@@ -37,6 +38,9 @@ fn invalid(field: &str, rule: &str) -> IntakeError {
 }
 
 async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
+    if let Some(page) = crate::console::asset(request.method(), request.uri().path()) {
+        return page;
+    }
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(b) => b,

@@ -428,6 +428,8 @@ fn globals(topology: &Topology) -> Value {
             ("Handler", s(HANDLER)),
             ("Architectures", strings(&[ARCHITECTURE])),
             ("MemorySize", n(MEMORY_MB)),
+            // X-Ray traces of every invocation (SAM adds the write permission to each role).
+            ("Tracing", s("Active")),
             ("Environment", map(vec![("Variables", Value::Mapping(vars))])),
         ]),
     )])
@@ -696,6 +698,9 @@ fn function(f: &FunctionSpec, stem: &str) -> Value {
 
 /// `("get", "/v1/queries/{id}/events")` -> `GetQueryEvents`.
 fn http_event_name(method: &str, path: &str) -> String {
+    if path == "/v1/manifest/routes" {
+        return format!("{}ManifestRoutes", pascal_case(method));
+    }
     let what = match path.trim_start_matches("/v1/queries").trim_start_matches("/{id}") {
         "" if path.ends_with("{id}") => "Query",
         "" => "Queries",
@@ -1144,6 +1149,9 @@ fn check_function(template: &Template<'_>, topology: &Topology, f: &FunctionSpec
     if archs != [ARCHITECTURE] {
         problems.push(format!("{id}: Architectures must be [{ARCHITECTURE}]"));
     }
+    if text(prop("Tracing")).as_deref() != Some("Active") {
+        problems.push(format!("{id}: Tracing must be Active"));
+    }
     let logging = prop("LoggingConfig").and_then(|l| l.get("LogFormat"));
     if text(logging).as_deref() != Some("JSON") {
         problems.push(format!("{id}: LoggingConfig.LogFormat must be JSON"));
@@ -1428,6 +1436,8 @@ intents:
         assert_eq!(http_event_name("get", "/v1/queries/{id}/events"), "GetQueryEvents");
         assert_eq!(http_event_name("get", "/v1/queries/{id}"), "GetQuery");
         assert_eq!(http_event_name("post", "/v1/queries"), "PostQueries");
+        assert_eq!(http_event_name("get", "/v1/queries"), "GetQueries");
+        assert_eq!(http_event_name("get", "/v1/manifest/routes"), "GetManifestRoutes");
     }
 
     #[test]
@@ -1505,6 +1515,17 @@ intents:
                 "SynthesizerFunction: may send to Tier0Queue, which the synthesizer never writes (least privilege)",
             ]
         );
+    }
+
+    #[test]
+    fn functions_without_active_tracing_are_reported_one_by_one() {
+        let m = shipped();
+        let text = render(&m);
+        assert!(text.contains("    Tracing: Active\n"), "Globals.Function sets Tracing");
+        let problems = check(&text.replacen("    Tracing: Active\n", "", 1), &m);
+        assert!(!problems.is_empty());
+        assert!(problems.iter().all(|p| p.ends_with(": Tracing must be Active")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.starts_with("RouterFunction:")), "{problems:?}");
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //! - [`topology`]: the AWS resources a manifest needs (table, queues, env vars).
 //! - [`engine`]: the steps — intake, route, run-agent, fan-in, synthesize, deadline — and the
 //!   Lambda event handlers around them.
+//! - [`telemetry`]: OpenTelemetry spans over OTLP and CloudWatch EMF metrics per agent call.
 #![warn(missing_docs)]
 
 pub mod adapters;
@@ -39,6 +40,7 @@ pub mod plan;
 pub mod ports;
 pub mod scope;
 pub mod system;
+pub mod telemetry;
 pub mod topology;
 pub mod validation;
 

@@ -228,6 +228,11 @@ pub trait Store: Send + Sync {
     /// Read the query record (strongly consistent). Expired records read as `None`.
     async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError>;
 
+    /// The caller's most recent live queries, newest first (by `accepted_at`), at most `limit`.
+    /// Read from a per-user index, which on DynamoDB is eventually consistent: a query created
+    /// a moment ago may be missing for that moment.
+    async fn list_user_queries(&self, user_id: &str, limit: usize) -> Result<Vec<QueryRecord>, StoreError>;
+
     /// The query that holds `(user_id, key)`, if any.
     async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError>;
 

@@ -190,6 +190,7 @@ pub async fn all(store: &dyn Store) {
     an_oversized_record_is_refused_as_too_large(store).await;
     events_are_listed_in_time_order_and_appended_once_per_key(store).await;
     a_manifest_version_is_kept_once_under_its_fingerprint(store).await;
+    a_callers_recent_queries_are_listed_newest_first_and_only_theirs(store).await;
 }
 
 /// Manifests are stored once per fingerprint: a second put changes nothing; an unknown
@@ -419,4 +420,40 @@ pub async fn events_are_listed_in_time_order_and_appended_once_per_key(store: &d
     assert_eq!(event_keys(&events), ["a-accepted", "b-dispatch", "z-dispatch", "m-retry"]);
     assert_eq!(events[3], retry, "a repeated key keeps the first event");
     assert!(store.list_events(&new_id()).await.expect("events").is_empty());
+}
+
+/// A caller's recent queries: only their own, live ones, newest first, at most `limit`.
+pub async fn a_callers_recent_queries_are_listed_newest_first_and_only_theirs(store: &dyn Store) {
+    // GIVEN three live queries of one user a second apart, an expired one, and another user's.
+    let user = new_id();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let mut q = query(&user, None);
+        q.accepted_at = Utc::now() - ChronoDuration::seconds(10 - i);
+        store.create_query(&q, &[]).await.expect("create");
+        ids.push(q.query_id);
+    }
+    let mut gone = query(&user, None);
+    gone.expires_at = expired();
+    store.create_query(&gone, &[]).await.expect("create expired");
+    store.create_query(&query(&new_id(), None), &[]).await.expect("create another user's");
+
+    // WHEN the user lists them (the per-user index may lag a moment on DynamoDB).
+    let mut listed = Vec::new();
+    for _ in 0..50 {
+        listed = store.list_user_queries(&user, 10).await.expect("list");
+        if listed.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // THEN they come newest first, without the expired or the other user's query.
+    let listed_ids: Vec<&str> = listed.iter().map(|q| q.query_id.as_str()).collect();
+    assert_eq!(listed_ids, [ids[2].as_str(), ids[1].as_str(), ids[0].as_str()], "newest first, only live, only theirs");
+    assert!(listed.iter().all(|q| q.user_id == user), "every listed query belongs to the caller");
+    let two = store.list_user_queries(&user, 2).await.expect("list two");
+    assert_eq!(two.len(), 2, "the limit caps the list");
+    assert_eq!(two[0].query_id, ids[2]);
+    assert!(store.list_user_queries(&new_id(), 10).await.expect("list nobody's").is_empty());
 }

@@ -7,11 +7,14 @@ use shared::system::AwsSystem;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    shared::telemetry::init("synthesizer", shared::telemetry::LogOutput::JsonStdout, "info");
     let system = AwsSystem::from_env(Default::default()).await?;
     let deps = &system.deps;
     run(service_fn(|event: LambdaEvent<SqsEvent>| async move {
-        handle_sqs(deps, Function::Synthesizer, event.payload).await.map_err(Error::from)
+        let response = handle_sqs(deps, Function::Synthesizer, event.payload).await.map_err(Error::from);
+        // Spans leave before Lambda freezes the process (a no-op without OTLP export).
+        shared::telemetry::otlp::flush(std::time::Duration::from_secs(2)).await;
+        response
     }))
     .await
 }

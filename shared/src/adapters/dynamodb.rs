@@ -98,6 +98,8 @@ const FANIN: &str = "fanin";
 const EXPIRES_AT: &str = "expires_at";
 const GSI1PK: &str = "gsi1pk";
 const GSI1SK: &str = "gsi1sk";
+/// The per-user index over `gsi1pk` / `gsi1sk` (see [`crate::topology`]).
+const INDEX_BY_USER: &str = "by_user";
 const SLOT: &str = "slot";
 const AT: &str = "at";
 const QUERY_ID: &str = "query_id";
@@ -764,6 +766,39 @@ impl Store for DynamoStore {
 
     async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError> {
         self.get_item(query_pk(query_id), SK_META).await?.as_ref().map(query_from_item).transpose()
+    }
+
+    async fn list_user_queries(&self, user_id: &str, limit: usize) -> Result<Vec<QueryRecord>, StoreError> {
+        let now = now_epoch();
+        let mut queries = Vec::new();
+        let mut start: Option<Item> = None;
+        while queries.len() < limit {
+            bump(&self.counters.reads, 1);
+            let page = i32::try_from(limit - queries.len()).unwrap_or(i32::MAX);
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(INDEX_BY_USER)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", GSI1PK)
+                .expression_attribute_values(":pk", s(format!("U#{user_id}")))
+                .scan_index_forward(false)
+                .limit(page)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| sdk_error("Query", e))?;
+            for item in out.items.unwrap_or_default().iter().filter(|item| !is_expired(item, now)) {
+                queries.push(query_from_item(item)?);
+            }
+            match out.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => break,
+            }
+        }
+        queries.truncate(limit);
+        Ok(queries)
     }
 
     async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {

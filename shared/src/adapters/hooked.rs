@@ -19,6 +19,8 @@ pub enum StoreOp<'a> {
     CreateQuery(&'a QueryRecord),
     /// [`Store::get_query`].
     GetQuery(&'a str),
+    /// [`Store::list_user_queries`].
+    ListUserQueries(&'a str),
     /// [`Store::find_idempotency_key`].
     FindIdempotencyKey,
     /// [`Store::update_query`].
@@ -49,6 +51,7 @@ impl StoreOp<'_> {
         match self {
             StoreOp::CreateQuery(_) => "create_query",
             StoreOp::GetQuery(_) => "get_query",
+            StoreOp::ListUserQueries(_) => "list_user_queries",
             StoreOp::FindIdempotencyKey => "find_idempotency_key",
             StoreOp::UpdateQuery(_) => "update_query",
             StoreOp::RecordHandoff(_) => "record_handoff",
@@ -158,6 +161,13 @@ impl<H: StoreHooks> Store for HookedStore<H> {
         let op = StoreOp::GetQuery(query_id);
         self.hooks.before(self.inner.as_ref(), op).await?;
         let r = self.inner.get_query(query_id).await;
+        self.settle(op, r, |_| Applied::Read)
+    }
+
+    async fn list_user_queries(&self, user_id: &str, limit: usize) -> Result<Vec<QueryRecord>, StoreError> {
+        let op = StoreOp::ListUserQueries(user_id);
+        self.hooks.before(self.inner.as_ref(), op).await?;
+        let r = self.inner.list_user_queries(user_id, limit).await;
         self.settle(op, r, |_| Applied::Read)
     }
 

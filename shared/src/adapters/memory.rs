@@ -206,6 +206,17 @@ impl Store for MemoryStore {
         Ok(t.queries.get(query_id).filter(|q| self.live(q.expires_at)).cloned())
     }
 
+    async fn list_user_queries(&self, user_id: &str, limit: usize) -> Result<Vec<QueryRecord>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        let mut mine: Vec<QueryRecord> =
+            t.queries.values().filter(|q| q.user_id == user_id && self.live(q.expires_at)).cloned().collect();
+        drop(t);
+        mine.sort_by(|a, b| (b.accepted_at, &b.query_id).cmp(&(a.accepted_at, &a.query_id)));
+        mine.truncate(limit);
+        Ok(mine)
+    }
+
     async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {
         self.read();
         let t = self.lock()?;

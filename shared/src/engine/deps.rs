@@ -175,7 +175,10 @@ impl Deps {
     pub(super) async fn send(&self, queue: QueueId, job: Job, delay: Duration) -> Result<String, QueueError> {
         let mut attributes = BTreeMap::new();
         attributes.insert(ATTR_CORRELATION_ID.to_string(), job.query_id().to_string());
-        let span_id = (self.random_fraction() * u64::MAX as f64) as u64 | 1;
+        // The sending step's span when spans are exported (so the receiver's span hangs below
+        // it in the trace), else a random id. The RNG is drawn either way so seeded runs replay.
+        let random_span = (self.random_fraction() * u64::MAX as f64) as u64 | 1;
+        let span_id = crate::telemetry::otlp::current_span_id().unwrap_or(random_span);
         attributes.insert(ATTR_TRACEPARENT.to_string(), traceparent(job.query_id(), span_id));
         let message = OutgoingMessage { body: JobMessage::new(job).to_body(), delay, attributes };
         self.queue.send(queue, message).await
@@ -226,6 +229,13 @@ pub fn traceparent(query_id: &str, span_id: u64) -> String {
     format!("00-{trace}-{span_id:016x}-01")
 }
 
+/// The parent span id of a `traceparent`, if it is well formed.
+pub fn parent_span_id(traceparent: &str) -> Option<&str> {
+    trace_id(traceparent)?;
+    let span = traceparent.split('-').nth(2)?;
+    (span.len() == 16 && span.chars().all(|c| c.is_ascii_hexdigit())).then_some(span)
+}
+
 /// The trace id of a `traceparent`, if it is well formed.
 pub fn trace_id(traceparent: &str) -> Option<&str> {
     let mut parts = traceparent.split('-');
@@ -253,6 +263,9 @@ mod tests {
         assert_eq!(tp, "00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-00000000000000ab-01");
         assert_eq!(trace_id(&tp), Some("6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f"));
         assert_eq!(trace_id("junk"), None);
+        assert_eq!(parent_span_id(&tp), Some("00000000000000ab"));
+        assert_eq!(parent_span_id("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-zz-01"), None);
+        assert_eq!(parent_span_id("junk"), None);
         assert_eq!(trace_id("00-xyz-00000000000000ab-01"), None);
     }
 }

@@ -7,7 +7,7 @@
 
 use super::intake::{self, Caller, IntakeError, QueryView};
 use super::worker::{self, DispatchJob};
-use super::{router, synth, Deps, StepError};
+use super::{listing, router, synth, Deps, StepError};
 use crate::jobs::{Job, JobMessage};
 use crate::ports::Event;
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
@@ -65,13 +65,24 @@ pub async fn handle_sqs(deps: &Deps, function: Function, event: SqsEvent) -> Res
 async fn handle_record(deps: &Deps, function: Function, record: &SqsMessage) -> bool {
     let message_id = record.message_id.as_deref().unwrap_or_default();
     let receive_count: u32 = record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
-    let trace_id = record
-        .message_attributes
-        .get(crate::ports::ATTR_TRACEPARENT)
-        .and_then(|a| a.string_value.as_deref())
-        .and_then(super::trace_id)
-        .unwrap_or_default();
-    let span = info_span!("sqs_record", message_id, receive_count, trace_id, query_id = tracing::field::Empty);
+    let traceparent =
+        record.message_attributes.get(crate::ports::ATTR_TRACEPARENT).and_then(|a| a.string_value.as_deref());
+    let trace_id = traceparent.and_then(super::trace_id).unwrap_or_default();
+    let parent_span_id = traceparent.and_then(super::parent_span_id).unwrap_or_default();
+    let function_name = match function {
+        Function::Router => "router",
+        Function::Worker { .. } => "agent-worker",
+        Function::Synthesizer => "synthesizer",
+    };
+    let span = info_span!(
+        "sqs_record",
+        function = function_name,
+        message_id,
+        receive_count,
+        trace_id,
+        parent_span_id,
+        query_id = tracing::field::Empty
+    );
     async {
         let Some(body) = record.body.as_deref() else {
             error!("refused: the record has no body");
@@ -249,8 +260,13 @@ pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
 
 /// The routes the HTTP handler serves: (method, path template). The SAM template declares
 /// exactly these, and a test asks the handler for each.
-pub const HTTP_ROUTES: [(&str, &str); 3] =
-    [("POST", "/v1/queries"), ("GET", "/v1/queries/{id}"), ("GET", "/v1/queries/{id}/events")];
+pub const HTTP_ROUTES: [(&str, &str); 5] = [
+    ("POST", "/v1/queries"),
+    ("GET", "/v1/queries"),
+    ("GET", "/v1/queries/{id}"),
+    ("GET", "/v1/queries/{id}/events"),
+    ("GET", "/v1/manifest/routes"),
+];
 
 /// The route template of a path, if the API has one: `/v1/queries/abc/events` →
 /// `/v1/queries/{id}/events`.
@@ -264,8 +280,10 @@ fn route_template(segments: &[&str]) -> Option<&'static str> {
 
 /// The methods a route template answers, for `allow`.
 fn allowed_methods(template: &str) -> &'static str {
-    match HTTP_ROUTES.iter().filter(|(_, p)| *p == template).map(|(m, _)| *m).next() {
-        Some("POST") => "POST",
+    let serves = |method: &str| HTTP_ROUTES.iter().any(|(m, p)| *p == template && *m == method);
+    match (serves("GET"), serves("POST")) {
+        (true, true) => "GET, POST",
+        (false, true) => "POST",
         _ => "GET",
     }
 }
@@ -328,6 +346,22 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
                 "links": { "self": location, "events": format!("{location}/events") },
             });
             Ok(json_response(status, &body, &[("location", location)]))
+        }
+        (Method::GET, ["v1", "queries"]) => {
+            let limit = match request.query_string_parameters.first("limit") {
+                None => listing::DEFAULT_LIST_LIMIT,
+                Some(l) => match l.parse::<usize>() {
+                    Ok(n) if (1..=listing::MAX_LIST_LIMIT).contains(&n) => n,
+                    _ => {
+                        return Err(invalid("limit", &format!("a whole number from 1 to {}", listing::MAX_LIST_LIMIT)))
+                    }
+                },
+            };
+            let queries = listing::recent_queries(deps, &caller, limit).await?;
+            Ok(json_response(200, &json!({ "queries": queries }), &[]))
+        }
+        (Method::GET, ["v1", "manifest", "routes"]) => {
+            Ok(json_response(200, &listing::routing_table(&deps.manifest), &[]))
         }
         (Method::GET, ["v1", "queries", id]) => {
             if let Some(wait) = wait {

@@ -112,7 +112,7 @@ fn check_idempotency_key(key: &str) -> Result<(), IntakeError> {
 }
 
 /// Validate, classify, authorize, record the query and enqueue its route job.
-#[instrument(skip_all, fields(user_id = %caller.user_id))]
+#[instrument(skip_all, fields(user_id = %caller.user_id, query_id = tracing::field::Empty))]
 pub async fn submit(
     deps: &Deps,
     caller: &Caller,
@@ -129,11 +129,15 @@ pub async fn submit(
     let request = validate_request(body, &deps.manifest).map_err(IntakeError::Invalid)?;
     let now = deps.clock.now();
     let mut warnings = request.warnings;
+    // The classifier's ranked intents (ids and scores only) go into the route event, so the
+    // console can show the decision against its alternatives.
+    let mut alternatives = Vec::new();
     let (parsed, stage, scope) = match request.parsed {
         Some(parsed) => (parsed, "pre-parsed", None),
         None => {
             let c = deps.classifier.classify(&request.text);
             let scope = crate::scope::check(&deps.manifest, c.scope_score);
+            alternatives = c.alternatives.iter().map(|a| json!({ "intent": a.intent, "score": a.score })).collect();
             let max = deps.manifest.query.max_entities;
             let mut entities = c.entities;
             if entities.len() > max {
@@ -172,6 +176,7 @@ pub async fn submit(
             return Err(IntakeError::Forbidden { intent: intent.id.clone(), role: role.clone() });
         }
     }
+    tracing::Span::current().record("query_id", parsed.query_id.as_str());
     let query = QueryRecord {
         query_id: parsed.query_id.clone(),
         user_id: caller.user_id.clone(),
@@ -206,6 +211,7 @@ pub async fn submit(
                 "ambiguity_flag": query.parsed.ambiguity_flag,
                 "stage": stage,
                 "scope": query.scope,
+                "alternatives": alternatives,
             }),
         ),
     ];

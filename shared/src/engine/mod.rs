@@ -19,6 +19,7 @@
 //! - [`advance`]: move a query on when a stage completes — the next pipeline stage, the next
 //!   step of an orchestration mode (what that step is, is decided by the pure
 //!   [`crate::plan::modes`]), or the synthesis.
+//! - [`listing`]: the caller's recent queries and the manifest's routing table, for people.
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
 //!
 //! The modules form a tree, so no step depends on another in a loop:
@@ -39,8 +40,9 @@ mod deps;
 pub mod effects;
 pub mod handlers;
 pub mod intake;
+pub mod listing;
 pub mod router;
 pub mod synth;
 pub mod worker;
 
-pub use deps::{trace_id, traceparent, Deps, EngineSettings, StepError};
+pub use deps::{parent_span_id, trace_id, traceparent, Deps, EngineSettings, StepError};

@@ -533,6 +533,18 @@ async fn finalize(
     match deps.store.record_handoff(&record, &[event]).await {
         Ok(HandoffWrite::Recorded { completed }) => {
             info!(agent = %h.agent_id, status = ?h.execution.status, "handoff recorded");
+            let outcome = serde_json::to_value(h.execution.status).ok();
+            crate::telemetry::emf::emit(&crate::telemetry::emf::AgentCall {
+                query_id: &query.query_id,
+                dispatch_id: &h.dispatch_id,
+                agent: &h.agent_id,
+                tier: h.agent_tier,
+                outcome: outcome.as_ref().and_then(Value::as_str).unwrap_or("unknown"),
+                latency_ms: h.execution.latency_ms,
+                attempts: record.attempts,
+                tokens: h.metadata.tokens_consumed,
+                timestamp_ms: deps.clock.now().timestamp_millis(),
+            });
             let complete = record.slot.is_some()
                 && query
                     .plan
