@@ -1022,6 +1022,7 @@ mod tests {
             error: None,
             qc_report: None,
             orchestration: Some(serde_json::json!({"critique": {"accepted": true}})),
+            reflection: None,
         }
     }
 

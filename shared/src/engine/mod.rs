@@ -29,6 +29,7 @@ pub mod handlers;
 pub mod intake;
 pub mod local;
 pub mod modes;
+pub mod reflection;
 pub mod router;
 pub mod synth;
 pub mod worker;

@@ -527,7 +527,18 @@ async fn finalize(
             "fallback_for": planned.fallback_for,
         }),
     );
-    match deps.store.record_handoff(&record, &[event]).await {
+    let mut events = vec![event];
+    // An agent that reports how it retrieved (`primary_output.retrieval`: attempts, merge)
+    // gets that into the event log beside its handoff.
+    if let Some(r) = h.result.primary_output.get("retrieval").filter(|_| h.execution.status.is_usable()) {
+        events.push(deps.event(
+            query,
+            event_key(stage, 59, "retrieval", &h.dispatch_id),
+            EventKind::Step,
+            json!({ "step": "retrieval", "agent": h.agent_id, "dispatch_id": h.dispatch_id, "retrieval": r }),
+        ));
+    }
+    match deps.store.record_handoff(&record, &events).await {
         Ok(HandoffWrite::Recorded { completed }) => {
             info!(agent = %h.agent_id, status = ?h.execution.status, "handoff recorded");
             let complete = record.slot.is_some()
