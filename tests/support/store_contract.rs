@@ -158,6 +158,7 @@ pub fn output(query_id: &str) -> OrchestratorOutput {
         error: None,
         qc_report: None,
         orchestration: None,
+        reflection: None,
     }
 }
 

@@ -109,7 +109,7 @@ pub async fn submit(
     let request = validate_request(body, &deps.manifest).map_err(IntakeError::Invalid)?;
     let now = deps.clock.now();
     let mut warnings = request.warnings;
-    let (parsed, stage) = match request.parsed {
+    let (mut parsed, stage) = match request.parsed {
         Some(parsed) => (parsed, "pre-parsed"),
         None => {
             let c = deps.classifier.classify(&request.text);
@@ -132,6 +132,16 @@ pub async fn submit(
             (parsed, "embedded")
         }
     };
+    // The caller's preferences (seed 001's `requested_years`, `recent_year_window`, …) reach
+    // the agents as the context field `preferences`.
+    if let Some(preferences) = request.preferences.filter(|p| p.is_object()) {
+        let mut context = match parsed.context.take() {
+            Some(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        context.insert("preferences".into(), preferences);
+        parsed.context = Some(serde_json::Value::Object(context));
+    }
     let intent = deps
         .manifest
         .intent(&parsed.intent)

@@ -77,7 +77,7 @@ pub fn default_attempts() -> Vec<RetrievalAttempt> {
             min_score: 0.4,
             min_candidates: 1,
         },
-        RetrievalAttempt { name: "vector_only".into(), mode: RetrievalMode::Dense, min_score: 0.2, min_candidates: 1 },
+        RetrievalAttempt { name: "vector_only".into(), mode: RetrievalMode::Dense, min_score: 0.12, min_candidates: 1 },
     ]
 }
 

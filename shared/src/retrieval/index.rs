@@ -7,7 +7,7 @@
 //! (a few milliseconds for the shipped corpus), so the file cannot disagree with itself.
 
 use super::corpus::{chunk, read_folder, Chunking, Document};
-use super::text::terms;
+use super::text::{content_words, terms};
 use super::IndexError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -16,7 +16,7 @@ use std::path::Path;
 /// Version of the index file format.
 pub const FORMAT: u32 = 1;
 /// Dimensions of the hashed vectors.
-pub const DIMENSIONS: usize = 256;
+pub const DIMENSIONS: usize = 1024;
 /// BM25 term-frequency saturation.
 const K1: f64 = 1.2;
 /// BM25 length normalization.
@@ -74,6 +74,9 @@ pub struct Index {
     lengths: Vec<u32>,
     avg_len: f64,
     vectors: Vec<[f32; DIMENSIONS]>,
+    /// Inverse document frequency of each vector bucket: a feature most chunks share (a
+    /// common trigram) says little.
+    weights: [f32; DIMENSIONS],
 }
 
 /// A chunk and a score from one ranked list.
@@ -158,7 +161,14 @@ impl Index {
             vectors.push(embed(&c.text));
         }
         let avg_len = lengths.iter().map(|&l| f64::from(l)).sum::<f64>() / lengths.len() as f64;
-        Ok(Index { file, df, lengths, avg_len: avg_len.max(1.0), vectors })
+        let n = vectors.len() as f32;
+        let mut weights = [0f32; DIMENSIONS];
+        for (b, w) in weights.iter_mut().enumerate() {
+            let df = vectors.iter().filter(|v| v[b] > 0.0).count() as f32;
+            *w = (1.0 + n / (df + 1.0)).ln();
+        }
+        let vectors = vectors.into_iter().map(|v| weigh(v, &weights)).collect();
+        Ok(Index { file, df, lengths, avg_len: avg_len.max(1.0), vectors, weights })
     }
 
     /// Build from a folder of documents.
@@ -228,7 +238,7 @@ impl Index {
     /// Chunks by cosine similarity of hashed vectors to `query` text, best first; chunks with
     /// no similarity are left out.
     pub fn dense(&self, query: &str, keep: &dyn Fn(usize) -> bool) -> Vec<Hit> {
-        let q = embed(query);
+        let q = weigh(embed(query), &self.weights);
         let mut hits: Vec<Hit> = self
             .vectors
             .iter()
@@ -255,7 +265,7 @@ impl Index {
 
     /// Cosine similarity of chunk `n` to `query` text.
     pub fn similarity(&self, chunk: usize, query: &str) -> f64 {
-        let q = embed(query);
+        let q = weigh(embed(query), &self.weights);
         f64::from(self.vectors[chunk].iter().zip(q.iter()).map(|(a, b)| a * b).sum::<f32>())
     }
 }
@@ -264,23 +274,30 @@ fn sort_hits(hits: &mut [Hit]) {
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.chunk.cmp(&b.chunk)));
 }
 
-/// A unit vector of hashed features: each stemmed term and each character trigram of the
-/// lower-cased text adds to one of [`DIMENSIONS`] buckets (FNV-1a hash). It is lexical, not
-/// semantic: it matches spelling variants and partial words the stemmer misses ("rev" in
-/// "revenue"), which is what the dense list adds offline. With an embedding provider the same
-/// list comes from model vectors.
+/// Hashed features of `text` (not normalized): each stemmed term adds 2 to one of
+/// [`DIMENSIONS`] buckets (FNV-1a hash), each character trigram of each word that is not a
+/// stop word (padded, so "#re" marks a word start) adds 1. It is lexical, not semantic: it
+/// matches misspellings and partial words the stemmer misses ("reveneu" shares "#re", "rev",
+/// "eve" with "revenue"), which is what the dense list adds offline. With an embedding
+/// provider the same list would come from model vectors.
 pub fn embed(text: &str) -> [f32; DIMENSIONS] {
     let mut v = [0f32; DIMENSIONS];
     for t in terms(text) {
         v[bucket(t.as_bytes())] += 2.0;
     }
-    let lower: Vec<char> = text.to_lowercase().chars().filter(|c| c.is_alphanumeric() || *c == ' ').collect();
-    for w in lower.windows(3) {
-        if w.iter().all(|c| *c != ' ') {
+    for word in content_words(text) {
+        let padded: Vec<char> = std::iter::once('#').chain(word.chars()).chain(std::iter::once('#')).collect();
+        for w in padded.windows(3) {
             let s: String = w.iter().collect();
             v[bucket(s.as_bytes())] += 1.0;
         }
     }
+    v
+}
+
+/// Scale `v` by the bucket weights and make it a unit vector.
+fn weigh(mut v: [f32; DIMENSIONS], weights: &[f32; DIMENSIONS]) -> [f32; DIMENSIONS] {
+    v.iter_mut().zip(weights.iter()).for_each(|(x, w)| *x *= w);
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x /= norm);

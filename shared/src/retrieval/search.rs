@@ -10,7 +10,10 @@
 
 use super::index::{Hit, Index};
 use super::rrf;
-use super::text::{distinct_terms, sentences, terms};
+use super::text::{distinct_terms, sentences, terms, trigram_overlap};
+
+/// Trigram overlap a sentence sharing no term with the question needs to be quoted.
+const MIN_SENTENCE_OVERLAP: f64 = 0.3;
 use crate::manifest::{RetrievalMode, RetrieverSettings};
 use serde::Serialize;
 
@@ -270,12 +273,16 @@ pub fn compose(req: &Request, candidates: &[Candidate], max: usize) -> Option<St
         if picked.len() >= max.max(1) {
             break;
         }
+        // Shared terms first; a spelling-tolerant trigram overlap breaks ties and finds the
+        // sentence when a misspelled question shares no term with it (the vector fallback).
         let best = sentences(&c.text)
             .into_iter()
-            .map(|s| (distinct_terms(s).iter().filter(|t| wanted.contains(t)).count(), s))
-            .filter(|(n, _)| *n > 0)
-            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.len().cmp(&a.1.len())));
-        if let Some((_, s)) = best {
+            .map(|s| {
+                (distinct_terms(s).iter().filter(|t| wanted.contains(t)).count(), trigram_overlap(&req.question, s), s)
+            })
+            .filter(|(n, tri, _)| *n > 0 || *tri >= MIN_SENTENCE_OVERLAP)
+            .max_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(b.2.len().cmp(&a.2.len())));
+        if let Some((_, _, s)) = best {
             let dated = match &c.date {
                 Some(d) => format!("{s} [{}, {}]", c.chunk_id, &d[..4.min(d.len())]),
                 None => format!("{s} [{}]", c.chunk_id),

@@ -12,13 +12,62 @@ const STOP_WORDS: &[&str] = &[
     "which", "who", "why", "will", "with", "you", "your",
 ];
 
+/// Irregular forms a stemmer cannot reach ("grew" is not a suffix away from "grow"), and
+/// nouns that should meet their verb ("growth" → "grow"), for the words reports use most.
+const LEMMAS: &[(&str, &str)] = &[
+    ("grew", "grow"),
+    ("grown", "grow"),
+    ("growth", "grow"),
+    ("rose", "rise"),
+    ("risen", "rise"),
+    ("fell", "fall"),
+    ("fallen", "fall"),
+    ("paid", "pay"),
+    ("sold", "sell"),
+    ("spent", "spend"),
+    ("lost", "lose"),
+    ("made", "make"),
+    ("began", "begin"),
+    ("begun", "begin"),
+    ("kept", "keep"),
+    ("led", "lead"),
+];
+
 /// The search terms of `text`, in order, repeats kept (term frequency counts them).
 pub fn terms(text: &str) -> Vec<String> {
     let stemmer = Stemmer::create(Algorithm::English);
     words(text)
         .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-        .map(|w| if w.chars().all(|c| c.is_ascii_digit()) { w } else { stemmer.stem(&w).into_owned() })
+        .map(|w| match LEMMAS.iter().find(|(form, _)| *form == w) {
+            Some((_, lemma)) => (*lemma).to_string(),
+            None if w.chars().all(|c| c.is_ascii_digit()) => w,
+            None => stemmer.stem(&w).into_owned(),
+        })
         .collect()
+}
+
+/// The lower-cased words of `text` that are not stop words, unstemmed.
+pub fn content_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    words(text).filter(|w| !STOP_WORDS.contains(&w.as_str()))
+}
+
+/// Share of the word trigrams of `query` (padded words that are not stop words) found in
+/// `text`: a spelling-tolerant overlap (0 – 1).
+pub fn trigram_overlap(query: &str, text: &str) -> f64 {
+    let grams = |t: &str| -> std::collections::BTreeSet<String> {
+        content_words(t)
+            .flat_map(|w| {
+                let padded: Vec<char> = std::iter::once('#').chain(w.chars()).chain(std::iter::once('#')).collect();
+                padded.windows(3).map(|g| g.iter().collect::<String>()).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let q = grams(query);
+    if q.is_empty() {
+        return 0.0;
+    }
+    let t = grams(text);
+    q.iter().filter(|g| t.contains(*g)).count() as f64 / q.len() as f64
 }
 
 /// The distinct search terms of `text`, sorted.
@@ -63,8 +112,15 @@ mod tests {
     #[test]
     fn terms_drop_stop_words_and_share_stems() {
         assert_eq!(terms("How did revenue grow by segment?"), ["revenu", "grow", "segment"]);
-        assert_eq!(terms("Revenue growth by segments"), ["revenu", "growth", "segment"]);
+        assert_eq!(terms("Revenue grew; growth by segments"), ["revenu", "grow", "grow", "segment"]);
         assert_eq!(terms("growing in 2024"), ["grow", "2024"]);
+    }
+
+    #[test]
+    fn trigram_overlap_tolerates_misspellings() {
+        // "segmnt": #se seg egm gmn mnt nt# ; "segment" has #se seg egm nt# → 4 of 6.
+        assert!((trigram_overlap("segmnt", "the Services segment") - 4.0 / 6.0).abs() < 1e-9);
+        assert_eq!(trigram_overlap("the", "anything"), 0.0);
     }
 
     #[test]
