@@ -399,10 +399,10 @@ async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_ha
         Arc::new(Verbose { bytes: 250 * 1024 }),
         Default::default(),
     ));
-    let _pollers = shared::engine::local::start(
+    let _pollers = shared::system::start(
         deps.clone(),
         &topology,
-        shared::engine::local::PollerConfig { wait: Duration::from_secs(1), default_concurrency: 4 },
+        shared::system::PollerConfig { wait: Duration::from_secs(1), default_concurrency: 4 },
     );
     let body = serde_json::json!({ "query": "bravo pair question" }).to_string();
     let r = shared::engine::handlers::handle_http(
@@ -429,7 +429,7 @@ async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_ha
 
     // SQS: a message over 1 MiB is refused before sending; one at the job limit is a batch
     // item failure, never a crash.
-    let big = message(&"x".repeat(shared::adapters::memory::MAX_MESSAGE_BYTES + 1), Duration::ZERO);
+    let big = message(&"x".repeat(shared::limits::SQS_MAX_MESSAGE_BYTES + 1), Duration::ZERO);
     assert!(matches!(queue.send(QueueId::route(), big).await, Err(QueueError::TooLarge(_))));
     let over_job_limit = "x".repeat(shared::jobs::MAX_JOB_BYTES + 1);
     let response = shared::engine::handlers::handle_sqs(

@@ -66,6 +66,7 @@
 //! the key being new (the first event under a key stays).
 
 use crate::contracts::OrchestratorOutput;
+use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_ITEMS};
 use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
@@ -81,10 +82,6 @@ use std::time::Duration;
 /// A DynamoDB item.
 type Item = HashMap<String, AttributeValue>;
 
-/// DynamoDB's item size limit (400 KB, counted as 1024-byte KB).
-pub const MAX_ITEM_BYTES: usize = 400 * 1024;
-/// DynamoDB's limit on actions in one transaction.
-pub const MAX_TRANSACT_ITEMS: usize = 100;
 /// How often `record_handoff` re-reads and retries after losing a fan-in race.
 const FANIN_ATTEMPTS: u32 = 8;
 /// How often a transaction cancelled only by `TransactionConflict` is sent.
@@ -250,9 +247,9 @@ impl DynamoStore {
     /// conflicts. A cancellation for any other reason comes back as its reasons, one per
     /// action, for the caller to interpret.
     async fn transact(&self, actions: Vec<TransactWriteItem>) -> Result<(), TxError> {
-        if actions.len() > MAX_TRANSACT_ITEMS {
+        if actions.len() > DYNAMODB_MAX_TRANSACT_ITEMS {
             return Err(TxError::Store(StoreError::TooLarge(format!(
-                "a transaction of {} items (DynamoDB allows {MAX_TRANSACT_ITEMS})",
+                "a transaction of {} items (DynamoDB allows {DYNAMODB_MAX_TRANSACT_ITEMS})",
                 actions.len()
             ))));
         }
@@ -627,9 +624,9 @@ fn item_size(item: &Item) -> usize {
 /// `TooLarge` when the item would not fit.
 fn check_size(what: &str, item: &Item) -> Result<(), StoreError> {
     let size = item_size(item);
-    if size > MAX_ITEM_BYTES {
+    if size > DYNAMODB_MAX_ITEM_BYTES {
         return Err(StoreError::TooLarge(format!(
-            "{what} item {} is about {size} bytes (DynamoDB allows {MAX_ITEM_BYTES})",
+            "{what} item {} is about {size} bytes (DynamoDB allows {DYNAMODB_MAX_ITEM_BYTES})",
             describe(item)
         )));
     }
@@ -1127,9 +1124,9 @@ mod tests {
     #[test]
     fn size_is_estimated_high_and_oversized_items_are_refused() {
         let mut q = query();
-        q.parsed.raw_query = "x".repeat(MAX_ITEM_BYTES);
+        q.parsed.raw_query = "x".repeat(DYNAMODB_MAX_ITEM_BYTES);
         let item = query_item(&q).expect("encodes");
-        assert!(item_size(&item) > MAX_ITEM_BYTES);
+        assert!(item_size(&item) > DYNAMODB_MAX_ITEM_BYTES);
         match check_size("query", &item) {
             Err(StoreError::TooLarge(message)) => assert!(message.contains("query item Q#"), "{message}"),
             other => panic!("expected TooLarge, got {other:?}"),
