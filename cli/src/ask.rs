@@ -33,6 +33,12 @@ pub async fn start_backend(
     match backend {
         Backend::Memory => {
             let agents = shared::agents::Agents::new(&manifest);
+            // A retriever without its index cannot answer anything: fail now, as a function's
+            // init does, naming the path.
+            let unusable = agents.retrievers().problems();
+            if !unusable.is_empty() {
+                anyhow::bail!("{}", unusable.join("\n"));
+            }
             for problem in agents.problems() {
                 eprintln!("switchyard: warning: {problem}");
             }
@@ -74,6 +80,13 @@ pub struct AskArgs {
     /// Where the queues and the state live.
     #[arg(long, value_enum, default_value_t = Backend::Memory)]
     pub backend: Backend,
+    /// Also print the query's event log (JSON, one event a line) on stderr.
+    #[arg(long)]
+    pub events: bool,
+    /// Years to retrieve from, comma separated (sent as `preferences.requested_years`; a
+    /// `retriever` agent then only considers documents of those years).
+    #[arg(long, value_delimiter = ',')]
+    pub years: Vec<u16>,
 }
 
 /// Arguments of `switchyard serve`.
@@ -153,7 +166,12 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
     let (deps, _pollers) = start_backend(args.backend, manifest, EngineSettings::default()).await?;
-    let body = serde_json::json!({ "query": args.question }).to_string();
+    let body = if args.years.is_empty() {
+        serde_json::json!({ "query": args.question })
+    } else {
+        serde_json::json!({ "query": args.question, "preferences": { "requested_years": args.years } })
+    }
+    .to_string();
     let response = handle_http(&deps, request("POST", "/v1/queries", Some(body), &args.user, &args.roles)?).await;
     let text = body_text(&response);
     if response.status_code >= 400 {
@@ -180,6 +198,11 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     // send the spans before the process exits (a no-op unless OTLP export is on).
     tokio::time::sleep(Duration::from_millis(50)).await;
     shared::telemetry::otlp::flush(Duration::from_secs(3)).await;
+    if args.events {
+        for e in &events {
+            eprintln!("{}", serde_json::json!({ "kind": e.kind, "key": e.key, "detail": e.detail }));
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&output)?);
     } else {
@@ -241,6 +264,9 @@ fn print_answer(
         );
     }
     println!("route       {}", route.join(" → "));
+    for e in events.iter().filter(|e| e.kind == EventKind::Step && e.detail["step"] == "retrieval") {
+        print_retrieval(&e.detail);
+    }
     if let Some(o) = &output.orchestration {
         print_orchestration(o);
     }
@@ -259,6 +285,14 @@ fn print_answer(
             r.confidence,
             r.fallback_for.as_ref().map(|f| format!("  (fallback for {f})")).unwrap_or_default()
         );
+    }
+    if let Some(r) = &output.reflection {
+        println!(
+            "reflection  score {:.2} (question {:.2} × {}, revised query {:.2} × {})",
+            r.score, r.original_score, r.original_weight, r.revised_score, r.revised_weight
+        );
+        println!("  applicability: {}", r.applicability_note);
+        println!("  uncertainty:   {}", r.uncertainty_note);
     }
     if !output.caveats.is_empty() {
         println!("caveats");
@@ -342,4 +376,36 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     println!("listening on http://{addr}");
     crate::serve::run(listener, deps).await?;
     Ok(0)
+}
+
+/// A retriever's attempts and merge, from its `retrieval` step event.
+fn print_retrieval(detail: &serde_json::Value) {
+    let r = &detail["retrieval"];
+    println!(
+        "retrieval   {} (year_mode {}{})",
+        detail["agent"].as_str().unwrap_or("?"),
+        r["year_mode"].as_str().unwrap_or("?"),
+        r["requested_years"]
+            .as_array()
+            .filter(|y| !y.is_empty())
+            .map(|y| format!(", years {}", y.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")))
+            .unwrap_or_default()
+    );
+    for a in r["attempts"].as_array().into_iter().flatten() {
+        println!(
+            "  {} {:<16} {}",
+            if a["accepted"].as_bool() == Some(true) { "✓" } else { "✗" },
+            a["setting"].as_str().unwrap_or("?"),
+            a["reason"].as_str().unwrap_or("")
+        );
+    }
+    let m = &r["merge"];
+    println!(
+        "  merge {} k={} : {} list entries → {} distinct chunks, recency boost {}",
+        m["strategy"].as_str().unwrap_or("?"),
+        m["k"],
+        m["listed"],
+        m["deduped"],
+        m["recency_boost"]
+    );
 }

@@ -10,6 +10,8 @@
 //!   the cost per million queries at us-east-1 prices next to Step Functions Standard.
 //! - `cold-start`: each function binary's init time (spawn → its first
 //!   `GET /2018-06-01/runtime/invocation/next` on a local Lambda Runtime API) and peak RSS.
+//! - `retrieval` ([`crate::bench_retrieval`]): a retriever's index build, file size, load and
+//!   query latency (default: the rag-manager example's corpus).
 //! - `all`: every suite; `requests` only when `AWS_ENDPOINT_URL` is set.
 
 use crate::ask::api_event;
@@ -51,7 +53,7 @@ pub const FUNCTIONS: [&str; 4] = ["intake", "router", "agent-worker", "synthesiz
 /// Options of `switchyard bench`.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
-    /// Manifest for `classify`.
+    /// Manifest for `classify` and `retrieval`.
     pub manifest: Option<PathBuf>,
     /// JSON lines instead of tables (pipeline, requests, cold-start).
     pub json: bool,
@@ -76,9 +78,10 @@ pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
         "pipeline" => pipeline(options).await,
         "requests" => requests(options).await,
         "cold-start" => cold_start(options),
+        "retrieval" => crate::bench_retrieval::run(options),
         "all" => {
             let mut code = 0;
-            for suite in ["classify", "pipeline", "cold-start"] {
+            for suite in ["classify", "pipeline", "cold-start", "retrieval"] {
                 code = code.max(Box::pin(run(suite, options)).await?);
             }
             if endpoint().is_some() {
@@ -89,7 +92,7 @@ pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
             Ok(code)
         }
         other => Err(anyhow::anyhow!(
-            "unknown benchmark `{other}`; available: classify, pipeline, requests, cold-start, all"
+            "unknown benchmark `{other}`; available: classify, pipeline, requests, cold-start, retrieval, all"
         )),
     }
 }

@@ -3,8 +3,10 @@
 
 mod ask;
 mod bench;
+mod bench_retrieval;
 mod classify_cmd;
 mod console;
+mod index_cmd;
 mod infra_cmd;
 mod ops_cmd;
 mod portable;
@@ -92,6 +94,9 @@ enum Command {
         #[arg(long)]
         manifest: Option<PathBuf>,
     },
+    /// Build the document index a `retriever` agent loads (`index build DIR --out PATH`).
+    #[command(subcommand)]
+    Index(index_cmd::IndexCommand),
     /// Check a manifest: a summary when valid, every problem (path, line, rule) when not.
     Validate {
         /// The manifest (default: ./routing.yaml).
@@ -198,6 +203,7 @@ async fn main() -> ExitCode {
             Ok(m) => setup_cmd::run(backend, &m, &table, &prefix, &mut std::io::stdout().lock()).await,
             Err(e) => Err(e),
         },
+        Command::Index(command) => index_cmd::run(command, &mut std::io::stdout().lock()),
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
         Command::Dlq { action } => {
             init_tracing(false);

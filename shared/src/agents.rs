@@ -11,6 +11,7 @@
 //!   Converse, an OpenAI-compatible endpoint, or the scripted model keyed by output-schema
 //!   name).
 //! - `http` and `lambda` ([`remote`]): the dispatch sent to the user's endpoint or function.
+//! - `retriever` ([`retriever`]): searches a document index built or loaded at init.
 //!
 //! [`ManifestAgents`] runs the in-process kinds; [`Agents`] is the full [`AgentRuntime`],
 //! built once per process with every client the manifest needs.
@@ -19,6 +20,7 @@ mod bedrock;
 pub mod http_client;
 pub mod llm;
 pub mod remote;
+pub mod retriever;
 pub mod schema;
 
 pub use bedrock::Bedrock;
@@ -37,6 +39,7 @@ pub struct Agents {
     llm: llm::LlmAgents,
     http: remote::HttpAgents,
     lambda: Arc<remote::LambdaAgents>,
+    retriever: Arc<retriever::RetrieverAgents>,
 }
 
 impl Agents {
@@ -48,6 +51,7 @@ impl Agents {
             llm: llm::LlmAgents::new(manifest, &http),
             http: remote::HttpAgents::new(manifest, &http),
             lambda: Arc::new(remote::LambdaAgents::default()),
+            retriever: Arc::new(retriever::RetrieverAgents::new(manifest)),
         }
     }
 
@@ -63,9 +67,17 @@ impl Agents {
         self
     }
 
-    /// Configuration problems to report at init (a provider with no base URL …).
+    /// Configuration problems to report at init (a provider with no base URL, a retriever
+    /// whose index is missing or corrupt …).
     pub fn problems(&self) -> Vec<String> {
-        self.llm.problems()
+        let mut problems = self.llm.problems();
+        problems.extend(self.retriever.problems());
+        problems
+    }
+
+    /// The retrievers' indexes.
+    pub fn retrievers(&self) -> &retriever::RetrieverAgents {
+        &self.retriever
     }
 }
 
@@ -85,6 +97,9 @@ impl AgentRuntime for Agents {
             AgentKind::Http => self.http.run(agent, agent.http.as_ref().ok_or_else(|| missing(agent))?, dispatch).await,
             AgentKind::Lambda => {
                 self.lambda.run(agent, agent.lambda.as_ref().ok_or_else(|| missing(agent))?, dispatch).await
+            }
+            AgentKind::Retriever => {
+                self.retriever.run(agent, agent.retriever.as_ref().ok_or_else(|| missing(agent))?, dispatch)
             }
         }
     }

@@ -355,6 +355,11 @@ pub struct OrchestratorOutput {
     /// evaluation and contradictions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orchestration: Option<Value>,
+    /// Extension: seed 001's reflection on the answer, for the UI: `applicability_note`,
+    /// `uncertainty_note` and the score behind them (original question 70 %, revised query
+    /// 30 %). Metadata, never part of `response_text`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection: Option<crate::retrieval::reflect::Reflection>,
 }
 
 /// Limits on what an agent may spend (seed 000 dispatch `payload.constraints`).

@@ -21,7 +21,9 @@
 //! - [`ports`]: `Store`, `Queue`, `Clock`, `AgentRuntime`.
 //! - [`adapters`]: in-memory (the embedded default), DynamoDB and SQS.
 //! - [`agents`]: the agent kinds (`builtin`, `scripted`, `llm` with its model providers,
-//!   `http`, `lambda`).
+//!   `http`, `lambda`, `retriever`).
+//! - [`retrieval`]: the embedded index, RRF, fallback order, rerank and reflection, as pure
+//!   code.
 //! - [`topology`]: the AWS resources a manifest needs (table, queues, env vars).
 //! - [`engine`]: the steps — intake, route, run-agent, fan-in, synthesize, deadline — and the
 //!   Lambda event handlers around them.
@@ -38,6 +40,7 @@ pub mod limits;
 pub mod manifest;
 pub mod plan;
 pub mod ports;
+pub mod retrieval;
 pub mod scope;
 pub mod system;
 pub mod telemetry;

@@ -159,6 +159,7 @@ pub fn output(query_id: &str) -> OrchestratorOutput {
         error: None,
         qc_report: None,
         orchestration: None,
+        reflection: None,
     }
 }
 

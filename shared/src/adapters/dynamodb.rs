@@ -1055,6 +1055,7 @@ mod tests {
             error: None,
             qc_report: None,
             orchestration: Some(serde_json::json!({"critique": {"accepted": true}})),
+            reflection: None,
         }
     }
 

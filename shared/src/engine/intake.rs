@@ -132,7 +132,7 @@ pub async fn submit(
     // The classifier's ranked intents (ids and scores only) go into the route event, so the
     // console can show the decision against its alternatives.
     let mut alternatives = Vec::new();
-    let (parsed, stage, scope) = match request.parsed {
+    let (mut parsed, stage, scope) = match request.parsed {
         Some(parsed) => (parsed, "pre-parsed", None),
         None => {
             let c = deps.classifier.classify(&request.text);
@@ -158,6 +158,16 @@ pub async fn submit(
             (parsed, "embedded", Some(scope))
         }
     };
+    // The caller's preferences (seed 001's `requested_years`, `recent_year_window`, …) reach
+    // the agents as the context field `preferences`.
+    if let Some(preferences) = request.preferences.filter(|p| p.is_object()) {
+        let mut context = match parsed.context.take() {
+            Some(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        context.insert("preferences".into(), preferences);
+        parsed.context = Some(serde_json::Value::Object(context));
+    }
     let intent = deps
         .manifest
         .intent(&parsed.intent)

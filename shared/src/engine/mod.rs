@@ -41,6 +41,7 @@ pub mod effects;
 pub mod handlers;
 pub mod intake;
 pub mod listing;
+pub mod reflection;
 pub mod router;
 pub mod synth;
 pub mod worker;

@@ -108,6 +108,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         let handoffs = deps.store.list_handoffs(query_id).await?;
         let manifest = deps.manifest_for(&claimed).await?;
         let mut output = build_output(deps, &manifest, &claimed, &handoffs, deadline_passed);
+        output.reflection = super::reflection::reflect(&manifest, &claimed, &handoffs, &output);
         fit_output(&mut output);
         let mut done = claimed.clone();
         done.status = QueryStatus::Done;
@@ -124,6 +125,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
                     "final_reason": output.final_reason,
                     "citations": output.citations.len(),
                     "agents": output.agents_dispatched.len(),
+                    "reflection_score": output.reflection.as_ref().map(|r| r.score),
                 }),
             ),
             deps.event(
@@ -657,6 +659,7 @@ pub fn build_output(
         error,
         qc_report,
         orchestration,
+        reflection: None,
     }
 }
 
@@ -690,5 +693,6 @@ fn out_of_scope_output(
         }),
         qc_report: None,
         orchestration: None,
+        reflection: None,
     }
 }

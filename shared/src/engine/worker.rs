@@ -25,7 +25,7 @@ use crate::jobs::Job;
 use crate::limits::{MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT};
 use crate::manifest::{Agent, Fallback, Manifest};
 use crate::plan::{DispatchRole, PlannedDispatch};
-use crate::ports::{AgentReply, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
+use crate::ports::{AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -530,7 +530,19 @@ async fn finalize(
             "fallback_for": planned.fallback_for,
         }),
     );
-    match deps.store.record_handoff(&record, &[event]).await {
+    let mut events = vec![event];
+    // An agent that reports how it retrieved (`primary_output.retrieval`: attempts, merge)
+    // gets that into the event log beside its handoff.
+    if let Some(r) = h.result.primary_output.get("retrieval").filter(|_| h.execution.status.is_usable()) {
+        events.push(deps.event(
+            query,
+            Entry::Step { kind: EventKind::Step, name: "retrieval" },
+            stage,
+            &h.dispatch_id,
+            json!({ "step": "retrieval", "agent": h.agent_id, "dispatch_id": h.dispatch_id, "retrieval": r }),
+        ));
+    }
+    match deps.store.record_handoff(&record, &events).await {
         Ok(HandoffWrite::Recorded { completed }) => {
             info!(agent = %h.agent_id, status = ?h.execution.status, "handoff recorded");
             let outcome = serde_json::to_value(h.execution.status).ok();

@@ -13,6 +13,7 @@
 mod duration;
 mod kinds;
 mod modes;
+mod retrieval;
 mod validate;
 
 pub use duration::Dur;
@@ -20,6 +21,7 @@ pub use kinds::{HttpSettings, LambdaSettings, LlmSettings, OutputSchema, Provide
 pub use modes::{
     CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings,
 };
+pub use retrieval::{ReflectionSettings, RetrievalAttempt, RetrievalMode, RetrieverSettings};
 pub use validate::{validate, Problem};
 
 use crate::contracts::{CitationSourceType, EntityType, HandoffStatus};
@@ -86,6 +88,10 @@ pub struct Manifest {
     /// Gazetteers and patterns per entity type.
     #[serde(default)]
     pub entities: BTreeMap<EntityType, EntitySpec>,
+    /// Folder of the file the manifest was loaded from; relative paths in it (a retriever's
+    /// corpus or index) are resolved against it. Not part of the YAML.
+    #[serde(skip)]
+    pub base_dir: Option<std::path::PathBuf>,
 }
 
 /// Limits and defaults for incoming queries.
@@ -359,6 +365,8 @@ pub enum AgentKind {
     Http,
     /// Invokes the user's Lambda function with the dispatch and reads the handoff it returns.
     Lambda,
+    /// Searches a document index and answers with ranked chunks as evidence.
+    Retriever,
 }
 
 impl AgentKind {
@@ -370,6 +378,7 @@ impl AgentKind {
             AgentKind::Llm => "llm",
             AgentKind::Http => "http",
             AgentKind::Lambda => "lambda",
+            AgentKind::Retriever => "retriever",
         }
     }
 }
@@ -425,6 +434,9 @@ pub struct Agent {
     /// Settings of a `lambda` agent.
     #[serde(default)]
     pub lambda: Option<LambdaSettings>,
+    /// Settings of a `retriever` agent.
+    #[serde(default)]
+    pub retriever: Option<RetrieverSettings>,
 }
 
 fn default_required_confidence() -> f64 {
@@ -573,6 +585,9 @@ pub struct Route {
     /// Guardrails and coherence check (seed 001).
     #[serde(default)]
     pub guardrails: Option<GuardrailSettings>,
+    /// Reflection on the answer after synthesis (seed 001).
+    #[serde(default)]
+    pub reflection: Option<ReflectionSettings>,
 }
 
 impl Route {
@@ -699,7 +714,20 @@ impl Manifest {
             file: file.clone(),
             problems: vec![Problem { path: String::new(), line: None, message: format!("cannot read the file: {e}") }],
         })?;
-        Manifest::from_yaml(&text, &file)
+        let mut manifest = Manifest::from_yaml(&text, &file)?;
+        manifest.base_dir =
+            path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p }.to_path_buf());
+        Ok(manifest)
+    }
+
+    /// `path` resolved against the manifest's folder (as is when absolute, or when the
+    /// manifest was not loaded from a file).
+    pub fn resolve(&self, path: &str) -> std::path::PathBuf {
+        let p = Path::new(path);
+        match &self.base_dir {
+            Some(base) if p.is_relative() => base.join(p),
+            _ => p.to_path_buf(),
+        }
     }
 
     /// The manifest embedded in the binary ([`EMBEDDED_ROUTING_YAML`]).

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 mod ext;
+mod retrieval;
 mod suggest;
 
 /// One problem in a manifest: where (YAML path, and line when the parser knows it) and what.
@@ -68,6 +69,7 @@ pub fn validate(manifest: &Manifest) -> Vec<Problem> {
     check.entities();
     check.providers();
     check.cascade();
+    check.reflections();
     check.problems
 }
 
@@ -360,6 +362,7 @@ impl<'m> Check<'m> {
             ("llm", agent.llm.is_some()),
             ("http", agent.http.is_some()),
             ("lambda", agent.lambda.is_some()),
+            ("retriever", agent.retriever.is_some()),
         ];
         for (block, present) in blocks {
             if block == kind && !present {
@@ -386,6 +389,7 @@ impl<'m> Check<'m> {
             self.unit_interval(format!("agents[{i}].scripted.confidence"), "confidence", confidence);
         }
         self.remote_kinds(i, agent);
+        self.retriever(i, agent);
     }
 
     /// Follows each agent's effective fallback; a chain that comes back to an agent is a loop.

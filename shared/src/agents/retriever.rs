@@ -1,0 +1,263 @@
+//! The `retriever` agent kind: searches its index and answers with the ranked chunks as
+//! evidence (each cited by `chunk_id`), an extractive answer built from them, and the
+//! retrieval's attempts and merge in `primary_output.retrieval` (the worker copies that into
+//! the event log).
+//!
+//! Each retriever's index is built (from `corpus`) or loaded (from `index`) once, when the
+//! runtime is built — at function init — so a missing or corrupt index is reported then, with
+//! its path, through [`RetrieverAgents::problems`], never at the first query.
+
+use crate::contracts::AgentDispatch;
+use crate::manifest::{Agent, Manifest, RetrieverSettings};
+use crate::ports::{AgentError, AgentReply};
+use crate::retrieval::search::{compose, confidence, retrieve, Request};
+use crate::retrieval::Index;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Longest question searched, in characters (intake already bounds queries; this bounds a
+/// revised query coming from a model).
+const MAX_QUERY_CHARS: usize = 2_000;
+/// Most years a request may ask for.
+const MAX_REQUESTED_YEARS: usize = 20;
+
+/// The indexes of every `retriever` agent of a manifest.
+#[derive(Debug, Clone, Default)]
+pub struct RetrieverAgents {
+    indexes: HashMap<String, Result<Arc<Index>, String>>,
+}
+
+impl RetrieverAgents {
+    /// Build or load each retriever's index.
+    pub fn new(manifest: &Manifest) -> RetrieverAgents {
+        let mut indexes = HashMap::new();
+        for agent in &manifest.agents {
+            let Some(s) = &agent.retriever else { continue };
+            let index = match (&s.corpus, &s.index) {
+                (Some(dir), _) => Index::from_folder(&manifest.resolve(dir), s.chunking),
+                (None, Some(file)) => Index::load(&manifest.resolve(file)),
+                (None, None) => {
+                    indexes.insert(agent.id.clone(), Err("no `corpus` or `index` is set".to_string()));
+                    continue;
+                }
+            };
+            indexes.insert(agent.id.clone(), index.map(Arc::new).map_err(|e| e.to_string()));
+        }
+        RetrieverAgents { indexes }
+    }
+
+    /// One line per retriever whose index could not be built or loaded.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .indexes
+            .iter()
+            .filter_map(|(id, r)| r.as_ref().err().map(|e| format!("retriever `{id}`: {e}")))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The index of retriever `id`, once built.
+    pub fn index(&self, id: &str) -> Option<&Arc<Index>> {
+        self.indexes.get(id).and_then(|r| r.as_ref().ok())
+    }
+
+    /// Search and answer.
+    pub fn run(
+        &self,
+        agent: &Agent,
+        s: &RetrieverSettings,
+        dispatch: &AgentDispatch,
+    ) -> Result<AgentReply, AgentError> {
+        let index = match self.indexes.get(&agent.id) {
+            Some(Ok(index)) => index,
+            Some(Err(e)) => return Err(AgentError { message: e.clone(), recoverable: false }),
+            None => {
+                return Err(AgentError {
+                    message: format!("retriever `{}` has no index in this runtime", agent.id),
+                    recoverable: false,
+                })
+            }
+        };
+        let req = request(&dispatch.payload.context).map_err(|message| AgentError { message, recoverable: false })?;
+        let found = retrieve(index, &req, s);
+        let conf = confidence(&found);
+        let answer = compose(&req, &found.candidates, s.answer_sentences);
+        let (status, response) = match answer {
+            Some(text) => ("success", text),
+            None => (
+                "partial",
+                if req.requested_years.is_empty() {
+                    "The documents hold nothing that answers this question.".to_string()
+                } else {
+                    format!(
+                        "The documents of {} hold nothing that answers this question.",
+                        years_text(&req.requested_years)
+                    )
+                },
+            ),
+        };
+        let evidence: Vec<Value> = found
+            .candidates
+            .iter()
+            .map(|c| {
+                json!({
+                    "source_type": agent.citation_source,
+                    "source_id": c.chunk_id,
+                    "text": c.text,
+                    "relevance": (c.score * 1000.0).round() / 1000.0,
+                })
+            })
+            .collect();
+        let candidates: Vec<Value> = found
+            .candidates
+            .iter()
+            .map(|c| {
+                json!({
+                    "chunk_id": c.chunk_id, "score": c.score, "source": c.source, "date": c.date,
+                    "title": c.title, "rrf": c.rrf, "match_score": c.match_score, "recency": c.recency,
+                })
+            })
+            .collect();
+        let caveats: Vec<String> = found
+            .attempts
+            .iter()
+            .filter(|a| !a.accepted)
+            .map(|a| format!("retrieval setting `{}`: {}", a.setting, a.reason))
+            .collect();
+        Ok(AgentReply::Answer(json!({
+            "status": status,
+            "primary_output": {
+                "response": response,
+                "candidates": candidates,
+                "retrieval": {
+                    "year_mode": found.year_mode,
+                    "requested_years": found.requested_years,
+                    "recent_year_window": found.recent_year_window,
+                    "attempts": found.attempts,
+                    "merge": found.merge,
+                },
+            },
+            "confidence": conf,
+            "evidence": evidence,
+            "caveats": caveats,
+            "model_used": "retriever",
+        })))
+    }
+}
+
+fn years_text(years: &[i32]) -> String {
+    years.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The request in a dispatch's context: `question`, `revised_query`, and seed 001's
+/// `requested_years` / `recent_year_window` (top level or under `preferences`).
+pub fn request(context: &Value) -> Result<Request, String> {
+    let question = context.get("question").and_then(Value::as_str).unwrap_or("").trim().to_string();
+    if question.is_empty() {
+        return Err("the dispatch has no `question` to search for".into());
+    }
+    let revised = match context.get("revised_query") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.trim().to_string()),
+        Some(other) => return Err(format!("`revised_query` must be text, got {}", kind(other))),
+    };
+    for (name, text) in [("question", Some(&question)), ("revised_query", revised.as_ref())] {
+        if let Some(t) = text {
+            if t.chars().count() > MAX_QUERY_CHARS {
+                return Err(format!("`{name}` is longer than {MAX_QUERY_CHARS} characters"));
+            }
+        }
+    }
+    let pref = |key: &str| {
+        context.get("preferences").and_then(|p| p.get(key)).or_else(|| context.get(key)).filter(|v| !v.is_null())
+    };
+    let requested_years = match pref("requested_years") {
+        None => vec![],
+        Some(Value::Array(items)) => {
+            if items.len() > MAX_REQUESTED_YEARS {
+                return Err(format!("`requested_years` lists {} years; at most {MAX_REQUESTED_YEARS}", items.len()));
+            }
+            let mut years = Vec::with_capacity(items.len());
+            for item in items {
+                let year = match item {
+                    Value::Number(n) => n.as_i64(),
+                    Value::String(s) => s.trim().parse::<i64>().ok(),
+                    _ => None,
+                };
+                match year.filter(|y| (1900..=2200).contains(y)) {
+                    Some(y) => years.push(y as i32),
+                    None => return Err(format!("`requested_years` must hold years 1900 – 2200, got {item}")),
+                }
+            }
+            years.sort();
+            years.dedup();
+            years
+        }
+        Some(other) => return Err(format!("`requested_years` must be a list of years, got {}", kind(other))),
+    };
+    let recent_year_window = match pref("recent_year_window") {
+        None => None,
+        Some(v) => match v.as_u64().filter(|n| *n <= 50) {
+            Some(n) => Some(n as u32),
+            None => return Err(format!("`recent_year_window` must be a whole number of years 0 – 50, got {v}")),
+        },
+    };
+    Ok(Request { question, revised_query: revised, requested_years, recent_year_window })
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "text",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn years_come_from_preferences_or_the_top_level_and_bad_ones_name_the_field() {
+        let r =
+            request(&json!({"question": "q", "preferences": {"requested_years": [2024, "2023", 2024]}})).expect("ok");
+        assert_eq!(r.requested_years, [2023, 2024]);
+        let r = request(&json!({"question": "q", "requested_years": [], "recent_year_window": 2})).expect("ok");
+        assert!(r.requested_years.is_empty());
+        assert_eq!(r.recent_year_window, Some(2));
+        for (ctx, message) in [
+            (
+                json!({"question": "q", "requested_years": "2024"}),
+                "`requested_years` must be a list of years, got text",
+            ),
+            (
+                json!({"question": "q", "requested_years": [1066]}),
+                "`requested_years` must hold years 1900 – 2200, got 1066",
+            ),
+            (
+                json!({"question": "q", "requested_years": [true]}),
+                "`requested_years` must hold years 1900 – 2200, got true",
+            ),
+            (
+                json!({"question": "q", "recent_year_window": -1}),
+                "`recent_year_window` must be a whole number of years 0 – 50, got -1",
+            ),
+            (json!({"question": "q", "revised_query": 7}), "`revised_query` must be text, got a number"),
+            (json!({"question": "  "}), "the dispatch has no `question` to search for"),
+            (json!({}), "the dispatch has no `question` to search for"),
+        ] {
+            assert_eq!(request(&ctx).expect_err("bad"), message, "{ctx}");
+        }
+        let many: Vec<i32> = (2000..2030).collect();
+        let e = request(&json!({"question": "q", "requested_years": many})).expect_err("too many");
+        assert!(e.contains("at most 20"), "{e}");
+        let long = "x".repeat(MAX_QUERY_CHARS + 1);
+        let e = request(&json!({"question": long})).expect_err("too long");
+        assert_eq!(e, format!("`question` is longer than {MAX_QUERY_CHARS} characters"));
+    }
+}

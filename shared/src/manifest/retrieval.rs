@@ -1,0 +1,152 @@
+//! Settings of the `retriever` agent kind and of a route's `reflection` step (seeds 001 and
+//! 003). What they do is described in `docs/retrieval.md`.
+
+use crate::retrieval::Chunking;
+use serde::{Deserialize, Serialize};
+
+/// A `retriever` agent: searches an embedded index and answers with ranked chunks as evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrieverSettings {
+    /// Folder of documents, indexed when the process starts (relative paths are relative to
+    /// the manifest's folder). One of `corpus` and `index`.
+    #[serde(default)]
+    pub corpus: Option<String>,
+    /// Index file written by `switchyard index build`, loaded when the process starts.
+    #[serde(default)]
+    pub index: Option<String>,
+    /// How `corpus` documents are cut into chunks.
+    #[serde(default)]
+    pub chunking: Chunking,
+    /// Chunks in the answer's evidence.
+    #[serde(default = "default_top_k")]
+    pub top_k: usize,
+    /// Chunks taken from each ranked list before fusion.
+    #[serde(default = "default_candidates")]
+    pub candidates: usize,
+    /// RRF constant `k`.
+    #[serde(default = "default_rrf_k")]
+    pub rrf_k: f64,
+    /// Weight of the recency boost in the rerank (0 – 1).
+    #[serde(default = "default_recency_boost")]
+    pub recency_boost: f64,
+    /// Years over which the recency boost fades to nothing (seed 001's `recent_year_window`);
+    /// a request's `recent_year_window` overrides it.
+    #[serde(default = "default_recent_year_window")]
+    pub recent_year_window: u32,
+    /// Retrieval settings tried in order until one finds enough candidates (seed 003's
+    /// fallback ordering).
+    #[serde(default = "default_attempts")]
+    pub attempts: Vec<RetrievalAttempt>,
+    /// Sentences in the extractive answer.
+    #[serde(default = "default_answer_sentences")]
+    pub answer_sentences: usize,
+}
+
+fn default_top_k() -> usize {
+    5
+}
+fn default_candidates() -> usize {
+    20
+}
+fn default_rrf_k() -> f64 {
+    crate::retrieval::rrf::DEFAULT_K
+}
+fn default_recency_boost() -> f64 {
+    0.1
+}
+fn default_recent_year_window() -> u32 {
+    3
+}
+fn default_answer_sentences() -> usize {
+    3
+}
+
+/// Seed 003's order: hybrid with a high threshold, hybrid with a lower one, vector only.
+pub fn default_attempts() -> Vec<RetrievalAttempt> {
+    vec![
+        RetrievalAttempt {
+            name: "hybrid_strict".into(),
+            mode: RetrievalMode::Hybrid,
+            min_score: 0.75,
+            min_candidates: 2,
+        },
+        RetrievalAttempt {
+            name: "hybrid_relaxed".into(),
+            mode: RetrievalMode::Hybrid,
+            min_score: 0.4,
+            min_candidates: 1,
+        },
+        RetrievalAttempt { name: "vector_only".into(), mode: RetrievalMode::Dense, min_score: 0.12, min_candidates: 1 },
+    ]
+}
+
+/// Which ranked lists an attempt fuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetrievalMode {
+    /// BM25 and vector lists, fused with RRF.
+    Hybrid,
+    /// BM25 lists only.
+    Sparse,
+    /// Vector lists only.
+    Dense,
+}
+
+impl RetrievalMode {
+    /// The name written in the manifest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetrievalMode::Hybrid => "hybrid",
+            RetrievalMode::Sparse => "sparse",
+            RetrievalMode::Dense => "dense",
+        }
+    }
+}
+
+/// One retrieval setting of the fallback order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrievalAttempt {
+    /// Name shown in the event log.
+    pub name: String,
+    /// Lists fused.
+    pub mode: RetrievalMode,
+    /// Threshold a candidate must reach (0 – 1): for `hybrid`/`sparse` the share of the query's
+    /// terms the chunk contains, for `dense` the cosine similarity.
+    pub min_score: f64,
+    /// Candidates that must pass for the attempt to be accepted.
+    #[serde(default = "one")]
+    pub min_candidates: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// Seed 001's reflection after synthesis: the answer is scored against the original question
+/// and the planner's revised query, and the output gets `applicability_note` and
+/// `uncertainty_note`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReflectionSettings {
+    /// Weight of the original question (seed 001: 0.70).
+    #[serde(default = "default_original_weight")]
+    pub original_weight: f64,
+    /// Weight of the revised query (seed 001: 0.30).
+    #[serde(default = "default_revised_weight")]
+    pub revised_weight: f64,
+}
+
+impl Default for ReflectionSettings {
+    fn default() -> Self {
+        ReflectionSettings { original_weight: default_original_weight(), revised_weight: default_revised_weight() }
+    }
+}
+
+fn default_original_weight() -> f64 {
+    0.7
+}
+fn default_revised_weight() -> f64 {
+    0.3
+}
