@@ -284,7 +284,13 @@ async fn simulate(
     let epoch = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").map(|t| t.to_utc()).unwrap_or_default();
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::starting_at(epoch));
     let topology = Topology::for_manifest(&manifest);
-    let memory_store = Arc::new(MemoryStore::new(clock.clone()));
+    let lost = {
+        let chaos = chaos.clone();
+        Arc::new(move |_query_id: &str| {
+            chaos.roll(chaos.faults.lost_fan_in_answer, "a fan-in write's answer is lost; the write is sent again")
+        })
+    };
+    let memory_store = Arc::new(MemoryStore::new(clock.clone()).with_lost_fan_in_answers(lost));
     let memory_queue = Arc::new(MemoryQueue::new(&topology));
     let store = Arc::new(ChaosStore::new(memory_store.clone(), chaos.clone()));
     let queue = Arc::new(ChaosQueue::new(memory_queue.clone(), chaos.clone()));
