@@ -4,9 +4,9 @@
 
 use serde_json::json;
 use shared::engine::handlers::handle_http;
-use shared::engine::local::Embedded;
 use shared::engine::EngineSettings;
 use shared::ports::Store;
+use shared::system::Embedded;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use switchyard_tests::*;

@@ -190,6 +190,28 @@ async fn dynamodb_fan_in_from_two_tasks_keeps_both_slots() {
     }
 }
 
+/// GIVEN two slots, where a's handoff arrived first and b's completed the set, WHEN a's fan-in
+/// update is sent again (its first answer lost, as the SDK retries), THEN the retry reports the
+/// set as a's first write left it — not complete — and changes nothing: one writer completed it.
+#[tokio::test]
+async fn dynamodb_fan_in_retried_after_a_lost_answer_does_not_complete_the_set_twice() {
+    use shared::ports::HandoffWrite;
+    use std::collections::BTreeSet;
+    let store = store().await;
+    let q = store_contract::query(&store_contract::new_id(), None);
+    store.create_query(&q, &[]).await.expect("create");
+    let a = store_contract::handoff(&q.query_id, "d-a", Some("d-a"));
+    let b = store_contract::handoff(&q.query_id, "d-b", Some("d-b"));
+    let first = store.record_handoff(&a, &[]).await.expect("a");
+    let second = store.record_handoff(&b, &[]).await.expect("b");
+    let both = BTreeSet::from(["d-a".to_string(), "d-b".to_string()]);
+    assert_eq!(first, HandoffWrite::Recorded { completed: BTreeSet::from(["d-a".to_string()]) });
+    assert_eq!(second, HandoffWrite::Recorded { completed: both.clone() });
+    let retried = store.arrive(&q.query_id, "d-a", "d-a", a.expires_at).await.expect("retry");
+    assert_eq!(retried, BTreeSet::from(["d-a".to_string()]), "the retry does not see the set it did not complete");
+    assert_eq!(store.get_query(&q.query_id).await.expect("read").expect("present").completed, both);
+}
+
 #[tokio::test]
 async fn dynamodb_refuses_a_second_finish() {
     store_contract::finishing_a_query_twice_fails_the_second_time(&store().await).await;
@@ -289,6 +311,33 @@ async fn sqs_delivers_a_message_with_its_attributes_and_deletes_it() {
     assert!(queue.receive(QueueId::synth(), 10, Duration::ZERO).await.expect("receive").is_empty());
     let counts = queue.counts();
     assert_eq!((counts.sends, counts.receives, counts.deletes), (1, 2, 1));
+}
+
+/// GIVEN twelve messages for one queue, WHEN they are sent as a batch, THEN two
+/// `SendMessageBatch` requests carry them (ten at most each) and every one arrives once.
+#[tokio::test]
+async fn sqs_sends_a_batch_in_requests_of_ten_and_delivers_every_message() {
+    let queue = queue(false).await;
+    let messages: Vec<_> = (0..12).map(|i| message(&format!("batch-{i}"), Duration::ZERO)).collect();
+    let ids = queue.send_batch(QueueId::tier(2), messages).await.expect("send_batch");
+    assert_eq!(ids.len(), 12);
+    assert_eq!(ids.iter().collect::<std::collections::BTreeSet<_>>().len(), 12, "distinct ids");
+    let counts = queue.counts();
+    assert_eq!((counts.sends, counts.messages_sent), (2, 12));
+    let mut bodies = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        for m in queue.receive(QueueId::tier(2), 10, Duration::from_secs(1)).await.expect("receive") {
+            assert_eq!(m.attributes, message("", Duration::ZERO).attributes, "attributes arrive with each");
+            bodies.insert(m.body.clone());
+            queue.delete(QueueId::tier(2), &m.receipt_handle).await.expect("delete");
+        }
+        if bodies.len() == 12 {
+            break;
+        }
+    }
+    assert_eq!(bodies, (0..12).map(|i| format!("batch-{i}")).collect());
+    let oversized = vec![message("small", Duration::ZERO), message(&"x".repeat(300 * 1024), Duration::ZERO)];
+    assert!(matches!(queue.send_batch(QueueId::tier(2), oversized).await, Err(shared::ports::QueueError::TooLarge(_))));
 }
 
 #[tokio::test]
@@ -402,10 +451,10 @@ async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_ha
         Arc::new(Verbose { bytes: 250 * 1024 }),
         Default::default(),
     ));
-    let _pollers = shared::engine::local::start(
+    let _pollers = shared::system::start(
         deps.clone(),
         &topology,
-        shared::engine::local::PollerConfig { wait: Duration::from_secs(1), default_concurrency: 4 },
+        shared::system::PollerConfig { wait: Duration::from_secs(1), default_concurrency: 4 },
     );
     let body = serde_json::json!({ "query": "bravo pair question" }).to_string();
     let r = shared::engine::handlers::handle_http(
@@ -432,7 +481,7 @@ async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_ha
 
     // SQS: a message over 1 MiB is refused before sending; one at the job limit is a batch
     // item failure, never a crash.
-    let big = message(&"x".repeat(shared::adapters::memory::MAX_MESSAGE_BYTES + 1), Duration::ZERO);
+    let big = message(&"x".repeat(shared::limits::SQS_MAX_MESSAGE_BYTES + 1), Duration::ZERO);
     assert!(matches!(queue.send(QueueId::route(), big).await, Err(QueueError::TooLarge(_))));
     let over_job_limit = "x".repeat(shared::jobs::MAX_JOB_BYTES + 1);
     let response = shared::engine::handlers::handle_sqs(

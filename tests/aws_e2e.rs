@@ -7,11 +7,11 @@ use serde_json::json;
 use shared::adapters::aws::ensure_resources;
 use shared::adapters::faults::{FaultyQueue, QueueFaults};
 use shared::contracts::{HandoffStatus, OutputStatus};
-use shared::engine::aws::AwsSystem;
 use shared::engine::handlers::handle_http;
-use shared::engine::local::{start, PollerConfig};
 use shared::engine::{Deps, EngineSettings};
 use shared::ports::{EventKind, Queue};
+use shared::system::AwsSystem;
+use shared::system::{start, PollerConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_tests::endpoint;
@@ -39,7 +39,7 @@ async fn setup() -> Setup {
     Setup { system }
 }
 
-fn pollers(deps: Arc<Deps>, system: &AwsSystem) -> shared::engine::local::Pollers {
+fn pollers(deps: Arc<Deps>, system: &AwsSystem) -> shared::system::Pollers {
     start(deps, &system.topology, PollerConfig { wait: Duration::from_secs(1), default_concurrency: 8 })
 }
 

@@ -359,7 +359,7 @@ fn faulty(
     let port = Arc::new(FaultyQueue::new(queue.clone(), faults, seed));
     let deps =
         shared::engine::Deps::new(manifest, observed.clone(), port, clock, agents, Default::default()).with_seed(seed);
-    let system = shared::engine::local::Embedded { deps: Arc::new(deps), store, queue, topology };
+    let system = shared::system::Embedded { deps: Arc::new(deps), store, queue, topology };
     (Harness::from_system(system), observed)
 }
 

@@ -5,18 +5,19 @@
 
 use serde_json::json;
 use shared::adapters::faults::{FaultyQueue, QueueFaults};
-use shared::adapters::memory::{MemoryQueue, MemoryStore, MAX_MESSAGE_BYTES};
+use shared::adapters::memory::{MemoryQueue, MemoryStore};
 use shared::agents::ManifestAgents;
 use shared::contracts::{AgentDispatch, HandoffStatus, OrchestratorOutput, OutputStatus};
 use shared::engine::handlers::{handle_http, handle_sqs, Function};
-use shared::engine::local::{invoke, Embedded, PollerConfig, Pollers};
 use shared::engine::Deps;
 use shared::jobs::{Job, JobMessage};
+use shared::limits::{DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
 use shared::manifest::{Agent, Manifest};
 use shared::ports::{
     AgentError, AgentReply, AgentRuntime, Event, EventKind, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord,
     QueryStatus, Queue, QueueDepth, QueueError, QueueId, ReceivedMessage, Store, StoreError, TokioClock,
 };
+use shared::system::{invoke, Embedded, PollerConfig, Pollers};
 use shared::topology::Topology;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -729,7 +730,7 @@ async fn payloads_at_the_sqs_and_dynamodb_limits_are_handled_as_documented() {
     let output = rig.output(&id).await;
     assert_eq!(output.status, OutputStatus::Success);
     let handoff = &rig.system.store.list_handoffs(&id).await.expect("handoffs")[0];
-    assert!(serde_json::to_vec(handoff).expect("json").len() < shared::adapters::memory::MAX_ITEM_BYTES);
+    assert!(serde_json::to_vec(handoff).expect("json").len() < DYNAMODB_MAX_ITEM_BYTES);
     assert!(output.caveats.iter().any(|c| c.contains("record limit")), "{:?}", output.caveats);
 
     // Two 250 KB answers fit one item each, but not together in the output.
@@ -737,15 +738,18 @@ async fn payloads_at_the_sqs_and_dynamodb_limits_are_handled_as_documented() {
     let id = rig.submit("bravo pair question").await;
     let output = rig.output(&id).await;
     assert_eq!(output.status, OutputStatus::Success);
-    assert!(serde_json::to_vec(&output).expect("json").len() < shared::adapters::memory::MAX_ITEM_BYTES);
+    assert!(serde_json::to_vec(&output).expect("json").len() < DYNAMODB_MAX_ITEM_BYTES);
     assert!(output.caveats.iter().any(|c| c.contains("shortened")), "{:?}", output.caveats);
 
-    // SQS: a message over 1 MiB is refused by the queue; a body over the job limit is a batch
+    // SQS: a message over 256 KiB is refused by the queue; a body over the job limit is a batch
     // item failure, never a crash.
-    let big =
-        OutgoingMessage { body: "x".repeat(MAX_MESSAGE_BYTES + 1), delay: Duration::ZERO, attributes: BTreeMap::new() };
+    let big = OutgoingMessage {
+        body: "x".repeat(SQS_MAX_MESSAGE_BYTES + 1),
+        delay: Duration::ZERO,
+        attributes: BTreeMap::new(),
+    };
     assert!(matches!(rig.system.queue.send(QueueId::route(), big).await, Err(QueueError::TooLarge(_))));
-    let at_limit = "x".repeat(MAX_MESSAGE_BYTES);
+    let at_limit = "x".repeat(SQS_MAX_MESSAGE_BYTES);
     let response = handle_sqs(rig.deps(), Function::Router, sqs_event(&[&at_limit])).await.expect("handled");
     assert_eq!(response.batch_item_failures.len(), 1);
 }
@@ -832,7 +836,7 @@ async fn a_throttled_function_delays_its_messages_and_drops_none() {
     let rig = rig();
     let mut throttled = rig.system.topology.clone();
     throttled.queues.retain(|q| q.id != QueueId::tier(2)); // tier 2's worker has no concurrency
-    let _others = shared::engine::local::start(rig.deps().clone(), &throttled, PollerConfig::default());
+    let _others = shared::system::start(rig.deps().clone(), &throttled, PollerConfig::default());
     let mut ids = Vec::new();
     for _ in 0..10 {
         ids.push(rig.submit("alpha steady question").await);
@@ -847,7 +851,7 @@ async fn a_throttled_function_delays_its_messages_and_drops_none() {
     let mut tier2 = rig.system.topology.clone();
     tier2.queues.retain(|q| q.id == QueueId::tier(2));
     tier2.queues[0].reserved_concurrency = Some(1); // the throttle lifts to one at a time
-    let _worker = shared::engine::local::start(rig.deps().clone(), &tier2, PollerConfig::default());
+    let _worker = shared::system::start(rig.deps().clone(), &tier2, PollerConfig::default());
     for id in &ids {
         assert_eq!(rig.output(id).await.status, OutputStatus::Success);
     }

@@ -11,9 +11,9 @@
 use proptest::prelude::*;
 use serde_json::Value;
 use shared::engine::handlers::{handle_sqs, Function};
-use shared::engine::local::Embedded;
 use shared::jobs::{Job, JobError, JobMessage};
 use shared::manifest::{validate, Manifest, EMBEDDED_ROUTING_YAML};
+use shared::system::Embedded;
 use shared::validation::validate_request;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};

@@ -11,8 +11,8 @@
 mod infra_cmd;
 
 use shared::manifest::{Manifest, EMBEDDED_ROUTING_YAML};
-use shared::sam;
 use std::path::{Path, PathBuf};
+use switchyard_infra as sam;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

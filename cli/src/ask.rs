@@ -7,9 +7,9 @@
 use clap::Args;
 use shared::contracts::{OrchestratorOutput, OutputStatus};
 use shared::engine::handlers::handle_http;
-use shared::engine::local::{Embedded, PollerConfig};
 use shared::engine::EngineSettings;
 use shared::ports::EventKind;
+use shared::system::{Embedded, PollerConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ pub async fn start_backend(
     backend: Backend,
     manifest: Arc<shared::manifest::Manifest>,
     settings: EngineSettings,
-) -> anyhow::Result<(Arc<shared::engine::Deps>, shared::engine::local::Pollers)> {
+) -> anyhow::Result<(Arc<shared::engine::Deps>, shared::system::Pollers)> {
     match backend {
         Backend::Memory => {
             let agents = shared::agents::Agents::new(&manifest);
@@ -41,11 +41,11 @@ pub async fn start_backend(
             Ok((system.deps, pollers))
         }
         Backend::Aws => {
-            let system = shared::engine::aws::AwsSystem::with_manifest(manifest, settings).await?;
+            let system = shared::system::AwsSystem::with_manifest(manifest, settings).await?;
             for problem in system.agents.problems() {
                 eprintln!("switchyard: warning: {problem}");
             }
-            let pollers = shared::engine::local::start(system.deps.clone(), &system.topology, PollerConfig::default());
+            let pollers = shared::system::start(system.deps.clone(), &system.topology, PollerConfig::default());
             Ok((system.deps, pollers))
         }
     }

@@ -19,10 +19,10 @@ use shared::adapters::memory::{MemoryQueue, MemoryStore};
 use shared::agents::Agents;
 use shared::contracts::{OrchestratorOutput, OutputStatus};
 use shared::engine::handlers::{handle_http, handle_sqs, Function};
-use shared::engine::local::{function_for, sqs_event, start, PollerConfig};
 use shared::engine::{Deps, EngineSettings};
 use shared::manifest::Manifest;
 use shared::ports::{Clock, Event, HandoffRecord, HandoffWrite, QueryRecord, Queue, Store, StoreError, TokioClock};
+use shared::system::{function_for, sqs_event, start, PollerConfig};
 use shared::topology::{queue_url_env, Topology};
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
@@ -560,7 +560,7 @@ fn function_name(f: Function) -> &'static str {
     }
 }
 
-/// Lambda's SQS event source, as `shared::engine::local` does it, timing each handler call.
+/// Lambda's SQS event source, as `shared::system` does it, timing each handler call.
 async fn timed_poll(deps: Arc<Deps>, queue: shared::ports::QueueId, batch: usize, durations: Arc<Durations>) {
     let function = function_for(queue);
     let slots = Arc::new(tokio::sync::Semaphore::new(8));
@@ -669,7 +669,7 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
     )
     .await
     .map_err(|e| anyhow::anyhow!("creating the table and queues on {}: {e}", endpoint().unwrap_or_default()))?;
-    let system = shared::engine::aws::AwsSystem::with_resources(
+    let system = shared::system::AwsSystem::with_resources(
         manifest,
         EngineSettings::default(),
         &config,

@@ -1,13 +1,13 @@
 //! `switchyard infra render|check`: keep `infra/template.yaml` in step with `routing.yaml`.
 //!
 //! `render` prints the SAM template the manifest needs; `check` reads a template and lists every
-//! way it disagrees with the manifest (see [`shared::sam::check`]). Argument parsing lives with
+//! way it disagrees with the manifest (see [`switchyard_infra::check`]). Argument parsing lives with
 //! the rest of the CLI; these functions take what it parsed.
 
 use shared::manifest::Manifest;
-use shared::sam;
 use std::io::Write;
 use std::path::Path;
+use switchyard_infra as sam;
 
 /// Exit code: the template agrees with the manifest.
 pub const EXIT_OK: u8 = 0;

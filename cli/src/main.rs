@@ -7,7 +7,6 @@ mod classify_cmd;
 mod infra_cmd;
 mod serve;
 mod setup_cmd;
-mod sim_cmd;
 mod validate_cmd;
 
 use clap::{Parser, Subcommand};
@@ -96,15 +95,6 @@ enum Command {
         #[arg(default_value = "routing.yaml")]
         file: PathBuf,
     },
-    /// Run the deterministic fault simulation: seeds 0..N, or replay one seed with its trace.
-    Sim {
-        /// How many seeds to run.
-        #[arg(long, default_value_t = switchyard_sim::DEFAULT_SEEDS)]
-        seeds: u64,
-        /// Run only this seed and print its trace.
-        #[arg(long)]
-        seed: Option<u64>,
-    },
 }
 
 /// Load the manifest from a file, or the embedded `routing.yaml`.
@@ -157,7 +147,6 @@ async fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
-        Command::Sim { seeds, seed } => Ok(sim_cmd::run(seeds, seed, &mut std::io::stdout()).await),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -3,13 +3,16 @@
 //! event log as server-sent events until the query ends.
 
 use crate::ask::api_event;
+use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use shared::engine::handlers::{handle_http, sse_frame};
+use shared::engine::handlers::{error_response, handle_http, sse_frame};
+use shared::engine::intake::IntakeError;
 use shared::engine::Deps;
 use shared::ports::EventKind;
+use shared::validation::{FieldError, ValidationError};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,26 +27,27 @@ pub async fn run(listener: tokio::net::TcpListener, system: Arc<Deps>) -> anyhow
     Ok(())
 }
 
-fn plain(status: StatusCode, text: &str) -> Response {
-    let body = serde_json::json!({ "error": { "code": status.as_u16(), "message": text } });
-    let mut r = Response::new(Body::from(format!("{body}\n")));
-    *r.status_mut() = status;
-    r.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
-    r
+/// A request refused before it reaches the handler, through the handler's one error mapping.
+fn refuse(e: IntakeError) -> Response {
+    to_response(error_response(&e, &uuid::Uuid::new_v4().to_string()))
+}
+
+fn invalid(field: &str, rule: &str) -> IntakeError {
+    IntakeError::Invalid(ValidationError { errors: vec![FieldError { field: field.into(), rule: rule.into() }] })
 }
 
 async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(b) => b,
-        Err(_) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body over 1 MiB"),
+        Err(_) => return refuse(IntakeError::TooLarge { size: MAX_REQUEST_BYTES + 1, limit: MAX_REQUEST_BYTES }),
     };
     let body = if bytes.is_empty() {
         None
     } else {
         match String::from_utf8(bytes.to_vec()) {
             Ok(s) => Some(s),
-            Err(_) => return plain(StatusCode::BAD_REQUEST, "body: must be UTF-8 JSON"),
+            Err(_) => return refuse(invalid("body", "must be UTF-8 JSON")),
         }
     };
     let headers: Vec<(String, String)> = parts
@@ -58,13 +62,18 @@ async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
         && parts.headers.get("accept").and_then(|a| a.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
     let event = match api_event(parts.method.as_str(), &path, &query, &headers, body, None) {
         Ok(e) => e,
-        Err(_) => return plain(StatusCode::BAD_REQUEST, "request could not be read"),
+        Err(_) => return refuse(invalid("request", "could not be read as an API Gateway event")),
     };
     let response = handle_http(&system, event).await;
     if sse && response.status_code == 200 {
         let query_id = path.trim_end_matches("/events").rsplit('/').next().unwrap_or_default().to_string();
         return tail(system, query_id);
     }
+    to_response(response)
+}
+
+/// An API Gateway response as an HTTP response.
+fn to_response(response: ApiGatewayV2httpResponse) -> Response {
     let mut out = Response::new(Body::from(match response.body {
         Some(aws_lambda_events::encodings::Body::Text(t)) => t.into_bytes(),
         Some(aws_lambda_events::encodings::Body::Binary(b)) => b,

@@ -32,10 +32,11 @@ pub mod classify;
 pub mod contracts;
 pub mod engine;
 pub mod jobs;
+pub mod limits;
 pub mod manifest;
 pub mod plan;
 pub mod ports;
-pub mod sam;
+pub mod system;
 pub mod topology;
 pub mod validation;
 

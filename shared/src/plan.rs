@@ -194,7 +194,7 @@ pub fn dispatch_for(
     now: DateTime<Utc>,
 ) -> AgentDispatch {
     let timeout_ms =
-        manifest.agent_timeout(agent).map(|d| d.as_millis()).unwrap_or(crate::topology::MAX_ATTEMPT_TIMEOUT_MS);
+        manifest.agent_timeout(agent).map(|d| d.as_millis()).unwrap_or(crate::limits::MAX_ATTEMPT_TIMEOUT_MS);
     let fallback_agent = match (role, manifest.agent_fallback(agent)) {
         (DispatchRole::Fallback, _) => None,
         (_, Fallback::Agent(id)) => Some(id),
@@ -227,7 +227,7 @@ pub fn dispatch_for(
 /// Worst-case time an agent can take: every attempt timing out with extended timeouts, the
 /// largest backoffs between them, then its fallback's worst case.
 pub fn worst_case_ms(manifest: &Manifest, agent: &Agent, with_fallback: bool) -> u64 {
-    let base = manifest.agent_timeout(agent).map(|d| d.as_millis()).unwrap_or(crate::topology::MAX_ATTEMPT_TIMEOUT_MS);
+    let base = manifest.agent_timeout(agent).map(|d| d.as_millis()).unwrap_or(crate::limits::MAX_ATTEMPT_TIMEOUT_MS);
     let retries = manifest.agent_max_retries(agent);
     let tier = manifest.tier(agent.tier);
     let ext = tier.map(|t| t.timeout_extension).unwrap_or(1.0);

@@ -345,6 +345,14 @@ pub struct OutgoingMessage {
     pub attributes: BTreeMap<String, String>,
 }
 
+impl OutgoingMessage {
+    /// Size SQS counts for a message: the body, and each attribute's name, type and value.
+    /// Both queue adapters refuse a message over [`crate::limits::SQS_MAX_MESSAGE_BYTES`].
+    pub fn size(&self) -> usize {
+        self.body.len() + self.attributes.iter().map(|(k, v)| k.len() + "String".len() + v.len()).sum::<usize>()
+    }
+}
+
 /// A received message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReceivedMessage {

@@ -5,19 +5,10 @@
 //! environment variables named here. Because all three read [`Topology::for_manifest`], a tier
 //! added to `routing.yaml` cannot exist in one and be missing from another.
 
+use crate::limits::{LAMBDA_MAX_TIMEOUT_S, MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT, WORKER_MARGIN_S};
 use crate::manifest::{Manifest, TierTimeout};
 use crate::ports::QueueId;
 
-/// Lambda's maximum function timeout.
-pub const LAMBDA_MAX_TIMEOUT_S: u64 = 900;
-/// Time a worker keeps for itself after an agent's attempt times out (record, re-enqueue).
-pub const WORKER_MARGIN_S: u64 = 30;
-/// The longest per-attempt timeout an agent may have: what fits in one worker invocation.
-pub const MAX_ATTEMPT_TIMEOUT_MS: u64 = (LAMBDA_MAX_TIMEOUT_S - WORKER_MARGIN_S) * 1_000;
-/// SQS's largest delivery delay; longer deadlines are chained.
-pub const SQS_MAX_DELAY_S: u64 = 900;
-/// Receives before a message moves to its dead-letter queue.
-pub const MAX_RECEIVE_COUNT: u32 = 5;
 /// Visibility timeout = this × the consuming function's timeout (AWS's guidance for SQS event
 /// sources).
 pub const VISIBILITY_FACTOR: u64 = 6;

@@ -3,8 +3,8 @@
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use shared::engine::aws::{tier_from_env, AwsSystem};
 use shared::engine::handlers::{handle_sqs, Function};
+use shared::system::{tier_from_env, AwsSystem};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -2,8 +2,8 @@
 
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use shared::engine::aws::AwsSystem;
 use shared::engine::handlers::handle_http;
+use shared::system::AwsSystem;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

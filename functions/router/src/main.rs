@@ -2,8 +2,8 @@
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{run, service_fn, Error, LambdaEvent};
-use shared::engine::aws::AwsSystem;
 use shared::engine::handlers::{handle_sqs, Function};
+use shared::system::AwsSystem;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -81,6 +81,7 @@
 
 use super::fanin::{self, Arrival};
 use crate::contracts::OrchestratorOutput;
+use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_ITEMS};
 use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
@@ -100,10 +101,6 @@ use std::time::Duration;
 /// A DynamoDB item.
 type Item = HashMap<String, AttributeValue>;
 
-/// DynamoDB's item size limit (400 KB, counted as 1024-byte KB).
-pub const MAX_ITEM_BYTES: usize = 400 * 1024;
-/// DynamoDB's limit on actions in one transaction.
-pub const MAX_TRANSACT_ITEMS: usize = 100;
 /// How often a transaction cancelled only by `TransactionConflict` is sent.
 const CONFLICT_ATTEMPTS: u32 = 3;
 /// A write unit: 1 KB of item.
@@ -111,7 +108,7 @@ const WRITE_UNIT_BYTES: usize = 1024;
 /// A strongly consistent read unit: 4 KB.
 const READ_UNIT_BYTES: usize = 4096;
 /// Largest document a compressed attribute may inflate to (the item limit, with room).
-const MAX_INFLATED_BYTES: usize = 16 * MAX_ITEM_BYTES;
+const MAX_INFLATED_BYTES: usize = 16 * DYNAMODB_MAX_ITEM_BYTES;
 
 const PK: &str = "pk";
 const SK: &str = "sk";
@@ -379,8 +376,10 @@ impl DynamoStore {
     }
 
     /// Add a handoff's slot to the fan-in (idempotent by dispatch); the set right after this
-    /// dispatch's arrival, whichever request applied it.
-    async fn arrive(
+    /// dispatch's arrival, whichever request applied it. [`Store::record_handoff`] sends it
+    /// after storing the handoff; it is public so that tests can send it again, as the SDK
+    /// does when the first answer is lost.
+    pub async fn arrive(
         &self,
         query_id: &str,
         dispatch_id: &str,
@@ -443,9 +442,9 @@ impl DynamoStore {
     /// conflicts. A cancellation for any other reason comes back as its reasons, one per
     /// action, for the caller to interpret. `units` is what one attempt is billed.
     async fn transact(&self, actions: Vec<TransactWriteItem>, units: u64) -> Result<(), TxError> {
-        if actions.len() > MAX_TRANSACT_ITEMS {
+        if actions.len() > DYNAMODB_MAX_TRANSACT_ITEMS {
             return Err(TxError::Store(StoreError::TooLarge(format!(
-                "a transaction of {} items (DynamoDB allows {MAX_TRANSACT_ITEMS})",
+                "a transaction of {} items (DynamoDB allows {DYNAMODB_MAX_TRANSACT_ITEMS})",
                 actions.len()
             ))));
         }
@@ -638,9 +637,9 @@ fn packed<T: serde::Serialize + ?Sized>(what: &str, record: &T) -> Result<Attrib
     let json = serde_json::to_vec(record).map_err(|e| StoreError::Corrupt(format!("{what} cannot be encoded: {e}")))?;
     // The limit holds for the record itself, not only for its compressed form: a record that
     // DynamoDB could not hold uncompressed is refused here as in the memory store.
-    if json.len() > MAX_ITEM_BYTES {
+    if json.len() > DYNAMODB_MAX_ITEM_BYTES {
         return Err(StoreError::TooLarge(format!(
-            "{what} is {} bytes of JSON (DynamoDB allows {MAX_ITEM_BYTES} per item)",
+            "{what} is {} bytes of JSON (DynamoDB allows {DYNAMODB_MAX_ITEM_BYTES} per item)",
             json.len()
         )));
     }
@@ -919,9 +918,9 @@ fn billed_size(item: &Item) -> usize {
 /// `TooLarge` when the item would not fit.
 fn check_size(what: &str, item: &Item) -> Result<(), StoreError> {
     let size = item_size(item);
-    if size > MAX_ITEM_BYTES {
+    if size > DYNAMODB_MAX_ITEM_BYTES {
         return Err(StoreError::TooLarge(format!(
-            "{what} item {} is about {size} bytes (DynamoDB allows {MAX_ITEM_BYTES})",
+            "{what} item {} is about {size} bytes (DynamoDB allows {DYNAMODB_MAX_ITEM_BYTES})",
             describe(item)
         )));
     }
@@ -1413,7 +1412,7 @@ mod tests {
     #[test]
     fn oversized_records_are_refused_before_compression() {
         let mut q = query();
-        q.parsed.raw_query = "x".repeat(MAX_ITEM_BYTES);
+        q.parsed.raw_query = "x".repeat(DYNAMODB_MAX_ITEM_BYTES);
         match query_item(&q, &[]) {
             Err(StoreError::TooLarge(message)) => assert!(message.contains("query is"), "{message}"),
             other => panic!("expected TooLarge, got {other:?}"),

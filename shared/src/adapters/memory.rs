@@ -29,10 +29,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// DynamoDB's item size limit.
-pub const MAX_ITEM_BYTES: usize = 400 * 1024;
-/// SQS's message size limit.
-pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
 
 /// How many requests an adapter has served, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,8 +92,10 @@ fn poisoned() -> StoreError {
 
 fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreError> {
     let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
-    if size > MAX_ITEM_BYTES {
-        return Err(StoreError::TooLarge(format!("{kind} item is {size} bytes; the limit is {MAX_ITEM_BYTES}")));
+    if size > DYNAMODB_MAX_ITEM_BYTES {
+        return Err(StoreError::TooLarge(format!(
+            "{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}"
+        )));
     }
     Ok(())
 }
@@ -524,7 +523,7 @@ impl MemoryQueue {
         let base = QueueId { kind: queue.kind, dead_letter: false };
         self.settings.get(&base).copied().unwrap_or(QueueSettings {
             visibility_timeout: Duration::from_secs(30),
-            max_receive_count: crate::topology::MAX_RECEIVE_COUNT,
+            max_receive_count: crate::limits::MAX_RECEIVE_COUNT,
         })
     }
 
@@ -588,8 +587,9 @@ impl MemoryQueue {
 #[async_trait]
 impl Queue for MemoryQueue {
     async fn send(&self, queue: QueueId, message: OutgoingMessage) -> Result<String, QueueError> {
-        if message.body.len() > MAX_MESSAGE_BYTES {
-            return Err(QueueError::TooLarge(message.body.len()));
+        let size = message.size();
+        if size > SQS_MAX_MESSAGE_BYTES {
+            return Err(QueueError::TooLarge(size));
         }
         let id = format!("m-{:08}", self.next_id.fetch_add(1, Ordering::Relaxed));
         {

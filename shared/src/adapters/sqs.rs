@@ -21,8 +21,9 @@
 //!
 //! Every request sent is counted in [`SqsQueue::counts`].
 
+use crate::limits::{SQS_MAX_BATCH, SQS_MAX_DELAY_S, SQS_MAX_MESSAGE_BYTES, SQS_MAX_WAIT_S};
 use crate::ports::{OutgoingMessage, Queue, QueueDepth, QueueError, QueueId, ReceivedMessage};
-use crate::topology::{Topology, SQS_MAX_DELAY_S};
+use crate::topology::Topology;
 use async_trait::async_trait;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{
@@ -33,13 +34,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// SQS's default largest message (body and attributes): 256 KiB.
-pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
-/// SQS's longest long-poll wait.
-pub const MAX_WAIT_S: u64 = 20;
-/// Most messages one receive returns.
-pub const MAX_BATCH: usize = 10;
 
 /// Suffix of the environment variable holding a dead-letter queue's URL.
 pub const DLQ_ENV_SUFFIX: &str = "_DLQ";
@@ -157,11 +151,6 @@ impl SqsQueue {
     }
 }
 
-/// Size SQS counts for a message: the body, and each attribute's name, type and value.
-pub fn message_size(message: &OutgoingMessage) -> usize {
-    message.body.len() + message.attributes.iter().map(|(k, v)| k.len() + "String".len() + v.len()).sum::<usize>()
-}
-
 /// A string message attribute.
 fn string_attribute(name: &str, value: String) -> Result<MessageAttributeValue, QueueError> {
     MessageAttributeValue::builder()
@@ -180,7 +169,7 @@ pub fn delay_seconds(delay: Duration) -> i32 {
 /// Whole seconds for `WaitTimeSeconds`: rounded up, at most 20.
 fn wait_seconds(wait: Duration) -> i32 {
     let whole = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    whole.min(MAX_WAIT_S) as i32
+    whole.min(SQS_MAX_WAIT_S) as i32
 }
 
 /// Turns an SDK error into a [`QueueError`]: a bad or stale receipt handle is
@@ -214,8 +203,8 @@ fn secs_i32(d: Duration) -> i32 {
 #[async_trait]
 impl Queue for SqsQueue {
     async fn send(&self, queue: QueueId, message: OutgoingMessage) -> Result<String, QueueError> {
-        let size = message_size(&message);
-        if size > MAX_MESSAGE_BYTES {
+        let size = message.size();
+        if size > SQS_MAX_MESSAGE_BYTES {
             return Err(QueueError::TooLarge(size));
         }
         let url = self.queue_url(queue)?;
@@ -245,11 +234,11 @@ impl Queue for SqsQueue {
         let mut chunk_bytes = 0;
         let mut chunks = Vec::new();
         for message in messages {
-            let size = message_size(&message);
-            if size > MAX_MESSAGE_BYTES {
+            let size = message.size();
+            if size > SQS_MAX_MESSAGE_BYTES {
                 return Err(QueueError::TooLarge(size));
             }
-            if chunk.len() == MAX_BATCH || chunk_bytes + size > MAX_MESSAGE_BYTES {
+            if chunk.len() == SQS_MAX_BATCH || chunk_bytes + size > SQS_MAX_MESSAGE_BYTES {
                 chunks.push(std::mem::take(&mut chunk));
                 chunk_bytes = 0;
             }
@@ -317,7 +306,7 @@ impl Queue for SqsQueue {
             .client
             .receive_message()
             .queue_url(url)
-            .max_number_of_messages(max.clamp(1, MAX_BATCH) as i32)
+            .max_number_of_messages(max.clamp(1, SQS_MAX_BATCH) as i32)
             .wait_time_seconds(wait_seconds(wait))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .message_attribute_names("All")
@@ -432,6 +421,6 @@ mod tests {
             delay: Duration::ZERO,
             attributes: [("traceparent".to_string(), "00-ab".to_string())].into_iter().collect(),
         };
-        assert_eq!(message_size(&message), 10 + 11 + 6 + 5);
+        assert_eq!(message.size(), 10 + 11 + 6 + 5);
     }
 }

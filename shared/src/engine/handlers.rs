@@ -142,14 +142,17 @@ fn json_response(status: i64, body: &impl Serialize, headers: &[(&'static str, S
     response
 }
 
-/// The one place errors become HTTP responses.
+/// The one place errors become HTTP responses: a status, a string `code`, a message that names
+/// the field and the rule for a caller's mistake, and the `request_id` — never internals.
 pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResponse {
     let (status, code, details) = match e {
         IntakeError::Invalid(v) => (400, "invalid_input", serde_json::to_value(&v.errors).ok()),
         IntakeError::Unauthenticated => (401, "unauthenticated", None),
         IntakeError::Forbidden { .. } => (403, "forbidden", None),
-        IntakeError::NotFound => (404, "not_found", None),
+        IntakeError::NotFound | IntakeError::UnknownRoute => (404, "not_found", None),
+        IntakeError::MethodNotAllowed { .. } => (405, "method_not_allowed", None),
         IntakeError::Conflict(_) => (409, "conflict", None),
+        IntakeError::TooLarge { .. } => (413, "too_large", None),
         IntakeError::Unavailable(reason) => {
             error!(request_id, %reason, "request failed on a dependency");
             (503, "unavailable", None)
@@ -163,8 +166,12 @@ pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResp
         other => other.to_string(),
     };
     let body = json!({ "error": ErrorBody { code, message, details, request_id } });
-    let retry = if status == 503 { vec![("retry-after", "1".to_string())] } else { vec![] };
-    json_response(status, &body, &retry)
+    let headers = match e {
+        IntakeError::Unavailable(_) => vec![("retry-after", "1".to_string())],
+        IntakeError::MethodNotAllowed { allowed } => vec![("allow", (*allowed).to_string())],
+        _ => vec![],
+    };
+    json_response(status, &body, &headers)
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -236,13 +243,35 @@ fn invalid(field: &str, rule: &str) -> IntakeError {
     })
 }
 
+/// The routes the HTTP handler serves: (method, path template). The SAM template declares
+/// exactly these, and a test asks the handler for each.
+pub const HTTP_ROUTES: [(&str, &str); 3] =
+    [("POST", "/v1/queries"), ("GET", "/v1/queries/{id}"), ("GET", "/v1/queries/{id}/events")];
+
+/// The route template of a path, if the API has one: `/v1/queries/abc/events` →
+/// `/v1/queries/{id}/events`.
+fn route_template(segments: &[&str]) -> Option<&'static str> {
+    HTTP_ROUTES.iter().map(|(_, path)| *path).find(|path| {
+        let template: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        template.len() == segments.len()
+            && template.iter().zip(segments).all(|(t, s)| (t.starts_with('{') && !s.is_empty()) || t == s)
+    })
+}
+
+/// The methods a route template answers, for `allow`.
+fn allowed_methods(template: &str) -> &'static str {
+    match HTTP_ROUTES.iter().filter(|(_, p)| *p == template).map(|(m, _)| *m).next() {
+        Some("POST") => "POST",
+        _ => "GET",
+    }
+}
+
 async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<ApiGatewayV2httpResponse, IntakeError> {
     let (method, segments) = route_of(request);
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let known =
-        matches!(segments.as_slice(), ["v1", "queries"] | ["v1", "queries", _] | ["v1", "queries", _, "events"]);
-    if !known {
-        return Ok(json_response(404, &json!({ "error": { "code": "not_found", "message": "no such route" } }), &[]));
+    let template = route_template(&segments).ok_or(IntakeError::UnknownRoute)?;
+    if !HTTP_ROUTES.iter().any(|(m, p)| *p == template && *m == method.as_str()) {
+        return Err(IntakeError::MethodNotAllowed { allowed: allowed_methods(template) });
     }
     let caller = caller(deps, request).ok_or(IntakeError::Unauthenticated)?;
     let wait = match request.query_string_parameters.first("wait") {
@@ -309,10 +338,6 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
             }
             Ok(json_response(200, &json!({ "query_id": id, "events": events }), &[]))
         }
-        _ => Ok(json_response(
-            405,
-            &json!({ "error": { "code": "method_not_allowed", "message": "method not allowed on this route" } }),
-            &[],
-        )),
+        _ => Err(IntakeError::MethodNotAllowed { allowed: allowed_methods(template) }),
     }
 }

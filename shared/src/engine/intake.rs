@@ -45,6 +45,23 @@ pub enum IntakeError {
     /// 404: no such query for this caller.
     #[error("no such query")]
     NotFound,
+    /// 404: no such route ([`super::handlers::HTTP_ROUTES`] lists the ones there are).
+    #[error("no such route")]
+    UnknownRoute,
+    /// 405: the route exists, but not with this method.
+    #[error("method not allowed on this route (allowed: {allowed})")]
+    MethodNotAllowed {
+        /// The methods the route answers, for the `allow` header.
+        allowed: &'static str,
+    },
+    /// 413: the request body is larger than the API accepts.
+    #[error("request body is {size} bytes; the limit is {limit}")]
+    TooLarge {
+        /// Bytes received (at least).
+        size: usize,
+        /// Bytes allowed.
+        limit: usize,
+    },
     /// 409: the idempotency key or query id is already used by a different request.
     #[error("{0}")]
     Conflict(String),

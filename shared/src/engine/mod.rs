@@ -19,15 +19,11 @@
 //! - [`modes`]: orchestration modes (guardrails, coherence, deliberation, critic, parallel
 //!   sources, cascade classification) as plan stages added one step at a time; [`evaluate`]
 //!   scores the sources' chunks.
-//! - [`aws`]: dependencies from the environment, on DynamoDB and SQS (Lambda and `--backend aws`).
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
-//! - [`local`]: pollers that feed queues to the handlers like Lambda's SQS event sources.
 
-pub mod aws;
 pub mod evaluate;
 pub mod handlers;
 pub mod intake;
-pub mod local;
 pub mod modes;
 pub mod router;
 pub mod synth;

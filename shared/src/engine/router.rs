@@ -7,9 +7,9 @@
 
 use super::{event_key, Deps, StepError};
 use crate::jobs::Job;
+use crate::limits::SQS_MAX_DELAY_S;
 use crate::plan::Plan;
 use crate::ports::{EventKind, QueryRecord, QueryStatus, QueueId, StoreError};
-use crate::topology::SQS_MAX_DELAY_S;
 use serde_json::json;
 use std::time::Duration;
 use tracing::{info, instrument};

@@ -20,10 +20,10 @@ use crate::contracts::{
     AgentHandoff, HandoffArtifacts, HandoffErrors, HandoffExecution, HandoffMetadata, HandoffResult, HandoffStatus,
 };
 use crate::jobs::Job;
+use crate::limits::{MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT};
 use crate::manifest::{Agent, Fallback, Gate, Manifest};
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
-use crate::topology::{MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -39,7 +39,7 @@ const SUPPORTED_VERSION: u32 = 1;
 const MAX_TIER: u8 = 5;
 /// Lambda's 900 s maximum run time minus the 30 s the worker keeps to record the outcome; the
 /// same limit [`crate::topology`] sizes the functions with (extended retries are capped there).
-const MAX_ATTEMPT_TIMEOUT: Dur = Dur::from_millis(crate::topology::MAX_ATTEMPT_TIMEOUT_MS);
+const MAX_ATTEMPT_TIMEOUT: Dur = Dur::from_millis(crate::limits::MAX_ATTEMPT_TIMEOUT_MS);
 /// Most retries a tier or agent may ask for.
 const MAX_RETRIES: u32 = 10;
 /// Longest `query.deadline_slack`.

@@ -3,7 +3,7 @@
 //! Runs the whole system — intake, router, agent workers, synthesizer — on the in-memory
 //! adapters in virtual time (tokio's paused clock, which [`shared::ports::TokioClock`] follows),
 //! with one seeded RNG injecting every fault, then checks that nothing was lost or done twice.
-//! A seed is a complete description of a run: `switchyard sim --seed S` replays it exactly.
+//! A seed is a complete description of a run: `cargo run -p switchyard-sim -- --seed S` replays it exactly.
 //!
 //! One seed: draw fault intensities ([`chaos::Faults::draw`]); start Lambda-like pollers
 //! ([`poller`]); submit a handful of queries through the HTTP handler at random instants, with
@@ -60,6 +60,9 @@ use tracing_subscriber::Layer;
 
 /// Seeds run by default (the README's test command runs these).
 pub const DEFAULT_SEEDS: u64 = 500;
+
+/// The command that replays one seed; a failure report ends with it and the seed.
+pub const REPLAY_COMMAND: &str = "cargo run -p switchyard-sim -- --seed";
 
 /// The simulation's manifest.
 pub const SIM_MANIFEST: &str = include_str!("../sim-routing.yaml");
@@ -405,7 +408,7 @@ pub fn describe_failure(report: &SeedReport) -> String {
     for v in &report.violations {
         out.push_str(&format!("seed {}: invariant violated: {v}\n", report.seed));
     }
-    out.push_str(&format!("seed {}: replay with `switchyard sim --seed {}`\n", report.seed, report.seed));
+    out.push_str(&format!("seed {}: replay with `{} {}`\n", report.seed, REPLAY_COMMAND, report.seed));
     out
 }
 

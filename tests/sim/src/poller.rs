@@ -1,5 +1,5 @@
 //! Lambda's SQS event source, with the faults of a real deployment: like
-//! [`shared::engine::local`], one poller per queue receives batches and invokes the function's
+//! [`shared::system`], one poller per queue receives batches and invokes the function's
 //! handler on each, deleting the records that succeeded — but an invocation may crash before it
 //! deletes (the batch is redelivered after the visibility timeout), stall before deleting
 //! (possibly past the visibility timeout), or have a message made visible again while it runs
@@ -7,9 +7,9 @@
 
 use crate::chaos::{Chaos, CALM, FAULTED_DELIVERIES};
 use shared::engine::handlers::handle_sqs;
-use shared::engine::local::{function_for, sqs_event, Pollers};
 use shared::engine::Deps;
 use shared::ports::{QueueId, ReceivedMessage};
+use shared::system::{function_for, sqs_event, Pollers};
 use shared::topology::Topology;
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -6,11 +6,11 @@
 //! all build their dependencies here, so the local runs read their configuration exactly as
 //! the deployed functions do.
 
-use super::{Deps, EngineSettings};
 use crate::adapters::aws::aws_config_from_env;
 use crate::adapters::dynamodb::DynamoStore;
 use crate::adapters::sqs::{MissingQueueUrl, SqsQueue};
 use crate::agents::Agents;
+use crate::engine::{Deps, EngineSettings};
 use crate::manifest::{Manifest, ManifestError};
 use crate::ports::TokioClock;
 use crate::topology::{Topology, ENV_MANIFEST, ENV_TABLE, ENV_TIER};

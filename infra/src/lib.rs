@@ -12,15 +12,18 @@
 //! visibility timeout under 6 × the function timeout, too few receives before dead-lettering, an
 //! SQS event source without `ReportBatchItemFailures`, a wrong batch size or reserved
 //! concurrency, a missing or wrong environment variable, a send permission too many or too few.
+//!
+//! This crate is linked only by the `switchyard` CLI and the tests: the Lambda functions never
+//! render templates, so they do not carry this code.
+#![warn(missing_docs)]
 
-use crate::manifest::{Manifest, TierTimeout};
-use crate::ports::{QueueId, QueueKind};
-use crate::topology::{
-    QueueSpec, Topology, CONTROL_FUNCTION_TIMEOUT_S, ENV_TABLE, ENV_TIER, LAMBDA_MAX_TIMEOUT_S, MAX_ATTEMPT_TIMEOUT_MS,
-    SQS_MAX_DELAY_S, VISIBILITY_FACTOR, WORKER_MARGIN_S,
-};
 use serde_yaml::value::{Tag, TaggedValue};
 use serde_yaml::{Mapping, Value};
+use shared::engine::handlers::HTTP_ROUTES;
+use shared::limits::{LAMBDA_MAX_TIMEOUT_S, MAX_ATTEMPT_TIMEOUT_MS, SQS_MAX_DELAY_S, WORKER_MARGIN_S};
+use shared::manifest::{Manifest, TierTimeout};
+use shared::ports::{QueueId, QueueKind};
+use shared::topology::{QueueSpec, Topology, CONTROL_FUNCTION_TIMEOUT_S, ENV_TABLE, ENV_TIER, VISIBILITY_FACTOR};
 use std::collections::BTreeSet;
 
 /// The command that rewrites the committed template; drift messages tell the reader to run it.
@@ -28,14 +31,6 @@ pub const RENDER_COMMAND: &str = "switchyard infra render > infra/template.yaml"
 
 /// Where the committed template lives, relative to the workspace root.
 pub const TEMPLATE_PATH: &str = "infra/template.yaml";
-
-/// The HTTP routes served by the intake function: (method, path).
-pub const HTTP_ROUTES: [(&str, &str); 4] = [
-    ("post", "/v1/queries"),
-    ("get", "/v1/queries/{id}"),
-    ("get", "/v1/queries/{id}/events"),
-    ("post", "/v1/queries/{id}/feedback"),
-];
 
 /// Logical id of the DynamoDB table.
 pub const TABLE_ID: &str = "Table";
@@ -255,7 +250,7 @@ fn bedrock_models(manifest: &Manifest, tier: u8) -> Vec<String> {
         .filter_map(|a| a.llm.as_ref())
         .filter_map(|llm| {
             let provider = manifest.providers.iter().find(|p| p.id == llm.provider)?;
-            (provider.kind == crate::manifest::ProviderKind::Bedrock)
+            (provider.kind == shared::manifest::ProviderKind::Bedrock)
                 .then(|| llm.model.clone().or_else(|| provider.model.clone()))?
         })
         .collect();
@@ -638,7 +633,7 @@ fn function_description(f: &FunctionSpec) -> String {
         (Some(t), _) => format!("Runs the tier-{t} agents: timeout, retries, fallback, handoff, fan-in."),
         (None, Some(QueueKind::Route)) => "Classifies, plans and dispatches each query; arms its deadline.".to_string(),
         (None, Some(QueueKind::Synth)) => "Merges handoffs into the final answer; fires deadlines.".to_string(),
-        _ => "The HTTP API: accepts queries, serves their status, events and feedback.".to_string(),
+        _ => "The HTTP API: accepts queries, serves their status and events.".to_string(),
     }
 }
 
@@ -673,6 +668,7 @@ fn function(f: &FunctionSpec, stem: &str) -> Value {
         None => {
             let mut events = Mapping::new();
             for (method, path) in HTTP_ROUTES {
+                let method = &method.to_lowercase();
                 events.insert(
                     s(&http_event_name(method, path)),
                     map(vec![
@@ -704,7 +700,6 @@ fn http_event_name(method: &str, path: &str) -> String {
         "" if path.ends_with("{id}") => "Query",
         "" => "Queries",
         "/events" => "QueryEvents",
-        "/feedback" => "QueryFeedback",
         _ => "Route",
     };
     format!("{}{what}", pascal_case(method))
@@ -1238,8 +1233,9 @@ fn check_events(f: &FunctionSpec, id: &str, props: &Value, problems: &mut Vec<St
                 problems.push(format!("{id}: event {name} consumes a queue, but the {} reads none", f.name));
             }
             for (method, path) in HTTP_ROUTES {
+                let method = method.to_lowercase();
                 let served = of_type("HttpApi").iter().any(|(_, p)| {
-                    text(p.get("Method")).map(|m| m.to_lowercase()).as_deref() == Some(method)
+                    text(p.get("Method")).map(|m| m.to_lowercase()) == Some(method.clone())
                         && text(p.get("Path")).as_deref() == Some(path)
                         && p.get("ApiId").and_then(ref_target).as_deref() == Some(API_ID)
                 });
@@ -1556,7 +1552,7 @@ intents:
     #[test]
     fn reserved_concurrency_must_not_grow_with_the_tier() {
         let yaml =
-            crate::manifest::EMBEDDED_ROUTING_YAML.replacen("reserved_concurrency: 4", "reserved_concurrency: 40", 1);
+            shared::manifest::EMBEDDED_ROUTING_YAML.replacen("reserved_concurrency: 4", "reserved_concurrency: 40", 1);
         let m = Manifest::from_yaml(&yaml, "routing.yaml").expect("valid");
         let problems = check(&render(&m), &m);
         assert_eq!(

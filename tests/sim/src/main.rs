@@ -1,4 +1,8 @@
-//! `switchyard sim`: the deterministic fault simulation ([`switchyard_sim`]).
+//! `switchyard-sim`: the deterministic fault simulation ([`switchyard_sim`]) as a command
+//! (`cargo run -p switchyard-sim -- --seeds 500`).
+//!
+//! It is a binary of its own, not a `switchyard` subcommand, because the simulation runs on
+//! tokio's paused clock (`test-util`), which no shipped binary should carry.
 //!
 //! `--seeds N` runs seeds 0..N and prints each failing seed with its violations and the command
 //! that replays it; `--seed S` runs one seed and prints its trace (every injected fault and each
@@ -8,8 +12,29 @@
 use std::io::Write;
 use std::time::Instant;
 
+use clap::Parser;
+use std::process::ExitCode;
+
+/// Run the deterministic fault simulation: seeds 0..N, or replay one seed with its trace.
+#[derive(Debug, Parser)]
+#[command(name = "switchyard-sim", version)]
+struct Args {
+    /// How many seeds to run.
+    #[arg(long, default_value_t = switchyard_sim::DEFAULT_SEEDS)]
+    seeds: u64,
+    /// Run only this seed and print its trace.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    ExitCode::from(run(args.seeds, args.seed, &mut std::io::stdout()).await)
+}
+
 /// Run the simulation; returns the exit status.
-pub async fn run(seeds: u64, seed: Option<u64>, out: &mut (dyn Write + Send)) -> u8 {
+async fn run(seeds: u64, seed: Option<u64>, out: &mut (dyn Write + Send)) -> u8 {
     let job = tokio::task::spawn_blocking(move || -> Result<(Vec<String>, String, bool), switchyard_sim::SimError> {
         let started = Instant::now();
         match seed {
@@ -52,11 +77,11 @@ pub async fn run(seeds: u64, seed: Option<u64>, out: &mut (dyn Write + Send)) ->
     let (lines, verdict, passed) = match job.await {
         Ok(Ok(done)) => done,
         Ok(Err(e)) => {
-            let _ = writeln!(out, "switchyard sim: {e}");
+            let _ = writeln!(out, "switchyard-sim: {e}");
             return 2;
         }
         Err(e) => {
-            let _ = writeln!(out, "switchyard sim: the simulation crashed: {e}");
+            let _ = writeln!(out, "switchyard-sim: the simulation crashed: {e}");
             return 2;
         }
     };

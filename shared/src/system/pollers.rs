@@ -5,10 +5,10 @@
 //! as a crashed Lambda invocation does.
 //!
 //! `switchyard ask` and `serve` run the whole system in one process this way, on the in-memory
-//! queues or on SQS.
+//! queues ([`super::Embedded`]) or on SQS ([`super::AwsSystem`]).
 
-use super::handlers::{handle_sqs, Function};
-use super::Deps;
+use crate::engine::handlers::{handle_sqs, Function};
+use crate::engine::Deps;
 use crate::ports::{QueueId, QueueKind, ReceivedMessage};
 use crate::topology::Topology;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
@@ -148,74 +148,5 @@ pub async fn invoke(deps: Arc<Deps>, queue: QueueId, function: Function, message
         if let Err(e) = deps.queue.delete(queue, &m.receipt_handle).await {
             warn!(queue = %queue.name(), message_id = %m.message_id, error = %e, "delete failed; the message will be redelivered");
         }
-    }
-}
-
-/// The whole system in one process on the in-memory adapters: the zero-setup default.
-#[derive(Debug)]
-pub struct Embedded {
-    /// Dependencies handed to every step.
-    pub deps: Arc<Deps>,
-    /// The store, for inspection.
-    pub store: Arc<crate::adapters::memory::MemoryStore>,
-    /// The queues, for inspection.
-    pub queue: Arc<crate::adapters::memory::MemoryQueue>,
-    /// The manifest's queues.
-    pub topology: Topology,
-}
-
-impl Embedded {
-    /// Build the embedded system for `manifest` with every agent kind ([`crate::agents::Agents`]).
-    pub fn new(manifest: Arc<crate::manifest::Manifest>, settings: super::EngineSettings) -> Embedded {
-        let agents = Arc::new(crate::agents::Agents::new(&manifest));
-        Embedded::with_agents(manifest, settings, agents)
-    }
-
-    /// Build it with another agent runtime.
-    pub fn with_agents(
-        manifest: Arc<crate::manifest::Manifest>,
-        settings: super::EngineSettings,
-        agents: Arc<dyn crate::ports::AgentRuntime>,
-    ) -> Embedded {
-        Embedded::build(manifest, settings, agents, None)
-    }
-
-    /// Build it with the queues wrapped in a [`crate::adapters::faults::FaultyQueue`]
-    /// (duplicates, reordering) and every random choice seeded.
-    pub fn with_faults(
-        manifest: Arc<crate::manifest::Manifest>,
-        faults: crate::adapters::faults::QueueFaults,
-        seed: u64,
-    ) -> Embedded {
-        let agents = Arc::new(crate::agents::Agents::new(&manifest));
-        Embedded::build(manifest, super::EngineSettings::default(), agents, Some((faults, seed)))
-    }
-
-    fn build(
-        manifest: Arc<crate::manifest::Manifest>,
-        settings: super::EngineSettings,
-        agents: Arc<dyn crate::ports::AgentRuntime>,
-        faults: Option<(crate::adapters::faults::QueueFaults, u64)>,
-    ) -> Embedded {
-        let clock: Arc<dyn crate::ports::Clock> = Arc::new(crate::ports::TokioClock::new());
-        let topology = Topology::for_manifest(&manifest);
-        let store = Arc::new(crate::adapters::memory::MemoryStore::new(clock.clone()));
-        let queue = Arc::new(crate::adapters::memory::MemoryQueue::new(&topology));
-        let (port, seed): (Arc<dyn crate::ports::Queue>, Option<u64>) = match faults {
-            Some((f, seed)) => {
-                (Arc::new(crate::adapters::faults::FaultyQueue::new(queue.clone(), f, seed)), Some(seed))
-            }
-            None => (queue.clone(), None),
-        };
-        let mut deps = Deps::new(manifest, store.clone(), port, clock, agents, settings);
-        if let Some(seed) = seed {
-            deps = deps.with_seed(seed);
-        }
-        Embedded { deps: Arc::new(deps), store, queue, topology }
-    }
-
-    /// Start the pollers (the "Lambda functions").
-    pub fn start(&self, config: PollerConfig) -> Pollers {
-        start(self.deps.clone(), &self.topology, config)
     }
 }
