@@ -413,7 +413,7 @@ pub fn describe_failure(report: &SeedReport) -> String {
 }
 
 /// The fault kinds a trace line can name, for coverage checks.
-pub const FAULT_KINDS: [&str; 16] = [
+pub const FAULT_KINDS: [&str; 17] = [
     "delivered twice",
     "arrives late",
     "arrives early",
@@ -422,6 +422,7 @@ pub const FAULT_KINDS: [&str; 16] = [
     "crash before",
     "crash after",
     "concurrent writer",
+    "fan-in write's answer is lost",
     "crashes before deleting",
     "becomes visible while its handler runs",
     "stalls before deleting",
