@@ -477,7 +477,7 @@ async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_ha
     assert!(output.caveats.iter().any(|c| c.contains("shortened")), "{:?}", output.caveats);
     let handoffs = store.list_handoffs(&id).await.expect("handoffs");
     assert_eq!(handoffs.len(), 2, "both 250 KB handoffs are stored whole");
-    assert!(handoffs.iter().all(|h| shared::engine::synth::answer_text(&h.handoff).len() > 250 * 1024));
+    assert!(handoffs.iter().all(|h| shared::plan::handoffs::answer_text(&h.handoff).len() > 250 * 1024));
 
     // SQS: a message over 1 MiB is refused before sending; one at the job limit is a batch
     // item failure, never a crash.

@@ -207,6 +207,13 @@ impl StoreError {
     }
 }
 
+impl QueueError {
+    /// Whether the same send or delete can succeed later (only when the queue is unavailable).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, QueueError::Unavailable { .. })
+    }
+}
+
 /// The source of truth for queries, handoffs, outputs and the event log.
 #[async_trait]
 pub trait Store: Send + Sync {

@@ -5,5 +5,6 @@ pub mod aws;
 pub mod dynamodb;
 pub mod fanin;
 pub mod faults;
+pub mod hooked;
 pub mod memory;
 pub mod sqs;

@@ -5,10 +5,11 @@
 //! warning). Raw text is classified here with the embedded classifier — it takes microseconds —
 //! so the caller's role can be checked against the intent before anything is recorded (403).
 
-use super::{event_key, fnv_hex, Deps, StepError};
+use super::deps::{fnv_hex, Deps, StepError};
+use super::effects::Entry;
 use crate::contracts::{OrchestratorOutput, ParsedQuery};
 use crate::jobs::Job;
-use crate::ports::{Event, EventKind, QueryRecord, QueryStatus, QueueId, StoreError};
+use crate::ports::{Event, QueryRecord, QueryStatus, QueueId, StoreError};
 use crate::validation::{validate_request, FieldError, ValidationError};
 use serde::Serialize;
 use serde_json::json;
@@ -32,7 +33,9 @@ pub enum IntakeError {
     #[error("invalid request")]
     Invalid(ValidationError),
     /// 401: no caller identity.
-    #[error("no caller identity")]
+    #[error(
+        "no caller identity: send `Authorization: Bearer <token>` (a JWT the API's authorizer accepts) or, on a dev server, an `x-switchyard-user` header"
+    )]
     Unauthenticated,
     /// 403: the intent needs a role the caller lacks.
     #[error("intent `{intent}` requires role `{role}`")]
@@ -154,7 +157,7 @@ pub async fn submit(
         .intent(&parsed.intent)
         .ok_or_else(|| invalid("parsed_query.intent", "must be a declared intent"))?;
     // An unsure classification with a cascaded classifier configured is re-classified by the
-    // router, which checks the role of the intent it decides (engine::modes); refusing here
+    // router, which checks the role of the intent it decides (plan::modes); refusing here
     // would answer 403 for a guess.
     let cascades = deps.manifest.classifier.llm.is_some()
         && deps.manifest.classifier.needs_cascade(parsed.confidence, parsed.ambiguity_flag);
@@ -185,16 +188,12 @@ pub async fn submit(
         expires_at: deps.expires_at(),
     };
     let events = [
+        deps.event(&query, Entry::Accepted, 0, "", json!({ "warnings": query.warnings })),
         deps.event(
             &query,
-            event_key(0, 10, "accepted", ""),
-            EventKind::Accepted,
-            json!({ "warnings": query.warnings }),
-        ),
-        deps.event(
-            &query,
-            event_key(0, 20, "route", ""),
-            EventKind::Route,
+            Entry::Route,
+            0,
+            "",
             json!({
                 "intent": query.parsed.intent,
                 "confidence": query.parsed.confidence,

@@ -10,15 +10,18 @@
 //! `confidence_high`; 0.70–0.80 `confidence_medium_caveated`; 0.50–0.70
 //! `confidence_low_partial`; < 0.50 `confidence_too_low_clarify`.
 
-use super::worker::{check_gate, deadline_event_key, slot_handoff};
-use super::{event_key, router, Deps, StepError, END_STAGE};
+use super::advance::advance;
+use super::deps::{Deps, StepError};
+use super::effects::{arm_deadline, retry_on_conflict, written, Attempt, Entry};
 use crate::contracts::{
     AgentHandoff, AgentResult, Citation, ConfidenceBand, ErrorCategory, Evidence, HandoffErrors, HandoffExecution,
     HandoffStatus, OrchestratorOutput, OutputError, OutputStatus,
 };
 use crate::manifest::Manifest;
+use crate::plan::handoffs::{answer_text, check_gate, slot_handoff};
+use crate::plan::modes::{is_bookkeeping, is_stage_budget, shape};
 use crate::plan::{DispatchRole, PlannedDispatch};
-use crate::ports::{EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, StoreError};
+use crate::ports::{HandoffRecord, HandoffWrite, QueryRecord, QueryStatus};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tracing::{info, instrument};
@@ -50,7 +53,7 @@ pub async fn synthesize(deps: &Deps, query_id: &str) -> Result<(), StepError> {
 }
 
 async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) -> Result<(), StepError> {
-    for _ in 0..5 {
+    retry_on_conflict("synthesizing", || async move {
         let query = deps
             .store
             .get_query(query_id)
@@ -58,7 +61,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
             .ok_or_else(|| StepError::Permanent(format!("synth job for unknown query {query_id}")))?;
         let now = deps.clock.now();
         match query.status {
-            QueryStatus::Done => return Ok(()),
+            QueryStatus::Done => return Ok(Attempt::Done(())),
             QueryStatus::Accepted => {
                 return Err(StepError::Retryable("synth job before the query was routed".into()));
             }
@@ -71,7 +74,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
                     // wait for it rather than send this duplicate back to sit out the queue's
                     // visibility timeout. Still claimed after the wait: retry later.
                     if wait_until_done(deps, query_id).await? {
-                        return Ok(());
+                        return Ok(Attempt::Done(()));
                     }
                     return Err(StepError::Retryable("another synthesizer holds the claim".into()));
                 }
@@ -79,17 +82,15 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
             }
             QueryStatus::Routed => {
                 if !deadline_passed && !ready(deps, &query).await? {
-                    return Ok(()); // spurious: the stage is not complete
+                    return Ok(Attempt::Done(())); // spurious: the stage is not complete
                 }
             }
         }
         let mut claimed = query.clone();
         claimed.status = QueryStatus::Synthesizing;
         claimed.synth_claimed_at = Some(now);
-        match deps.store.update_query(&claimed, query.version, &[]).await {
-            Ok(()) => {}
-            Err(StoreError::ConditionFailed(_)) => continue,
-            Err(e) => return Err(e.into()),
+        if !written(deps.store.update_query(&claimed, query.version, &[]).await)? {
+            return Ok(Attempt::Conflict);
         }
         claimed.version = query.version + 1;
         let handoffs = deps.store.list_handoffs(query_id).await?;
@@ -102,8 +103,9 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         let events = [
             deps.event(
                 &claimed,
-                event_key(END_STAGE, 80, "synthesis", ""),
-                EventKind::Synthesis,
+                Entry::Synthesis,
+                0,
+                "",
                 json!({
                     "status": output.status,
                     "response_confidence": output.response_confidence,
@@ -114,21 +116,19 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
             ),
             deps.event(
                 &claimed,
-                event_key(END_STAGE, 90, "final", ""),
-                EventKind::Final,
+                Entry::Final,
+                0,
+                "",
                 json!({ "status": output.status, "total_latency_ms": output.total_latency_ms }),
             ),
         ];
-        return match deps.store.finish_query(&output, &done, claimed.version, &events).await {
-            Ok(()) => {
-                info!(status = ?output.status, confidence = output.response_confidence, latency_ms = output.total_latency_ms, "query answered");
-                Ok(())
-            }
-            Err(StoreError::ConditionFailed(_)) => Ok(()), // another synthesizer finished it
-            Err(e) => Err(e.into()),
-        };
-    }
-    Err(StepError::Retryable("query record kept changing while synthesizing".into()))
+        // Not written: another synthesizer finished it.
+        if written(deps.store.finish_query(&output, &done, claimed.version, &events).await)? {
+            info!(status = ?output.status, confidence = output.response_confidence, latency_ms = output.total_latency_ms, "query answered");
+        }
+        Ok(Attempt::Done(()))
+    })
+    .await
 }
 
 /// Poll the query for up to `EngineSettings::claim_wait`; true once it is done.
@@ -170,7 +170,7 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
         // Chain the next link only for a query still open: a finished (or expired) query needs
         // no deadline, and a duplicated link stops here instead of doubling at every link.
         if query.is_some_and(|q| q.status != QueryStatus::Done) {
-            return router::arm_deadline(deps, query_id, fire_at).await;
+            return arm_deadline(deps, query_id, fire_at).await;
         }
         return Ok(());
     }
@@ -180,7 +180,7 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
     if matches!(query.status, QueryStatus::Done | QueryStatus::Accepted) {
         return Ok(());
     }
-    let stage_budget = super::modes::is_stage_budget(&query, fire_at);
+    let stage_budget = is_stage_budget(&query, fire_at);
     if stage_budget == Some(false) {
         return Ok(()); // the budget of a stage that already completed
     }
@@ -189,13 +189,14 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
         let outstanding = outstanding(&query, &handoffs);
         if !outstanding.is_empty() {
             let key = match (stage_budget, &query.plan) {
-                (Some(true), Some(plan)) => event_key(plan.current_stage, 68, "budget", ""),
-                _ => deadline_event_key(),
+                (Some(true), Some(plan)) => (Entry::Budget, plan.current_stage),
+                _ => (Entry::Deadline, 0),
             };
             let event = deps.event(
                 &query,
-                key,
-                EventKind::Deadline,
+                key.0,
+                key.1,
+                "",
                 json!({ "fire_at": fire_at, "timed_out": outstanding.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>() }),
             );
             deps.store.append_events(&[event]).await?;
@@ -204,8 +205,9 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
             let record = timeout_record(deps, &query, planned);
             let event = deps.event(
                 &query,
-                event_key(query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0), 60, "handoff", &planned.dispatch.dispatch_id),
-                EventKind::Handoff,
+                Entry::Handoff,
+                query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0),
+                &planned.dispatch.dispatch_id,
                 json!({ "dispatch_id": planned.dispatch.dispatch_id, "agent": planned.dispatch.target_agent, "status": "timeout", "error_type": "agent_timeout", "fills_slot": true }),
             );
             match deps.store.record_handoff(&record, &[event]).await? {
@@ -214,7 +216,7 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
         }
         if stage_budget == Some(true) {
             info!("stage budget spent; moving on");
-            return super::worker::advance(deps, query_id).await;
+            return advance(deps, query_id).await;
         }
     }
     info!("deadline fired");
@@ -309,22 +311,6 @@ fn fit_output(output: &mut OrchestratorOutput) {
     ));
 }
 
-/// The text an agent answered with: `primary_output.response`, else `summary`, else the
-/// output as JSON.
-pub fn answer_text(h: &AgentHandoff) -> String {
-    let out = &h.result.primary_output;
-    for key in ["response", "summary", "text", "answer"] {
-        if let Some(s) = out.get(key).and_then(Value::as_str) {
-            return s.to_string();
-        }
-    }
-    match out {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn describe_failure(h: &HandoffRecord) -> String {
     let reason = h
         .handoff
@@ -394,7 +380,7 @@ pub fn build_output(
 
     // One final handoff per slot of the stages that ran.
     let mut slots: Vec<(&PlannedDispatch, Option<&HandoffRecord>)> = Vec::new();
-    for stage in plan.stages.iter().take(plan.current_stage + 1).filter(|s| !super::modes::is_bookkeeping(s)) {
+    for stage in plan.stages.iter().take(plan.current_stage + 1).filter(|s| !is_bookkeeping(s)) {
         for d in stage.dispatches.iter().filter(|d| d.role.fills_slot()) {
             slots.push((d, slot_handoff(handoffs, &d.slot)));
         }
@@ -463,7 +449,7 @@ pub fn build_output(
         }
     };
     let mut response_confidence = (response_confidence * 1_000.0).round() / 1_000.0;
-    let shaped = super::modes::shape(manifest, plan, handoffs, now);
+    let shaped = shape(manifest, plan, handoffs, now);
     if let Some(s) = &shaped {
         status = s.status.unwrap_or(status);
         response_confidence = s.confidence.unwrap_or(response_confidence);

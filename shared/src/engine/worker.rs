@@ -15,15 +15,17 @@
 //! fan-in set in the same atomic write. The writer that completes the set advances the query:
 //! the next pipeline stage after its QC gate, or the synthesis.
 
-use super::{event_key, router, Deps, StepError, END_STAGE};
+use super::advance::advance;
+use super::deps::{Deps, StepError};
+use super::effects::{retry_on_conflict, send_first_attempt, written, Attempt, Entry};
 use crate::contracts::{
     AgentHandoff, HandoffArtifacts, HandoffErrors, HandoffExecution, HandoffMetadata, HandoffResult, HandoffStatus,
 };
 use crate::jobs::Job;
 use crate::limits::{MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT};
-use crate::manifest::{Agent, Fallback, Gate, Manifest};
+use crate::manifest::{Agent, Fallback, Manifest};
 use crate::plan::{DispatchRole, PlannedDispatch};
-use crate::ports::{AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
+use crate::ports::{AgentReply, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -320,8 +322,9 @@ async fn schedule_retry(
     let stage = query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0);
     let event = deps.event(
         query,
-        event_key(stage, 50, "retry", &format!("{}-{}", job.dispatch_id, job.attempt)),
-        EventKind::Retry,
+        Entry::Retry,
+        stage,
+        &format!("{}-{}", job.dispatch_id, job.attempt),
         json!({
             "dispatch_id": job.dispatch_id,
             "agent": agent.id,
@@ -431,16 +434,16 @@ async fn hand_over(
     fallback_id: &str,
     f: &Failure,
 ) -> Result<(), StepError> {
-    for _ in 0..8 {
+    retry_on_conflict("adding a fallback", || async move {
         let Some(query) = deps.store.get_query(query_id).await? else {
             return Err(StepError::Permanent(format!("query {query_id} vanished")));
         };
         if query.status != QueryStatus::Routed {
-            return Ok(());
+            return Ok(Attempt::Done(()));
         }
-        let Some(mut plan) = query.plan.clone() else { return Ok(()) };
+        let Some(mut plan) = query.plan.clone() else { return Ok(Attempt::Done(())) };
         if plan.all_dispatches().any(|d| d.fallback_for.as_deref() == Some(planned.dispatch.dispatch_id.as_str())) {
-            return Ok(()); // already handed over (a duplicate delivery): sent once
+            return Ok(Attempt::Done(())); // already handed over (a duplicate delivery): sent once
         }
         let Some(fallback_agent) = manifest.agent(fallback_id) else {
             return Err(StepError::Permanent(format!("fallback agent `{fallback_id}` is not in the manifest")));
@@ -459,8 +462,9 @@ async fn hand_over(
         let events = vec![
             deps.event(
                 &query,
-                event_key(stage_index, 55, "fallback", &planned.dispatch.dispatch_id),
-                EventKind::Fallback,
+                Entry::Fallback,
+                stage_index,
+                &planned.dispatch.dispatch_id,
                 json!({
                     "dispatch_id": planned.dispatch.dispatch_id,
                     "agent": planned.dispatch.target_agent,
@@ -472,8 +476,9 @@ async fn hand_over(
             ),
             deps.event(
                 &query,
-                event_key(stage_index, 56, "dispatch", &fallback.dispatch.dispatch_id),
-                EventKind::Dispatch,
+                Entry::FallbackDispatch,
+                stage_index,
+                &fallback.dispatch.dispatch_id,
                 json!({
                     "dispatch_id": fallback.dispatch.dispatch_id,
                     "agent": fallback_id,
@@ -489,16 +494,13 @@ async fn hand_over(
         }
         let mut updated = query.clone();
         updated.plan = Some(plan);
-        match deps.store.update_query(&updated, query.version, &events).await {
-            Ok(()) => {
-                info!(agent = %planned.dispatch.target_agent, fallback = fallback_id, "retries exhausted; fallback dispatched");
-                return router::send_first_attempt(deps, &dispatch).await;
-            }
-            Err(StoreError::ConditionFailed(_)) => continue,
-            Err(e) => return Err(e.into()),
+        if !written(deps.store.update_query(&updated, query.version, &events).await)? {
+            return Ok(Attempt::Conflict);
         }
-    }
-    Err(StepError::Retryable("query record kept changing while adding a fallback".into()))
+        info!(agent = %planned.dispatch.target_agent, fallback = fallback_id, "retries exhausted; fallback dispatched");
+        send_first_attempt(deps, &dispatch).await.map(Attempt::Done)
+    })
+    .await
 }
 
 /// Record the handoff (once) and move the query on if it completed the stage.
@@ -512,8 +514,9 @@ async fn finalize(
     let h = &record.handoff;
     let event = deps.event(
         query,
-        event_key(stage, 60, "handoff", &h.dispatch_id),
-        EventKind::Handoff,
+        Entry::Handoff,
+        stage,
+        &h.dispatch_id,
         json!({
             "dispatch_id": h.dispatch_id,
             "agent": h.agent_id,
@@ -548,130 +551,6 @@ async fn finalize(
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// Value at a dotted path (`qc_report.passed`).
-pub fn value_at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(value, |v, key| v.get(key))
-}
-
-/// Check a QC gate on a step's output: `Ok(())` to continue, `Err(report)` to block.
-pub fn check_gate(gate: &Gate, handoff: &AgentHandoff) -> Result<(), Value> {
-    let output = &handoff.result.primary_output;
-    let report = || {
-        let report =
-            gate.report.as_deref().and_then(|p| value_at(output, p)).cloned().unwrap_or_else(|| output.clone());
-        json!({ "gate": gate.name, "field": gate.field, "report": report })
-    };
-    if handoff.execution.status == HandoffStatus::Blocked {
-        return Err(report());
-    }
-    let Some(value) = value_at(output, &gate.field) else { return Err(report()) };
-    let passes = match (&gate.min, &gate.equals) {
-        (Some(min), _) => value.as_f64().is_some_and(|v| v >= *min),
-        (None, Some(expected)) => value == expected,
-        (None, None) => value.as_bool().unwrap_or(false),
-    };
-    if passes {
-        Ok(())
-    } else {
-        Err(report())
-    }
-}
-
-/// The handoff that fills a slot: the first to complete. A slot can be filled twice — a
-/// dispatch whose duplicate delivery crashed after handing over to its fallback may still
-/// answer, and both it and the fallback fill the slot — so the choice must not depend on the
-/// order handoffs are listed in (by random dispatch id): the earliest answer wins, the original
-/// dispatch on a tie.
-pub fn slot_handoff<'a>(handoffs: &'a [HandoffRecord], slot: &str) -> Option<&'a HandoffRecord> {
-    handoffs
-        .iter()
-        .filter(|h| h.slot.as_deref() == Some(slot))
-        .min_by_key(|h| (h.handoff.execution.completed_at, h.fallback_for.is_some()))
-}
-
-/// Move the query on if its current stage is complete: start the next pipeline stage (when
-/// the step answered and its gate passes), or ask for the synthesis. Safe to call any number
-/// of times.
-pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
-    for _ in 0..5 {
-        let Some(query) = deps.store.get_query(query_id).await? else { return Ok(()) };
-        if query.status != QueryStatus::Routed {
-            return Ok(());
-        }
-        let Some(plan) = query.plan.clone() else { return Ok(()) };
-        let Some(stage) = plan.stages.get(plan.current_stage) else { return Ok(()) };
-        if !stage.is_complete(&query.completed) {
-            return Ok(());
-        }
-        let next = plan.current_stage + 1;
-        if next >= plan.stages.len() {
-            if plan.flow.is_some() {
-                return super::modes::extend(deps, query_id).await;
-            }
-            return request_synthesis(deps, query_id).await;
-        }
-        let handoffs = deps.store.list_handoffs(query_id).await?;
-        let step: Vec<&HandoffRecord> = stage.slots().filter_map(|s| slot_handoff(&handoffs, s)).collect();
-        let usable = step
-            .iter()
-            .all(|h| h.handoff.execution.status.is_usable() || h.handoff.execution.status == HandoffStatus::Blocked);
-        let gate = match &stage.gate {
-            Some(gate) => step.iter().map(|h| check_gate(gate, &h.handoff)).find_map(Result::err),
-            None => None,
-        };
-        if !usable || gate.is_some() || step.iter().any(|h| h.handoff.execution.status == HandoffStatus::Blocked) {
-            if let Some(report) = &gate {
-                let event = deps.event(
-                    &query,
-                    event_key(plan.current_stage, 65, "gate", ""),
-                    EventKind::Gate,
-                    json!({ "passed": false, "qc": report }),
-                );
-                deps.store.append_events(&[event]).await?;
-            }
-            return request_synthesis(deps, query_id).await;
-        }
-        let previous: Vec<Value> = step.iter().map(|h| h.handoff.result.primary_output.clone()).collect();
-        let mut advanced_plan = plan.clone();
-        advanced_plan.current_stage = next;
-        for d in &mut advanced_plan.stages[next].dispatches {
-            if let Value::Object(ctx) = &mut d.dispatch.payload.context {
-                ctx.insert(
-                    "previous".into(),
-                    if previous.len() == 1 { previous[0].clone() } else { Value::Array(previous.clone()) },
-                );
-            }
-            d.dispatch.metadata.dispatched_at = deps.clock.now();
-        }
-        let mut events = Vec::new();
-        if let Some(g) = &stage.gate {
-            events.push(deps.event(
-                &query,
-                event_key(plan.current_stage, 65, "gate", ""),
-                EventKind::Gate,
-                json!({ "gate": g.name, "passed": true }),
-            ));
-        }
-        events.extend(router::dispatch_events(deps, &query, &advanced_plan, next));
-        let mut updated = query.clone();
-        updated.plan = Some(advanced_plan);
-        match deps.store.update_query(&updated, query.version, &events).await {
-            Ok(()) => {
-                info!(stage = next, "pipeline stage started");
-                return router::send_stage(deps, &updated, next).await;
-            }
-            Err(StoreError::ConditionFailed(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(StepError::Retryable("query record kept changing while advancing".into()))
-}
-
-async fn request_synthesis(deps: &Deps, query_id: &str) -> Result<(), StepError> {
-    deps.send(QueueId::synth(), Job::Synthesize { query_id: query_id.to_string() }, Duration::ZERO).await?;
-    Ok(())
 }
 
 /// A dispatch job for a query that has ended, whose dispatch has no handoff (its handoff write
@@ -728,9 +607,4 @@ async fn give_up_after_deliveries(deps: &Deps, job: &DispatchJob, reason: &str) 
         expires_at: deps.expires_at(),
     };
     finalize(deps, &query, &planned, record).await
-}
-
-/// Event key for the deadline (used by the synthesizer).
-pub(super) fn deadline_event_key() -> String {
-    event_key(END_STAGE, 70, "deadline", "")
 }

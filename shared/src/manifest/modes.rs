@@ -4,7 +4,7 @@
 //! and `sources` (parallel sources, an evaluator, a synthesizer and a memory step).
 //!
 //! Each mode is carried out by the engine as a sequence of plan stages (see
-//! `engine::modes`); the agents keep their ordinary manifest entries, tiers and retry
+//! `plan::modes`); the agents keep their ordinary manifest entries, tiers and retry
 //! policies. The field names the engine reads from these agents' answers are fixed and listed
 //! on each settings type.
 

@@ -5,7 +5,7 @@
 use crate::chaos::Observed;
 use crate::reasons::Reasons;
 use shared::contracts::OrchestratorOutput;
-use shared::engine::worker::slot_handoff;
+use shared::plan::handoffs::slot_handoff;
 use shared::plan::DispatchRole;
 use shared::ports::{Event, EventKind, HandoffRecord, QueryRecord, QueryStatus};
 use std::collections::BTreeSet;

@@ -2,7 +2,7 @@
 //!
 //! A route with a mode (`deliberate`, `sources`), a `critic` or `guardrails` — or any query
 //! when a cascaded classifier is configured — gets a plan with a [`Flow`]. Its stages are not
-//! all known up front: when a stage completes (the fan-in of [`super::worker`]), [`extend`]
+//! all known up front: when a stage completes (the fan-in of the worker), the engine's `advance::extend`
 //! reads the stage's handoffs and appends the next stage — new dispatches with their own
 //! ids — in one conditional write of the query record, then sends them. A duplicate or
 //! concurrent completion loses the version condition and re-reads, so each step is taken
@@ -50,16 +50,13 @@
 //!   in the background with the answer and never waited for.
 
 use super::evaluate::{self, Evaluation};
-use super::synth::answer_text;
-use super::worker::slot_handoff;
-use super::{event_key, router, Deps, StepError};
+use super::handoffs::{answer_text, slot_handoff};
 use crate::contracts::{ErrorCategory, HandoffStatus, OutputError, OutputStatus, ParsedQuery};
 use crate::manifest::{Agent, Intent, Manifest, RouteMode};
 use crate::plan::{self, ClassificationDecision, DispatchRole, Flow, Plan, PlanError, PlannedDispatch, Stage};
-use crate::ports::{EventKind, HandoffRecord, QueryRecord, QueryStatus, StoreError};
+use crate::ports::{EventKind, HandoffRecord, QueryRecord};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
-use tracing::info;
 
 /// Step names recorded in [`Stage::step`].
 pub mod step {
@@ -879,117 +876,6 @@ fn reclassify(
     next.parsed = Some(reparsed);
     next.classification = Some(decision);
     Ok(next)
-}
-
-// ------------------------------------------------------------------------------------------
-// Engine hooks
-// ------------------------------------------------------------------------------------------
-
-/// The current stage of a flow is complete: append the next step (once) and send it, or ask
-/// for the synthesis. Called by [`super::worker::advance`].
-pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
-    for _ in 0..5 {
-        let Some(query) = deps.store.get_query(query_id).await? else { return Ok(()) };
-        if query.status != QueryStatus::Routed {
-            return Ok(());
-        }
-        let Some(plan) = query.plan.clone() else { return Ok(()) };
-        let Some(current) = plan.stages.get(plan.current_stage) else { return Ok(()) };
-        if !current.is_complete(&query.completed) || plan.current_stage + 1 < plan.stages.len() {
-            return Ok(());
-        }
-        let handoffs = deps.store.list_handoffs(query_id).await?;
-        let now = deps.clock.now();
-        let manifest = deps.manifest_for(&query).await?;
-        let next = next_step(&manifest, &query, &handoffs, now)
-            .map_err(|e| StepError::Permanent(format!("cannot plan the next step: {e}")))?;
-        let changes = !next.stages.is_empty() || !next.background.is_empty() || next.parsed.is_some();
-        if !changes {
-            // Nothing more to run; the step's events are written with the synthesis request.
-            if !next.events.is_empty() {
-                let events: Vec<_> = next
-                    .events
-                    .iter()
-                    .map(|(kind, name, detail)| {
-                        deps.event(&query, event_key(plan.current_stage, 70, name, ""), *kind, detail.clone())
-                    })
-                    .collect();
-                deps.store.append_events(&events).await?;
-            }
-            return request_synthesis(deps, query_id).await;
-        }
-        let mut updated = query.clone();
-        let mut new_plan = plan.clone();
-        let mut events: Vec<_> = next
-            .events
-            .iter()
-            .map(|(kind, name, detail)| {
-                deps.event(&query, event_key(plan.current_stage, 70, name, ""), *kind, detail.clone())
-            })
-            .collect();
-        if let Some(parsed) = next.parsed {
-            if let Some(intent) = manifest.intent(&parsed.intent) {
-                new_plan.pipeline = intent.route.pipeline.clone();
-            }
-            new_plan.intent = parsed.intent.clone();
-            updated.parsed = parsed;
-        }
-        if let Some(c) = next.classification {
-            new_plan.flow.get_or_insert_with(Flow::default).classification = Some(c);
-        }
-        let background = next.background.clone();
-        let started = !next.stages.is_empty();
-        if started {
-            new_plan.stages.extend(next.stages);
-            new_plan.current_stage += 1;
-            events.extend(router::dispatch_events(deps, &query, &new_plan, new_plan.current_stage));
-        }
-        if let Some(stage) = new_plan.stages.get_mut(new_plan.current_stage) {
-            for d in &background {
-                events.push(deps.event(
-                    &query,
-                    event_key(plan.current_stage, 75, "dispatch", &d.dispatch.dispatch_id),
-                    EventKind::Dispatch,
-                    json!({ "dispatch_id": d.dispatch.dispatch_id, "agent": d.dispatch.target_agent, "tier": d.dispatch.target_tier, "role": "background" }),
-                ));
-            }
-            stage.dispatches.extend(background.iter().cloned());
-        }
-        updated.plan = Some(new_plan);
-        match deps.store.update_query(&updated, query.version, &events).await {
-            Ok(()) => {}
-            Err(StoreError::ConditionFailed(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
-        for d in &background {
-            router::send_first_attempt(deps, &d.dispatch).await?;
-        }
-        if !started {
-            return request_synthesis(deps, query_id).await;
-        }
-        let plan = updated
-            .plan
-            .as_ref()
-            .map(|p| (p.current_stage, p.stages.get(p.current_stage).and_then(|s| s.budget_until)));
-        let (index, budget) = plan.unwrap_or((0, None));
-        info!(stage = index, step = ?updated.plan.as_ref().and_then(|p| p.stages.get(index)).and_then(|s| s.step.clone()), "flow step started");
-        router::send_stage(deps, &updated, index).await?;
-        if let Some(until) = budget {
-            router::arm_deadline(deps, query_id, until).await?;
-        }
-        return Ok(());
-    }
-    Err(StepError::Retryable("query record kept changing while extending the flow".into()))
-}
-
-async fn request_synthesis(deps: &Deps, query_id: &str) -> Result<(), StepError> {
-    deps.send(
-        crate::ports::QueueId::synth(),
-        crate::jobs::Job::Synthesize { query_id: query_id.to_string() },
-        std::time::Duration::ZERO,
-    )
-    .await?;
-    Ok(())
 }
 
 /// Whether a deadline message is a stage's budget rather than the query's deadline; if it is

@@ -4,6 +4,17 @@
 //! parallel dispatches (primary + supporting agents), or one stage per step of a pipeline. The
 //! plan is stored in the query record and is the only place the workers read their dispatches
 //! from, so a redelivered message always finds the same dispatch ids.
+//!
+//! Everything here is pure — no port, no I/O — so it is unit-tested on its own:
+//! - [`modes`]: the orchestration modes (guardrails, coherence, deliberation, critic, parallel
+//!   sources, cascade classification): the first plan of a route, the step that follows a
+//!   completed stage, and the shape of the answer;
+//! - [`evaluate`]: scoring the parallel sources' chunks (quality, duplicates, contradictions);
+//! - [`handoffs`]: which handoff fills a slot, an agent's answer text, QC gates.
+
+pub mod evaluate;
+pub mod handoffs;
+pub mod modes;
 
 use crate::contracts::AgentDispatch;
 use crate::manifest::Gate;
@@ -49,7 +60,7 @@ pub struct Stage {
     #[serde(default)]
     pub gate: Option<Gate>,
     /// The orchestration step this stage carries out (`experts`, `critic`, …), for routes
-    /// with modes (see `engine::modes`).
+    /// with modes (see `plan::modes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
     /// When the stage's total budget ends: dispatches still out then count as timed out.
@@ -87,7 +98,7 @@ impl DispatchRole {
     }
 }
 
-/// State of a route carried out by the modes engine (`engine::modes`).
+/// State of a route carried out by the modes engine (`plan::modes`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Flow {
     /// Which classifier decided the intent, and how sure it was.
@@ -208,7 +219,7 @@ pub fn dispatch_for(
         payload: DispatchPayload {
             intent: parsed.intent.clone(),
             entities: parsed.entities.clone(),
-            context: crate::engine::modes::context_for(manifest, agent, parsed, &[]),
+            context: modes::context_for(manifest, agent, parsed, &[]),
             constraints: DispatchConstraints {
                 max_latency_ms: timeout_ms,
                 required_confidence: agent.required_confidence,
