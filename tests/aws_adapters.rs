@@ -18,7 +18,7 @@
 mod store_contract;
 
 use shared::adapters::aws::{ensure_resources, ResourceUrls};
-use shared::adapters::dynamodb::{DynamoStore, StoreCounts};
+use shared::adapters::dynamodb::DynamoStore;
 use shared::adapters::sqs::SqsQueue;
 use shared::manifest::Manifest;
 use shared::ports::{OutgoingMessage, Queue, QueueError, QueueId, Store, ATTR_CORRELATION_ID, ATTR_TRACEPARENT};
@@ -159,10 +159,12 @@ async fn dynamodb_records_a_handoff_once() {
 async fn dynamodb_fan_in_loses_no_slot_under_concurrent_handoffs() {
     let store = store().await;
     store_contract::concurrent_handoffs_lose_no_slot_and_exactly_one_sees_the_set_complete(&store).await;
-    // 1 create + 8 handoffs, plus one read and one transaction per lost fan-in race.
+    // 1 create, and per handoff one put and one fan-in update: no read first, no
+    // transaction, nothing sent again when handoffs race. The contract reads the query and
+    // the handoffs once each.
     let counts = store.counts();
     println!("8 concurrent handoffs: {counts:?}");
-    assert!(counts.transact_writes >= 9 && counts.reads >= 9, "{counts:?}");
+    assert_eq!((counts.writes, counts.transact_writes, counts.reads), (17, 0, 2), "{counts:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,6 +190,28 @@ async fn dynamodb_fan_in_from_two_tasks_keeps_both_slots() {
     }
 }
 
+/// GIVEN two slots, where a's handoff arrived first and b's completed the set, WHEN a's fan-in
+/// update is sent again (its first answer lost, as the SDK retries), THEN the retry reports the
+/// set as a's first write left it — not complete — and changes nothing: one writer completed it.
+#[tokio::test]
+async fn dynamodb_fan_in_retried_after_a_lost_answer_does_not_complete_the_set_twice() {
+    use shared::ports::HandoffWrite;
+    use std::collections::BTreeSet;
+    let store = store().await;
+    let q = store_contract::query(&store_contract::new_id(), None);
+    store.create_query(&q, &[]).await.expect("create");
+    let a = store_contract::handoff(&q.query_id, "d-a", Some("d-a"));
+    let b = store_contract::handoff(&q.query_id, "d-b", Some("d-b"));
+    let first = store.record_handoff(&a, &[]).await.expect("a");
+    let second = store.record_handoff(&b, &[]).await.expect("b");
+    let both = BTreeSet::from(["d-a".to_string(), "d-b".to_string()]);
+    assert_eq!(first, HandoffWrite::Recorded { completed: BTreeSet::from(["d-a".to_string()]) });
+    assert_eq!(second, HandoffWrite::Recorded { completed: both.clone() });
+    let retried = store.arrive(&q.query_id, "d-a", "d-a", a.expires_at).await.expect("retry");
+    assert_eq!(retried, BTreeSet::from(["d-a".to_string()]), "the retry does not see the set it did not complete");
+    assert_eq!(store.get_query(&q.query_id).await.expect("read").expect("present").completed, both);
+}
+
 #[tokio::test]
 async fn dynamodb_refuses_a_second_finish() {
     store_contract::finishing_a_query_twice_fails_the_second_time(&store().await).await;
@@ -210,7 +234,8 @@ async fn dynamodb_refuses_oversized_items() {
     store_contract::an_oversized_record_is_refused_as_too_large(&store).await;
     let after = store.counts();
     // Two creates' worth of requests only would be wrong: the oversized writes sent nothing.
-    assert_eq!(after.transact_writes - before.transact_writes, 1, "only the small query was sent");
+    assert_eq!(after.writes - before.writes, 1, "only the small query was sent");
+    assert_eq!(after.transact_writes, before.transact_writes);
 }
 
 #[tokio::test]
@@ -224,49 +249,49 @@ async fn dynamodb_lists_events_in_order() {
 }
 
 #[tokio::test]
-async fn dynamodb_counts_its_requests_per_operation() {
+async fn dynamodb_counts_its_requests_and_units_per_operation() {
     let store = store().await;
-    let q = store_contract::query(&store_contract::new_id(), Some("k"));
+    let q = store_contract::query(&store_contract::new_id(), None);
     let mut last = store.counts();
+    // (reads, writes, transactions, write units, read units) since the last step.
     let mut step = |name: &str, store: &DynamoStore| {
         let now = store.counts();
-        let delta = StoreCounts {
-            reads: now.reads - last.reads,
-            writes: now.writes - last.writes,
-            transact_writes: now.transact_writes - last.transact_writes,
-            items_written: now.items_written - last.items_written,
-        };
-        println!("{name:>16}: {delta:?}");
+        let delta = (
+            now.reads - last.reads,
+            now.writes - last.writes,
+            now.transact_writes - last.transact_writes,
+            now.write_units - last.write_units,
+            now.read_units - last.read_units,
+        );
+        println!("{name:>16}: reads, writes, transactions, WRU, RRU = {delta:?}");
         last = now;
         delta
     };
     let e = |key: &str| store_contract::event(&q.query_id, key, chrono::Utc::now(), shared::ports::EventKind::Route);
     store.create_query(&q, &[e("1")]).await.expect("create");
-    assert_eq!(step("create_query", &store), StoreCounts { reads: 0, writes: 0, transact_writes: 1, items_written: 3 });
+    assert_eq!(step("create_query", &store), (0, 1, 0, 2, 0), "one put of under 1 KB, one index write");
     store.get_query(&q.query_id).await.expect("get");
-    assert_eq!(step("get_query", &store), StoreCounts { reads: 1, ..Default::default() });
+    assert_eq!(step("get_query", &store), (1, 0, 0, 0, 1));
     store.update_query(&q, 0, &[e("2")]).await.expect("update");
-    assert_eq!(
-        step("update_query", &store),
-        StoreCounts { transact_writes: 1, items_written: 2, ..Default::default() }
-    );
+    assert_eq!(step("update_query", &store), (0, 1, 0, 1, 0));
     let h = store_contract::handoff(&q.query_id, "d-1", Some("d-1"));
     store.record_handoff(&h, &[e("3")]).await.expect("handoff");
-    assert_eq!(
-        step("record_handoff", &store),
-        StoreCounts { reads: 1, writes: 0, transact_writes: 1, items_written: 3 }
-    );
+    assert_eq!(step("record_handoff", &store), (0, 2, 0, 2, 0), "the handoff put and the fan-in update");
+    store.record_handoff(&h, &[e("3")]).await.expect("duplicate");
+    assert_eq!(step("duplicate handoff", &store), (0, 2, 0, 2, 0), "both refused by their conditions, still billed");
     store.list_handoffs(&q.query_id).await.expect("list");
-    assert_eq!(step("list_handoffs", &store), StoreCounts { reads: 1, ..Default::default() });
+    assert_eq!(step("list_handoffs", &store), (1, 0, 0, 0, 1));
     store.append_events(&[e("4")]).await.expect("append");
-    assert_eq!(step("append_events(1)", &store), StoreCounts { writes: 1, items_written: 1, ..Default::default() });
+    assert_eq!(step("append_events(1)", &store), (0, 1, 0, 1, 0));
     store.finish_query(&store_contract::output(&q.query_id), &q, 1, &[e("5")]).await.expect("finish");
-    assert_eq!(
-        step("finish_query", &store),
-        StoreCounts { transact_writes: 1, items_written: 3, ..Default::default() }
-    );
+    let (reads, writes, transactions, wru, _) = step("finish_query", &store);
+    assert_eq!((reads, writes, transactions), (0, 1, 0), "one update carries the output and the final status");
+    assert!((1..=2).contains(&wru), "{wru} WRU");
     store.list_events(&q.query_id).await.expect("events");
-    assert_eq!(step("list_events", &store), StoreCounts { reads: 1, ..Default::default() });
+    assert_eq!(step("list_events", &store).0, 1, "one query over the partition");
+    let keyed = store_contract::query(&store_contract::new_id(), Some("k"));
+    store.create_query(&keyed, &[]).await.expect("create with a key");
+    assert_eq!(step("create with key", &store), (0, 0, 1, 5, 0), "two items at twice the units, one index write");
 }
 
 // ------------------------------------------------------------------------------------------
@@ -291,6 +316,33 @@ async fn sqs_delivers_a_message_with_its_attributes_and_deletes_it() {
     assert!(queue.receive(QueueId::synth(), 10, Duration::ZERO).await.expect("receive").is_empty());
     let counts = queue.counts();
     assert_eq!((counts.sends, counts.receives, counts.deletes), (1, 2, 1));
+}
+
+/// GIVEN twelve messages for one queue, WHEN they are sent as a batch, THEN two
+/// `SendMessageBatch` requests carry them (ten at most each) and every one arrives once.
+#[tokio::test]
+async fn sqs_sends_a_batch_in_requests_of_ten_and_delivers_every_message() {
+    let queue = queue(false).await;
+    let messages: Vec<_> = (0..12).map(|i| message(&format!("batch-{i}"), Duration::ZERO)).collect();
+    let ids = queue.send_batch(QueueId::tier(2), messages).await.expect("send_batch");
+    assert_eq!(ids.len(), 12);
+    assert_eq!(ids.iter().collect::<std::collections::BTreeSet<_>>().len(), 12, "distinct ids");
+    let counts = queue.counts();
+    assert_eq!((counts.sends, counts.messages_sent), (2, 12));
+    let mut bodies = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        for m in queue.receive(QueueId::tier(2), 10, Duration::from_secs(1)).await.expect("receive") {
+            assert_eq!(m.attributes, message("", Duration::ZERO).attributes, "attributes arrive with each");
+            bodies.insert(m.body.clone());
+            queue.delete(QueueId::tier(2), &m.receipt_handle).await.expect("delete");
+        }
+        if bodies.len() == 12 {
+            break;
+        }
+    }
+    assert_eq!(bodies, (0..12).map(|i| format!("batch-{i}")).collect());
+    let oversized = vec![message("small", Duration::ZERO), message(&"x".repeat(300 * 1024), Duration::ZERO)];
+    assert!(matches!(queue.send_batch(QueueId::tier(2), oversized).await, Err(shared::ports::QueueError::TooLarge(_))));
 }
 
 #[tokio::test]

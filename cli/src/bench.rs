@@ -341,6 +341,10 @@ pub struct Prices {
     pub dynamodb_per_million_rru: f64,
     /// Step Functions Standard, per million state transitions.
     pub step_functions_per_million_transitions: f64,
+    /// Step Functions Express, per million requests (executions started).
+    pub express_per_million_requests: f64,
+    /// Step Functions Express, per GB-second of duration (first tier).
+    pub express_gb_second: f64,
 }
 
 /// The prices used, as published for us-east-1 (see the README's Performance section).
@@ -351,7 +355,73 @@ pub const US_EAST_1: Prices = Prices {
     dynamodb_per_million_wru: 0.625,
     dynamodb_per_million_rru: 0.125,
     step_functions_per_million_transitions: 25.0,
+    express_per_million_requests: 1.00,
+    express_gb_second: 0.000_016_67,
 };
+
+/// Step Functions Express bills duration in 64 MB steps, at least one: its memory floor.
+pub const EXPRESS_MEMORY_MB: f64 = 64.0;
+/// Step Functions Express rounds each execution's duration up to 100 ms.
+pub const EXPRESS_BILLING_STEP_MS: f64 = 100.0;
+
+/// How long a function waits on each AWS call, in ms: the latency model that turns counted
+/// requests into Lambda duration. These are typical in-region figures for small items and
+/// messages (DynamoDB answers single-item requests in single-digit milliseconds; a transaction
+/// coordinates several items and takes about twice as long; an SQS send is a few ms), chosen
+/// on the high side and stated here rather than measured: the local endpoint's own latency
+/// says nothing about AWS. Receives and deletes are made by Lambda's SQS pollers, outside the
+/// function's billed time.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct LatencyModel {
+    /// `GetItem`, `Query` (one page).
+    pub ddb_read_ms: f64,
+    /// `PutItem`, `UpdateItem`.
+    pub ddb_write_ms: f64,
+    /// `TransactWriteItems`.
+    pub ddb_transact_ms: f64,
+    /// `SendMessage`, `SendMessageBatch`.
+    pub sqs_send_ms: f64,
+    /// The handler's own work per invocation (parsing, planning, JSON), at 256 MB.
+    pub compute_ms: f64,
+    /// Lambda rounds each invocation up to the next millisecond: half a millisecond on average.
+    pub rounding_ms: f64,
+}
+
+/// The latency model of the cost table.
+pub const LATENCY: LatencyModel = LatencyModel {
+    ddb_read_ms: 5.0,
+    ddb_write_ms: 7.0,
+    ddb_transact_ms: 15.0,
+    sqs_send_ms: 8.0,
+    compute_ms: 2.0,
+    rounding_ms: 0.5,
+};
+
+/// Requests one query's function invocations made, per kind (averages).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct CallCounts {
+    /// Function invocations.
+    pub invocations: f64,
+    /// DynamoDB reads (`GetItem`, `Query` pages).
+    pub ddb_reads: f64,
+    /// DynamoDB single-item writes.
+    pub ddb_writes: f64,
+    /// DynamoDB transactions.
+    pub ddb_transacts: f64,
+    /// SQS send requests.
+    pub sqs_sends: f64,
+}
+
+impl LatencyModel {
+    /// Modeled function time of one query, ms (every invocation's waits and work, summed).
+    pub fn function_ms(&self, c: &CallCounts) -> f64 {
+        c.ddb_reads * self.ddb_read_ms
+            + c.ddb_writes * self.ddb_write_ms
+            + c.ddb_transacts * self.ddb_transact_ms
+            + c.sqs_sends * self.sqs_send_ms
+            + c.invocations * (self.compute_ms + self.rounding_ms)
+    }
+}
 
 /// When the prices were taken.
 pub const PRICES_TAKEN: &str = "2026-11-22";
@@ -383,6 +453,8 @@ pub struct Usage {
     pub wru: f64,
     /// DynamoDB read request units.
     pub rru: f64,
+    /// Wall time of the query as modeled (for Step Functions Express's duration), ms.
+    pub wall_ms: f64,
 }
 
 /// Cost per million queries, USD.
@@ -398,6 +470,9 @@ pub struct Cost {
     pub total: f64,
     /// Step Functions Standard transitions for the same flow.
     pub step_functions: f64,
+    /// Step Functions Express for the same flow: one request plus its duration (the same wall
+    /// time, rounded up to 100 ms) at its 64 MB floor.
+    pub step_functions_express: f64,
 }
 
 /// Cost per million queries of `usage`, and of Step Functions Standard for k agents.
@@ -407,13 +482,10 @@ pub fn cost_per_million(usage: &Usage, k: u64, prices: &Prices) -> Cost {
     let sqs = usage.sqs_requests * prices.sqs_per_million_requests;
     let dynamodb = usage.wru * prices.dynamodb_per_million_wru + usage.rru * prices.dynamodb_per_million_rru;
     let step_functions = step_functions_transitions(k) as f64 * prices.step_functions_per_million_transitions;
-    Cost { lambda, sqs, dynamodb, total: lambda + sqs + dynamodb, step_functions }
-}
-
-/// Billed GB-seconds of one invocation that ran `duration` at `memory_mb`.
-pub fn billed_gb_seconds(duration: Duration, memory_mb: f64) -> f64 {
-    let ms = (duration.as_secs_f64() * 1e3).ceil().max(1.0);
-    ms / 1e3 * memory_mb / 1024.0
+    let billed_s = (usage.wall_ms / EXPRESS_BILLING_STEP_MS).ceil().max(1.0) * EXPRESS_BILLING_STEP_MS / 1e3;
+    let step_functions_express =
+        prices.express_per_million_requests + billed_s * EXPRESS_MEMORY_MB / 1024.0 * prices.express_gb_second * 1e6;
+    Cost { lambda, sqs, dynamodb, total: lambda + sqs + dynamodb, step_functions, step_functions_express }
 }
 
 fn endpoint() -> Option<String> {
@@ -501,7 +573,7 @@ pub struct RequestsRow {
     pub k: usize,
     /// Queries measured.
     pub queries: usize,
-    /// Per query: SQS SendMessage.
+    /// Per query: SQS SendMessage and SendMessageBatch requests.
     pub sqs_sends: f64,
     /// Per query: ReceiveMessage requests, empty long polls of the pollers included.
     pub sqs_receives: f64,
@@ -519,8 +591,8 @@ pub struct RequestsRow {
     pub ddb_transact_items: f64,
     /// Largest item of a query, bytes.
     pub max_item_bytes: usize,
-    /// Mean write units per item written (1 KB steps).
-    pub wru_per_item: f64,
+    /// Function time per query under the [`LATENCY`] model, ms.
+    pub function_ms: f64,
     /// Handler time per query by function, ms.
     pub handler_ms: Vec<(String, f64)>,
     /// What a query uses, for the cost.
@@ -588,6 +660,15 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     };
+    // One query first, not measured: what a process does once (storing its manifest version)
+    // is a cold start's cost, not a query's, as on Lambda where one process serves many.
+    let warm_up = submit(&system.deps, QUESTIONS[0].1).await?;
+    let until = Instant::now() + Duration::from_secs(30);
+    while watcher.get_output(&warm_up).await?.is_none() {
+        anyhow::ensure!(Instant::now() < until, "the warm-up query did not finish within 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let mut rows = Vec::new();
     for (k, question) in selected(options) {
         drained().await?;
@@ -629,27 +710,32 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
                 .await?;
             sizes.extend(page.items().iter().map(item_size));
         }
-        let wru_per_item = if sizes.is_empty() {
-            1.0
-        } else {
-            sizes.iter().map(|s| s.div_ceil(1024).max(1) as f64).sum::<f64>() / sizes.len() as f64
-        };
         let max_item_bytes = sizes.iter().copied().max().unwrap_or(0);
         let ddb_writes = per(s1.writes, s0.writes);
-        let ddb_transact_items = per(s1.items_written, s0.items_written) - ddb_writes;
+        let ddb_transact_writes = per(s1.transact_writes, s0.transact_writes);
+        let ddb_transact_items = (per(s1.items_written, s0.items_written) - ddb_writes).max(0.0);
         let mut handler_ms: Vec<(String, f64)> = Vec::new();
         for name in FUNCTIONS {
             let total: f64 = samples.iter().filter(|(f, _)| *f == name).map(|(_, d)| d.as_secs_f64() * 1e3).sum();
             handler_ms.push((name.to_string(), total / n));
         }
-        let usage = Usage {
+        let calls = CallCounts {
             invocations: samples.len() as f64 / n,
-            gb_seconds: samples.iter().map(|(_, d)| billed_gb_seconds(*d, FUNCTION_MEMORY_MB)).sum::<f64>() / n,
+            ddb_reads: per(s1.reads, s0.reads),
+            ddb_writes,
+            ddb_transacts: ddb_transact_writes,
+            sqs_sends: per(q1.sends, q0.sends),
+        };
+        let function_ms = LATENCY.function_ms(&calls);
+        let usage = Usage {
+            invocations: calls.invocations,
+            gb_seconds: function_ms / 1e3 * FUNCTION_MEMORY_MB / 1024.0,
             sqs_requests: per(q1.sends, q0.sends)
                 + per(q1.messages_received, q0.messages_received)
                 + per(q1.deletes, q0.deletes),
-            wru: (ddb_writes + 2.0 * ddb_transact_items.max(0.0)) * wru_per_item,
-            rru: per(s1.reads, s0.reads),
+            wru: per(s1.write_units, s0.write_units),
+            rru: per(s1.read_units, s0.read_units),
+            wall_ms: function_ms,
         };
         let cost = cost_per_million(&usage, k as u64, &US_EAST_1);
         let row = RequestsRow {
@@ -661,10 +747,10 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
             sqs_deletes: per(q1.deletes, q0.deletes),
             ddb_reads: per(s1.reads, s0.reads),
             ddb_writes,
-            ddb_transact_writes: per(s1.transact_writes, s0.transact_writes),
+            ddb_transact_writes,
             ddb_transact_items,
             max_item_bytes,
-            wru_per_item,
+            function_ms,
             handler_ms,
             usage,
             cost,
@@ -714,7 +800,30 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
         );
     }
     let _ = writeln!(s, "(receives: every ReceiveMessage, empty long polls of the 1 s test pollers included; Lambda's own pollers make those whatever the traffic, so the cost counts the receives that returned a message)");
-    let _ = writeln!(s, "\nhandler time per query, ms (against the local endpoint)");
+    let _ = writeln!(
+        s,
+        "\nDynamoDB units and SQS requests per query, and the function time they cost under the latency model \
+         (ms per call: read {}, write {}, transaction {}, send {}; {} ms of work and {} ms of rounding per invocation)",
+        LATENCY.ddb_read_ms,
+        LATENCY.ddb_write_ms,
+        LATENCY.ddb_transact_ms,
+        LATENCY.sqs_send_ms,
+        LATENCY.compute_ms,
+        LATENCY.rounding_ms
+    );
+    let _ = writeln!(
+        s,
+        "{:>2} {:>8} {:>8} {:>13} {:>12} {:>12}",
+        "k", "WRU", "RRU", "SQS requests", "function ms", "invocations"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>2} {:>8.1} {:>8.1} {:>13.1} {:>12.1} {:>12.1}",
+            r.k, r.usage.wru, r.usage.rru, r.usage.sqs_requests, r.function_ms, r.usage.invocations
+        );
+    }
+    let _ = writeln!(s, "\nhandler time per query, ms (against the local endpoint; not used for the cost)");
     let _ = writeln!(
         s,
         "{:>2} {:>8} {:>8} {:>13} {:>12} {:>12}",
@@ -737,20 +846,22 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
     let _ = writeln!(
         s,
         "\ncost per million queries, USD (us-east-1 prices of {PRICES_TAKEN}: Lambda arm64 ${}/GB-s + ${}/M requests at {} MB; \
-         SQS ${}/M requests; DynamoDB on-demand ${}/M WRU, ${}/M RRU; Step Functions Standard ${}/M transitions)",
+         SQS ${}/M requests; DynamoDB on-demand ${}/M WRU, ${}/M RRU; Step Functions Standard ${}/M transitions; \
+         Express ${}/M requests + ${}/GB-s at {} MB in {} ms steps)",
         p.lambda_gb_second, p.lambda_per_million_requests, FUNCTION_MEMORY_MB, p.sqs_per_million_requests, p.dynamodb_per_million_wru,
-        p.dynamodb_per_million_rru, p.step_functions_per_million_transitions
+        p.dynamodb_per_million_rru, p.step_functions_per_million_transitions, p.express_per_million_requests, p.express_gb_second,
+        EXPRESS_MEMORY_MB, EXPRESS_BILLING_STEP_MS
     );
     let _ = writeln!(
         s,
-        "{:>2} {:>9} {:>8} {:>8} {:>9} {:>10} {:>10} {:>13} {:>14} {:>7}",
-        "k", "GB-s", "WRU", "RRU", "Lambda", "SQS", "DynamoDB", "Switchyard", "SFN (trans.)", "ratio"
+        "{:>2} {:>9} {:>8} {:>8} {:>9} {:>10} {:>10} {:>13} {:>14} {:>7} {:>12}",
+        "k", "GB-s", "WRU", "RRU", "Lambda", "SQS", "DynamoDB", "Switchyard", "SFN (trans.)", "ratio", "SFN Express"
     );
     for r in rows {
         let c = r.cost;
         let _ = writeln!(
             s,
-            "{:>2} {:>9.5} {:>8.1} {:>8.1} {:>9.2} {:>10.2} {:>10.2} {:>13.2} {:>8.2} ({:>2}) {:>6.1}×",
+            "{:>2} {:>9.5} {:>8.1} {:>8.1} {:>9.2} {:>10.2} {:>10.2} {:>13.2} {:>8.2} ({:>2}) {:>6.1}× {:>12.2}",
             r.k,
             r.usage.gb_seconds,
             r.usage.wru,
@@ -761,10 +872,12 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
             c.total,
             c.step_functions,
             step_functions_transitions(r.k as u64),
-            c.step_functions / c.total.max(f64::MIN_POSITIVE)
+            c.step_functions / c.total.max(f64::MIN_POSITIVE),
+            c.step_functions_express
         );
     }
     let _ = writeln!(s, "(SFN: Route → Parallel(k × Task with Retry+Catch) → Synthesize → Choice → Succeed = k + 5 transitions; its Task Lambdas not counted)");
+    let _ = writeln!(s, "(SFN Express: 1 request + the modeled function time of the query, summed over its invocations — an upper bound on its wall time — rounded up to 100 ms, at 64 MB; its Task Lambdas not counted either)");
     s
 }
 
@@ -955,7 +1068,7 @@ mod tests {
 
     #[test]
     fn every_line_of_the_cost_is_its_units_times_its_price() {
-        let usage = Usage { invocations: 7.0, gb_seconds: 0.01, sqs_requests: 18.0, wru: 10.0, rru: 8.0 };
+        let usage = Usage { invocations: 7.0, gb_seconds: 0.01, sqs_requests: 18.0, wru: 10.0, rru: 8.0, wall_ms: 0.0 };
         let cost = cost_per_million(&usage, 3, &US_EAST_1);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert!(close(cost.lambda, 7.0 * 0.20 + 0.01 * 1e6 * 0.000_013_333_4), "{cost:?}");
@@ -965,9 +1078,22 @@ mod tests {
     }
 
     #[test]
-    fn an_invocation_is_billed_in_whole_milliseconds_at_the_template_memory() {
-        assert_eq!(billed_gb_seconds(Duration::from_micros(1_200), 256.0), 0.002 * 0.25);
-        assert_eq!(billed_gb_seconds(Duration::ZERO, 256.0), 0.001 * 0.25);
+    fn express_costs_one_request_plus_its_duration_in_100_ms_steps_at_64_mb() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let at = |wall_ms: f64| cost_per_million(&Usage { wall_ms, ..Usage::default() }, 3, &US_EAST_1);
+        let step = 0.1 * 64.0 / 1024.0 * 0.000_016_67 * 1e6;
+        assert!(close(at(0.0).step_functions_express, 1.0 + step), "a 100 ms minimum");
+        assert!(close(at(100.0).step_functions_express, 1.0 + step));
+        assert!(close(at(100.5).step_functions_express, 1.0 + 2.0 * step), "rounded up");
+    }
+
+    #[test]
+    fn the_latency_model_prices_each_call_and_each_invocation() {
+        let calls =
+            CallCounts { invocations: 2.0, ddb_reads: 3.0, ddb_writes: 4.0, ddb_transacts: 1.0, sqs_sends: 5.0 };
+        let expected = 3.0 * 5.0 + 4.0 * 7.0 + 15.0 + 5.0 * 8.0 + 2.0 * 2.5;
+        assert!((LATENCY.function_ms(&calls) - expected).abs() < 1e-9);
+        assert_eq!(LATENCY.function_ms(&CallCounts::default()), 0.0);
     }
 
     #[test]

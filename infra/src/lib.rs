@@ -507,7 +507,7 @@ fn table(topology: &Topology) -> Value {
                             map(vec![
                                 ("IndexName", s(i.name)),
                                 ("KeySchema", key_schema(i.partition_key, i.sort_key)),
-                                ("Projection", map(vec![("ProjectionType", s("ALL"))])),
+                                ("Projection", map(vec![("ProjectionType", s("KEYS_ONLY"))])),
                             ])
                         })
                         .collect()),

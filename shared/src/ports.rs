@@ -427,6 +427,17 @@ pub trait Queue: Send + Sync {
     /// Send a message; returns its id.
     async fn send(&self, queue: QueueId, message: OutgoingMessage) -> Result<String, QueueError>;
 
+    /// Send several messages to one queue; their ids, in order. SQS sends up to ten in one
+    /// request (`SendMessageBatch`); the default sends them one by one. On an error some of
+    /// the messages may have been sent (the caller re-sends; receivers are idempotent).
+    async fn send_batch(&self, queue: QueueId, messages: Vec<OutgoingMessage>) -> Result<Vec<String>, QueueError> {
+        let mut ids = Vec::with_capacity(messages.len());
+        for message in messages {
+            ids.push(self.send(queue, message).await?);
+        }
+        Ok(ids)
+    }
+
     /// Receive up to `max` (1–10) messages, waiting up to `wait` for the first. Received
     /// messages are invisible for the queue's visibility timeout; a message received more
     /// than the queue's max receives moves to its dead-letter queue instead.

@@ -194,7 +194,7 @@ async fn ensure_table(ddb: &aws_sdk_dynamodb::Client, topology: &Topology, table
                     .index_name(index.name)
                     .key_schema(key(index.partition_key, KeyType::Hash)?)
                     .key_schema(key(index.sort_key, KeyType::Range)?)
-                    .projection(Projection::builder().projection_type(ProjectionType::All).build())
+                    .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
                     .build()
                     .map_err(build_error(&step))?,
             );

@@ -2,40 +2,59 @@
 //!
 //! # Item layout
 //!
-//! | item | `pk` | `sk` | typed attributes (used in conditions, keys, TTL) | `doc` (S, JSON) |
+//! | item | `pk` | `sk` | typed attributes (used in conditions, keys, TTL) | compressed documents (B) |
 //! |---|---|---|---|---|
-//! | query | `Q#<query_id>` | `META` | `status` S, `version` N, `completed` SS, `fanin` N, `gsi1pk` = `U#<user_id>`, `gsi1sk` = accepted_at (RFC 3339), `expires_at` N | [`QueryRecord`] without `completed` |
-//! | handoff | `Q#<query_id>` | `H#<dispatch_id>` | `slot` S (when it fills one), `status` S, `expires_at` N | [`HandoffRecord`] |
-//! | event | `Q#<query_id>` | `E#<event key>` | `at` S (RFC 3339), `expires_at` N | [`Event`] |
-//! | output | `Q#<query_id>` | `OUT` | `status` S, `expires_at` N | [`OrchestratorOutput`] |
+//! | query | `Q#<query_id>` | `META` | `status` S, `version` N, `gsi1pk` = `U#<user_id>`, `gsi1sk` = accepted_at (RFC 3339) (both written once, at creation), `expires_at` N | `doc`: [`QueryRecord`] without `completed`; `ev_<n>`: the events written with version `n`; `out`: the [`OrchestratorOutput`] once finished |
+//! | fan-in | `Q#<query_id>` | `META#FANIN` | `completed` SS, `ids` SS (dispatches arrived), `arrivals` L of M (`d` dispatch, `s` slot, in the order applied), `expires_at` N | — |
+//! | handoff | `Q#<query_id>` | `H#<dispatch_id>` | `slot` S (when it fills one), `status` S, `expires_at` N | `doc`: [`HandoffRecord`]; `ev`: its events |
+//! | event | `Q#<query_id>` | `E#<event key>` | `at` S (RFC 3339), `expires_at` N | `doc` S (plain JSON): [`Event`] — only events with no record write ([`Store::append_events`]) |
 //! | idempotency key | `IDEM#<user_id>#<key>` | `IDEM` | `query_id` S, `expires_at` N | — |
-//! | manifest version | `M#<fingerprint>` | `MANIFEST` | — (no TTL) | the manifest's canonical JSON |
+//! | manifest version | `M#<fingerprint>` | `MANIFEST` | — (no TTL) | `doc` S: the manifest's canonical JSON |
 //!
-//! Every item also carries `kind` S (`query`, `handoff`, `event`, `output`, `idempotency`) for
-//! people reading the table. In the idempotency key's `pk`, `%` and `#` inside the user id and
-//! the key are written `%25` and `%23`, so `(a#b, c)` and `(a, b#c)` cannot share an item.
+//! Items written once also carry `kind` S (`handoff`, `event`, `idempotency`, `manifest`) for
+//! people reading the table; the query record and the fan-in, rewritten on every step, leave it
+//! out (their sort keys say what they are). A compressed document is the record's JSON, deflated
+//! (RFC 1951); `doc` written as a plain string (S) is read as well. Events inside a record's
+//! item are stored without their query id and expiry, which the item holds. In the idempotency
+//! key's `pk`, `%` and `#` inside the user id and the key are written `%25` and `%23`, so
+//! `(a#b, c)` and `(a, b#c)` cannot share an item. The `by_user` index projects keys only.
 //!
-//! # Why this shape
+//! # Why this shape: what a query costs
 //!
-//! - **Conditions need typed attributes.** The engine's correctness rests on conditional writes
-//!   (ARCHITECTURE, rules 2 and 3): `attribute_not_exists(pk)` for records written once,
-//!   `version = :expected` for the query record. Those attributes are top-level and typed; the
-//!   rest of a record is one JSON string (`doc`), decoded with the same serde types as
-//!   everywhere else, so adding a field to a record needs no change here. Where a typed
-//!   attribute and `doc` could disagree (`status`, `version`, `completed`), the typed attribute
-//!   wins on read.
-//! - **Fan-in is a set, not a counter.** [`Store::record_handoff`] adds the handoff's slot to
-//!   the string set `completed` with `ADD`, in the same transaction as the handoff item, whose
-//!   `attribute_not_exists` condition makes a redelivered handoff change nothing. A set is
-//!   idempotent where a counter is not: the same slot added twice is still one slot.
-//!   [`Store::update_query`] never writes `completed`, so a query update cannot erase a
-//!   concurrent fan-in.
-//! - **The set after the write is exact.** A transaction cannot return values, so
-//!   `record_handoff` reads the query record first (`completed` and the counter `fanin`) and
-//!   makes its transaction conditional on `fanin` being unchanged while bumping it. If it
-//!   commits, the set after the write is exactly the set read plus the slot, so exactly one
-//!   writer sees the set become complete (rule 3). If another handoff got in between, the
-//!   transaction is cancelled, nothing is written, and the read and write are tried again.
+//! DynamoDB bills a write by the size of the whole item in 1 KB units (an `UpdateItem` by the
+//! larger of the item before and after), a transaction at twice that, and a strongly consistent
+//! read by 4 KB units. The layout spends as few of those units as the rules allow:
+//!
+//! - **One conditional single-item write per step, no transactions.** The engine's
+//!   correctness rests on conditional writes (ARCHITECTURE, rules 2 and 3):
+//!   `attribute_not_exists(pk)` for records written once, `version = :expected` for the query
+//!   record. Each store call is one request on one item that carries its own condition; only
+//!   a query with an idempotency key, whose key item must be claimed with it, is a transaction.
+//! - **Events live in the record write that causes them.** A step's event-log entries are an
+//!   attribute of the item its write changes: `ev_<n>` on the query record for the write that
+//!   made version `n` (`create_query` is version 0; a stale version fails the condition, so its
+//!   events are never written), `ev` on the handoff item. A duplicate delivery that loses its
+//!   condition therefore writes no event, as before, and the log costs no item of its own.
+//!   [`Store::list_events`] reads the partition and unpacks them.
+//! - **The output is part of the query record's last write.** [`Store::finish_query`] is one
+//!   `UpdateItem` on `META` conditional on the version *and* on `out` not existing: the output
+//!   is written once, together with the final status, with no second item to keep in step.
+//! - **Fan-in is a small item of its own, updated with `ADD` and `ReturnValues`.** Each handoff
+//!   that fills a slot sends one `UpdateItem` to `META#FANIN`: `ADD` the slot to `completed` and
+//!   the dispatch to `ids`, append `{d, s}` to `arrivals`, on condition that the dispatch is not
+//!   in `ids` yet; the item comes back with the write (`ALL_NEW`). The writer's set is the slots
+//!   of the arrivals up to its own ([`super::fanin`]), so exactly one writer sees the stage
+//!   complete — also when its request is retried after a lost answer: the retry fails the
+//!   condition, the item comes back with the failure (`ALL_OLD`), and the arrivals say the same
+//!   thing as the first answer would have. The item stays a few hundred bytes, so each fan-in
+//!   write is one unit, however large the query record grows. No read comes first.
+//! - **The handoff is stored before its slot is added.** `record_handoff` puts the handoff item
+//!   (with its event) first, then updates the fan-in. A crash in between leaves the handoff
+//!   stored and its slot missing; the redelivered job finds the handoff (`Duplicate`) and adds
+//!   the slot again, which is idempotent by dispatch, so the slot is never lost.
+//! - **Documents are compressed.** Records are JSON with much repetition (a plan repeats the
+//!   query in every dispatch); deflated they take a third to a quarter of the bytes, and the
+//!   bytes are what every write and read is billed by.
 //! - **TTL.** Every item carries `expires_at` (epoch seconds; the table's TTL attribute).
 //!   DynamoDB deletes expired items only eventually, so reads treat an item whose `expires_at`
 //!   has passed as absent, and the write-once conditions accept an expired item as absent too.
@@ -48,33 +67,33 @@
 //!
 //! | call | requests |
 //! |---|---|
-//! | `create_query`, `update_query`, `finish_query` | 1 `TransactWriteItems` |
-//! | `record_handoff` | 1 `GetItem` + 1 `TransactWriteItems` (again per lost fan-in race) |
-//! | `get_query`, `get_handoff`, `get_output`, `find_idempotency_key` | 1 `GetItem` |
+//! | `create_query` | 1 `PutItem` (1 `TransactWriteItems` with an idempotency key) |
+//! | `update_query`, `finish_query` | 1 `UpdateItem` |
+//! | `record_handoff` | 1 `PutItem`, + 1 `UpdateItem` when it fills a slot (+ 1 `GetItem` when it fills none) |
+//! | `get_query` | 1 `Query` (`META` and `META#FANIN`) |
+//! | `get_handoff`, `get_output`, `find_idempotency_key`, `get_manifest` | 1 `GetItem` |
 //! | `list_handoffs`, `list_events` | 1 `Query` per page of 1 MB |
 //! | `append_events` | 1 conditional `PutItem` per event |
 //!
-//! A transaction cancelled only by `TransactionConflict` (another transaction on the same
-//! item at the same moment; nothing was written) is sent at most three times in all; past that
-//! the call fails with the retryable [`StoreError::Unavailable`]. `record_handoff` gives up the
-//! same way after eight lost fan-in races. Every request sent is counted in
-//! [`DynamoStore::counts`].
-//!
-//! Event-log entries written inside a transaction are plain puts: the record write beside them
-//! carries the condition, so a step that runs twice is cancelled whole and logs nothing twice.
-//! [`Store::append_events`] has no record to lean on, so each of its puts is conditional on
-//! the key being new (the first event under a key stays).
+//! A transaction cancelled only by `TransactionConflict` is sent at most three times in all;
+//! past that the call fails with the retryable [`StoreError::Unavailable`]. Every request sent
+//! is counted in [`DynamoStore::counts`], with the read and write units it is billed.
 
+use super::fanin::{self, Arrival};
 use crate::contracts::OrchestratorOutput;
 use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_ITEMS};
 use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
 use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, SecondsFormat, Utc};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,10 +101,14 @@ use std::time::Duration;
 /// A DynamoDB item.
 type Item = HashMap<String, AttributeValue>;
 
-/// How often `record_handoff` re-reads and retries after losing a fan-in race.
-const FANIN_ATTEMPTS: u32 = 8;
 /// How often a transaction cancelled only by `TransactionConflict` is sent.
 const CONFLICT_ATTEMPTS: u32 = 3;
+/// A write unit: 1 KB of item.
+const WRITE_UNIT_BYTES: usize = 1024;
+/// A strongly consistent read unit: 4 KB.
+const READ_UNIT_BYTES: usize = 4096;
+/// Largest document a compressed attribute may inflate to (the item limit, with room).
+const MAX_INFLATED_BYTES: usize = 16 * DYNAMODB_MAX_ITEM_BYTES;
 
 const PK: &str = "pk";
 const SK: &str = "sk";
@@ -94,7 +117,8 @@ const KIND: &str = "kind";
 const STATUS: &str = "status";
 const VERSION: &str = "version";
 const COMPLETED: &str = "completed";
-const FANIN: &str = "fanin";
+const IDS: &str = "ids";
+const ARRIVALS: &str = "arrivals";
 const EXPIRES_AT: &str = "expires_at";
 const GSI1PK: &str = "gsi1pk";
 const GSI1SK: &str = "gsi1sk";
@@ -103,9 +127,14 @@ const INDEX_BY_USER: &str = "by_user";
 const SLOT: &str = "slot";
 const AT: &str = "at";
 const QUERY_ID: &str = "query_id";
+const OUT: &str = "out";
+/// The events of a handoff item.
+const EV: &str = "ev";
+/// Prefix of the query record's event attributes (`ev_<version>`).
+const EV_PREFIX: &str = "ev_";
 
 const SK_META: &str = "META";
-const SK_OUT: &str = "OUT";
+const SK_FANIN: &str = "META#FANIN";
 const SK_IDEM: &str = "IDEM";
 const SK_MANIFEST: &str = "MANIFEST";
 const PREFIX_HANDOFF: &str = "H#";
@@ -114,7 +143,7 @@ const PREFIX_EVENT: &str = "E#";
 /// Condition of a write-once item: absent, or present but expired.
 const COND_ABSENT: &str = "attribute_not_exists(#pk) OR #expires_at < :now";
 
-/// Requests a [`DynamoStore`] has sent since it was built.
+/// Requests a [`DynamoStore`] has sent since it was built, and the units they are billed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreCounts {
     /// `GetItem` and `Query` requests (each page counts).
@@ -125,6 +154,13 @@ pub struct StoreCounts {
     pub transact_writes: u64,
     /// Items written by requests that succeeded (a transaction's actions all count).
     pub items_written: u64,
+    /// Write request units billed (on-demand): 1 per KB of the item written (an update: of the
+    /// item after it), twice that in a transaction, plus the `by_user` index's write when a
+    /// query record is created; a write whose condition fails is billed too.
+    pub write_units: u64,
+    /// Read request units billed: 1 per 4 KB read strongly consistently (a query: of all the
+    /// items of the page together), at least 1 per request.
+    pub read_units: u64,
 }
 
 #[derive(Debug, Default)]
@@ -133,10 +169,17 @@ struct Counters {
     writes: AtomicU64,
     transact_writes: AtomicU64,
     items_written: AtomicU64,
+    write_units: AtomicU64,
+    read_units: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
+}
+
+/// Units of `bytes` at `unit` bytes each, at least one.
+fn units(bytes: usize, unit: usize) -> u64 {
+    bytes.div_ceil(unit).max(1) as u64
 }
 
 /// The [`Store`] on one DynamoDB table (layout in the [module docs](self)).
@@ -150,11 +193,66 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
-    /// One conditional `PutItem` that writes `item` unless an item with its key exists; an
-    /// existing item is not an error (the write is idempotent by key).
+    /// A store on `table`, through a client built once by the caller.
+    pub fn new(client: Client, table: String) -> DynamoStore {
+        DynamoStore { client, table, counters: Arc::new(Counters::default()) }
+    }
+
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Requests sent so far (for per-query read and write totals in benchmarks).
+    pub fn counts(&self) -> StoreCounts {
+        let c = &self.counters;
+        StoreCounts {
+            reads: c.reads.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            transact_writes: c.transact_writes.load(Ordering::Relaxed),
+            items_written: c.items_written.load(Ordering::Relaxed),
+            write_units: c.write_units.load(Ordering::Relaxed),
+            read_units: c.read_units.load(Ordering::Relaxed),
+        }
+    }
+
+    // --------------------------------------------------------------------------------------
+    // Requests
+    // --------------------------------------------------------------------------------------
+
+    /// One conditional `PutItem` of a write-once item (absent or expired). `Ok(false)` when a
+    /// live item has the key (nothing written).
+    async fn put_once(&self, kind: &str, item: Item) -> Result<bool, StoreError> {
+        check_size(kind, &item)?;
+        bump(&self.counters.writes, 1);
+        bump(&self.counters.write_units, units(billed_size(&item), WRITE_UNIT_BYTES));
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(COND_ABSENT)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_values(":now", n(now_epoch()))
+            .send()
+            .await;
+        match result.map_err(|e| sdk_error("PutItem", e)) {
+            Ok(_) => {
+                bump(&self.counters.items_written, 1);
+                Ok(true)
+            }
+            Err(StoreError::ConditionFailed(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One conditional `PutItem` that writes `item` unless an item with its key exists (live
+    /// or not); an existing item is not an error (the write is idempotent by key).
     async fn put_if_absent(&self, kind: &str, item: Item) -> Result<(), StoreError> {
         check_size(kind, &item)?;
         bump(&self.counters.writes, 1);
+        bump(&self.counters.write_units, units(billed_size(&item), WRITE_UNIT_BYTES));
         let result = self
             .client
             .put_item()
@@ -174,31 +272,6 @@ impl DynamoStore {
         }
     }
 
-    /// A store on `table`, through a client built once by the caller.
-    pub fn new(client: Client, table: String) -> DynamoStore {
-        DynamoStore { client, table, counters: Arc::new(Counters::default()) }
-    }
-
-    /// The table's name.
-    pub fn table(&self) -> &str {
-        &self.table
-    }
-
-    /// Requests sent so far (for per-query read and write totals in benchmarks).
-    pub fn counts(&self) -> StoreCounts {
-        let c = &self.counters;
-        StoreCounts {
-            reads: c.reads.load(Ordering::Relaxed),
-            writes: c.writes.load(Ordering::Relaxed),
-            transact_writes: c.transact_writes.load(Ordering::Relaxed),
-            items_written: c.items_written.load(Ordering::Relaxed),
-        }
-    }
-
-    // --------------------------------------------------------------------------------------
-    // Requests
-    // --------------------------------------------------------------------------------------
-
     /// A strongly consistent `GetItem`; `None` when absent or expired.
     async fn get_item(&self, pk: String, sk: &str) -> Result<Option<Item>, StoreError> {
         bump(&self.counters.reads, 1);
@@ -212,32 +285,38 @@ impl DynamoStore {
             .send()
             .await
             .map_err(|e| sdk_error("GetItem", e))?;
+        bump(&self.counters.read_units, units(out.item.as_ref().map_or(0, billed_size), READ_UNIT_BYTES));
         Ok(out.item.filter(|item| !is_expired(item, now_epoch())))
     }
 
-    /// Every live item of partition `pk` whose sort key starts with `prefix`, all pages,
-    /// strongly consistent, in sort-key order.
+    /// Every live item of partition `pk` whose sort key starts with `prefix` (all of them for
+    /// an empty prefix), all pages, strongly consistent, in sort-key order.
     async fn query_prefix(&self, pk: String, prefix: &str) -> Result<Vec<Item>, StoreError> {
         let now = now_epoch();
         let mut items = Vec::new();
         let mut start: Option<Item> = None;
         loop {
             bump(&self.counters.reads, 1);
-            let out = self
+            let mut request = self
                 .client
                 .query()
                 .table_name(&self.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
                 .expression_attribute_names("#pk", PK)
-                .expression_attribute_names("#sk", SK)
                 .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
-                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_string()))
                 .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("Query", e))?;
-            items.extend(out.items.unwrap_or_default().into_iter().filter(|item| !is_expired(item, now)));
+                .set_exclusive_start_key(start.take());
+            request = if prefix.is_empty() {
+                request.key_condition_expression("#pk = :pk")
+            } else {
+                request
+                    .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                    .expression_attribute_names("#sk", SK)
+                    .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_string()))
+            };
+            let out = request.send().await.map_err(|e| sdk_error("Query", e))?;
+            let page = out.items.unwrap_or_default();
+            bump(&self.counters.read_units, units(page.iter().map(billed_size).sum(), READ_UNIT_BYTES));
+            items.extend(page.into_iter().filter(|item| !is_expired(item, now)));
             match out.last_evaluated_key {
                 Some(key) if !key.is_empty() => start = Some(key),
                 _ => return Ok(items),
@@ -245,10 +324,126 @@ impl DynamoStore {
         }
     }
 
+    /// One `UpdateItem` on the query record: set `fields`, on `condition`, returning the item
+    /// after the write (to bill it by its size).
+    async fn update_meta(
+        &self,
+        query_id: &str,
+        fields: Item,
+        condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+        names: Vec<(&str, &str)>,
+        label: &str,
+    ) -> Result<(), StoreError> {
+        let mut sized = fields.clone();
+        sized.extend(meta_key(query_id));
+        check_size("query", &sized)?;
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(meta_key(query_id)))
+            .condition_expression(condition)
+            .return_values(ReturnValue::AllNew);
+        for (name, value) in values {
+            update = update.expression_attribute_values(name, value);
+        }
+        for (placeholder, name) in names {
+            update = update.expression_attribute_names(placeholder, name);
+        }
+        let mut sets = Vec::new();
+        for (i, (name, value)) in fields.into_iter().enumerate() {
+            sets.push(format!("#f{i} = :f{i}"));
+            update = update
+                .expression_attribute_names(format!("#f{i}"), name)
+                .expression_attribute_values(format!(":f{i}"), value);
+        }
+        bump(&self.counters.writes, 1);
+        let result = update.update_expression(format!("SET {}", sets.join(", "))).send().await;
+        match result {
+            Ok(out) => {
+                bump(&self.counters.items_written, 1);
+                let size = out.attributes.as_ref().map_or_else(|| billed_size(&sized), billed_size);
+                bump(&self.counters.write_units, units(size, WRITE_UNIT_BYTES));
+                Ok(())
+            }
+            Err(e) => {
+                bump(&self.counters.write_units, units(billed_size(&sized), WRITE_UNIT_BYTES));
+                match sdk_error("UpdateItem", e) {
+                    StoreError::ConditionFailed(_) => Err(StoreError::ConditionFailed(label.to_string())),
+                    other => Err(other),
+                }
+            }
+        }
+    }
+
+    /// Add a handoff's slot to the fan-in (idempotent by dispatch); the set right after this
+    /// dispatch's arrival, whichever request applied it. [`Store::record_handoff`] sends it
+    /// after storing the handoff; it is public so that tests can send it again, as the SDK
+    /// does when the first answer is lost.
+    pub async fn arrive(
+        &self,
+        query_id: &str,
+        dispatch_id: &str,
+        slot: &str,
+        expires_at: i64,
+    ) -> Result<BTreeSet<String>, StoreError> {
+        let mut arrival = HashMap::new();
+        arrival.insert("d".to_string(), s(dispatch_id));
+        arrival.insert("s".to_string(), s(slot));
+        bump(&self.counters.writes, 1);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(query_pk(query_id)))
+            .key(SK, s(SK_FANIN))
+            .update_expression(
+                "ADD #completed :slot, #ids :dispatch \
+                 SET #arrivals = list_append(if_not_exists(#arrivals, :none), :arrival), \
+                 #expires_at = if_not_exists(#expires_at, :expires_at)",
+            )
+            .condition_expression("NOT contains(#ids, :dispatch_id)")
+            .expression_attribute_names("#completed", COMPLETED)
+            .expression_attribute_names("#ids", IDS)
+            .expression_attribute_names("#arrivals", ARRIVALS)
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_values(":slot", AttributeValue::Ss(vec![slot.to_string()]))
+            .expression_attribute_values(":dispatch", AttributeValue::Ss(vec![dispatch_id.to_string()]))
+            .expression_attribute_values(":dispatch_id", s(dispatch_id))
+            .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+            .expression_attribute_values(":arrival", AttributeValue::L(vec![AttributeValue::M(arrival)]))
+            .expression_attribute_values(":expires_at", n(expires_at))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let item = match result {
+            Ok(out) => {
+                bump(&self.counters.items_written, 1);
+                out.attributes
+            }
+            Err(err) => match err.as_service_error() {
+                // Arrived before: a retry whose first answer was lost, or a redelivered job.
+                Some(UpdateItemError::ConditionalCheckFailedException(c)) => c.item().cloned(),
+                _ => return Err(sdk_error("UpdateItem", err)),
+            },
+        };
+        let item = match item {
+            Some(item) => item,
+            None => self.get_item(query_pk(query_id), SK_FANIN).await?.unwrap_or_default(),
+        };
+        bump(&self.counters.write_units, units(billed_size(&item), WRITE_UNIT_BYTES));
+        let arrivals = arrivals_of(&item)?;
+        fanin::completed_through(&arrivals, dispatch_id).ok_or_else(|| {
+            StoreError::Corrupt(format!("fan-in of query {query_id}: dispatch {dispatch_id} missing after its arrival"))
+        })
+    }
+
     /// One `TransactWriteItems`, sent again while it is cancelled only by transaction
     /// conflicts. A cancellation for any other reason comes back as its reasons, one per
-    /// action, for the caller to interpret.
-    async fn transact(&self, actions: Vec<TransactWriteItem>) -> Result<(), TxError> {
+    /// action, for the caller to interpret. `units` is what one attempt is billed.
+    async fn transact(&self, actions: Vec<TransactWriteItem>, units: u64) -> Result<(), TxError> {
         if actions.len() > DYNAMODB_MAX_TRANSACT_ITEMS {
             return Err(TxError::Store(StoreError::TooLarge(format!(
                 "a transaction of {} items (DynamoDB allows {DYNAMODB_MAX_TRANSACT_ITEMS})",
@@ -260,6 +455,7 @@ impl DynamoStore {
         loop {
             attempt += 1;
             bump(&self.counters.transact_writes, 1);
+            bump(&self.counters.write_units, units);
             let result = self.client.transact_write_items().set_transact_items(Some(actions.clone())).send().await;
             let err = match result {
                 Ok(_) => {
@@ -333,16 +529,6 @@ impl TxError {
         }
         let codes: Vec<&str> = reasons.iter().map(|r| r.code.as_str()).collect();
         StoreError::Unavailable { message: format!("transaction cancelled: [{}]", codes.join(", ")), source: None }
-    }
-
-    /// Whether the only reason was a conflict with a concurrent transaction.
-    fn is_conflict_only(&self) -> bool {
-        matches!(self, TxError::Cancelled(reasons) if conflict_only(reasons))
-    }
-
-    /// Whether action `i`'s condition failed.
-    fn condition_failed_at(&self, i: usize) -> bool {
-        matches!(self, TxError::Cancelled(reasons) if reasons.get(i).is_some_and(|r| r.code == "ConditionalCheckFailed"))
     }
 }
 
@@ -448,12 +634,42 @@ fn to_doc<T: serde::Serialize>(what: &str, record: &T) -> Result<serde_json::Val
     serde_json::to_value(record).map_err(|e| StoreError::Corrupt(format!("{what} cannot be encoded: {e}")))
 }
 
-fn doc_string(what: &str, doc: &serde_json::Value) -> Result<AttributeValue, StoreError> {
-    serde_json::to_string(doc).map(s).map_err(|e| StoreError::Corrupt(format!("{what} cannot be encoded: {e}")))
+/// A record's JSON, deflated, as a binary attribute.
+fn packed<T: serde::Serialize + ?Sized>(what: &str, record: &T) -> Result<AttributeValue, StoreError> {
+    let json = serde_json::to_vec(record).map_err(|e| StoreError::Corrupt(format!("{what} cannot be encoded: {e}")))?;
+    // The limit holds for the record itself, not only for its compressed form: a record that
+    // DynamoDB could not hold uncompressed is refused here as in the memory store.
+    if json.len() > DYNAMODB_MAX_ITEM_BYTES {
+        return Err(StoreError::TooLarge(format!(
+            "{what} is {} bytes of JSON (DynamoDB allows {DYNAMODB_MAX_ITEM_BYTES} per item)",
+            json.len()
+        )));
+    }
+    Ok(AttributeValue::B(Blob::new(miniz_oxide::deflate::compress_to_vec(&json, 6))))
+}
+
+/// A document attribute: deflated JSON (B) or plain JSON (S).
+fn unpack<T: serde::de::DeserializeOwned>(what: &str, item: &Item, name: &str) -> Result<Option<T>, StoreError> {
+    let corrupt = |e: String| StoreError::Corrupt(format!("{what} {}: {name}: {e}", describe(item)));
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::S(json)) => serde_json::from_str(json).map(Some).map_err(|e| corrupt(e.to_string())),
+        Some(AttributeValue::B(blob)) => {
+            let json = miniz_oxide::inflate::decompress_to_vec_with_limit(blob.as_ref(), MAX_INFLATED_BYTES)
+                .map_err(|e| corrupt(format!("cannot be inflated: {e:?}")))?;
+            serde_json::from_slice(&json).map(Some).map_err(|e| corrupt(e.to_string()))
+        }
+        Some(_) => Err(corrupt("neither a string nor binary".into())),
+    }
+}
+
+/// The document of an item, which must have one.
+fn from_doc<T: serde::de::DeserializeOwned>(what: &str, item: &Item) -> Result<T, StoreError> {
+    unpack(what, item, DOC)?.ok_or_else(|| StoreError::Corrupt(format!("{what} {}: no doc", describe(item))))
 }
 
 /// The attributes of a query record that `update_query` replaces: everything except the
-/// keys, `completed` and `fanin`. `version` is the version to store.
+/// keys, the events and the output. `version` is the version to store.
 fn query_fields(query: &QueryRecord, version: u64) -> Result<Item, StoreError> {
     let mut doc = to_doc("query", query)?;
     if let Some(fields) = doc.as_object_mut() {
@@ -461,65 +677,119 @@ fn query_fields(query: &QueryRecord, version: u64) -> Result<Item, StoreError> {
         fields.insert(VERSION.to_string(), serde_json::Value::from(version));
     }
     let mut item = Item::new();
-    item.insert(KIND.into(), s("query"));
-    item.insert(DOC.into(), doc_string("query", &doc)?);
+    item.insert(DOC.into(), packed("query", &doc)?);
     item.insert(STATUS.into(), s(status_name(query.status)));
     item.insert(VERSION.into(), n(version));
-    item.insert(GSI1PK.into(), s(format!("U#{}", query.user_id)));
-    item.insert(GSI1SK.into(), s(rfc3339(&query.accepted_at)));
     item.insert(EXPIRES_AT.into(), n(query.expires_at));
     Ok(item)
 }
 
-/// The whole query item as `create_query` writes it.
-fn query_item(query: &QueryRecord) -> Result<Item, StoreError> {
+/// `ev_<version>`: the events written with the query record's version `version`.
+fn events_attribute(version: u64) -> String {
+    format!("{EV_PREFIX}{version}")
+}
+
+/// Events for one write, one per key (the first).
+fn unique_events(events: &[Event]) -> Vec<&Event> {
+    let mut seen = BTreeSet::new();
+    events.iter().filter(|e| seen.insert((e.query_id.as_str(), e.key.as_str()))).collect()
+}
+
+/// An event as stored inside a record's item: without the query id and the expiry, which the
+/// item holds (its `pk` and `expires_at`).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredEvent {
+    key: String,
+    at: DateTime<Utc>,
+    kind: crate::ports::EventKind,
+    #[serde(default)]
+    detail: serde_json::Value,
+    /// Only when it differs from the item's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<i64>,
+}
+
+/// The events of one write, compressed, for an attribute of the item they belong to.
+fn packed_events(events: &[&Event], item_expires_at: i64) -> Result<AttributeValue, StoreError> {
+    let stored: Vec<StoredEvent> = events
+        .iter()
+        .map(|e| StoredEvent {
+            key: e.key.clone(),
+            at: e.at,
+            kind: e.kind,
+            detail: e.detail.clone(),
+            expires_at: (e.expires_at != item_expires_at).then_some(e.expires_at),
+        })
+        .collect();
+    packed("events", &stored)
+}
+
+/// The whole query item as `create_query` writes it, with its first events.
+fn query_item(query: &QueryRecord, events: &[Event]) -> Result<Item, StoreError> {
     let mut item = query_fields(query, query.version)?;
     item.insert(PK.into(), s(query_pk(&query.query_id)));
     item.insert(SK.into(), s(SK_META));
-    item.insert(FANIN.into(), n(0));
-    if !query.completed.is_empty() {
-        item.insert(COMPLETED.into(), AttributeValue::Ss(query.completed.iter().cloned().collect()));
+    // The index keys never change (user and acceptance time), so updates leave them, and the
+    // index, alone.
+    item.insert(GSI1PK.into(), s(format!("U#{}", query.user_id)));
+    item.insert(GSI1SK.into(), s(rfc3339(&query.accepted_at)));
+    let events = unique_events(events);
+    if !events.is_empty() {
+        item.insert(events_attribute(query.version), packed_events(&events, query.expires_at)?);
     }
     Ok(item)
 }
 
-fn query_from_item(item: &Item) -> Result<QueryRecord, StoreError> {
-    let mut query: QueryRecord = from_doc("query", item)?;
-    if let Some(status) = get_s(item, STATUS) {
+/// The query record from its `META` item and, when present, its fan-in item.
+fn query_from_items(meta: &Item, fan_in: Option<&Item>) -> Result<QueryRecord, StoreError> {
+    let mut query: QueryRecord = from_doc("query", meta)?;
+    if let Some(status) = get_s(meta, STATUS) {
         query.status = parse_status(status)
             .ok_or_else(|| StoreError::Corrupt(format!("query {}: unknown status {status:?}", query.query_id)))?;
     }
-    if let Some(version) = get_n(item, VERSION) {
+    if let Some(version) = get_n(meta, VERSION) {
         query.version = version
             .parse()
             .map_err(|_| StoreError::Corrupt(format!("query {}: version {version:?}", query.query_id)))?;
     }
-    query.completed = completed_of(item);
+    query.completed = match fan_in {
+        Some(item) => fanin::completed(&arrivals_of(item)?),
+        None => BTreeSet::new(),
+    };
     Ok(query)
 }
 
-fn completed_of(item: &Item) -> BTreeSet<String> {
-    match item.get(COMPLETED) {
-        Some(AttributeValue::Ss(slots)) => slots.iter().cloned().collect(),
-        _ => BTreeSet::new(),
-    }
+/// The arrivals of a fan-in item, in the order they were applied.
+fn arrivals_of(item: &Item) -> Result<Vec<Arrival>, StoreError> {
+    let Some(list) = item.get(ARRIVALS) else { return Ok(Vec::new()) };
+    let AttributeValue::L(list) = list else {
+        return Err(StoreError::Corrupt(format!("fan-in {}: arrivals is not a list", describe(item))));
+    };
+    list.iter()
+        .map(|entry| match entry {
+            AttributeValue::M(m) => match (get_s(m, "d"), get_s(m, "s")) {
+                (Some(d), Some(slot)) => Ok(Arrival { dispatch_id: d.to_string(), slot: slot.to_string() }),
+                _ => Err(StoreError::Corrupt(format!("fan-in {}: an arrival without d or s", describe(item)))),
+            },
+            _ => Err(StoreError::Corrupt(format!("fan-in {}: an arrival is not a map", describe(item)))),
+        })
+        .collect()
 }
 
-fn fanin_of(item: &Item) -> Option<String> {
-    get_n(item, FANIN).map(str::to_string)
-}
-
-fn handoff_item(record: &HandoffRecord) -> Result<Item, StoreError> {
-    let doc = to_doc("handoff", record)?;
+fn handoff_item(record: &HandoffRecord, events: &[Event]) -> Result<Item, StoreError> {
     let mut item = Item::new();
     item.insert(PK.into(), s(query_pk(&record.query_id)));
     item.insert(SK.into(), s(format!("{PREFIX_HANDOFF}{}", record.handoff.dispatch_id)));
     item.insert(KIND.into(), s("handoff"));
-    item.insert(DOC.into(), doc_string("handoff", &doc)?);
+    item.insert(DOC.into(), packed("handoff", record)?);
+    let events = unique_events(events);
+    if !events.is_empty() {
+        item.insert(EV.into(), packed_events(&events, record.expires_at)?);
+    }
     if let Some(slot) = &record.slot {
         item.insert(SLOT.into(), s(slot.clone()));
     }
-    if let Some(status) = doc.pointer("/handoff/execution/status").and_then(|v| v.as_str()) {
+    if let Some(status) = to_doc("status", &record.handoff.execution.status)?.as_str() {
         item.insert(STATUS.into(), s(status));
     }
     item.insert(EXPIRES_AT.into(), n(record.expires_at));
@@ -531,12 +801,12 @@ fn handoff_from_item(item: &Item) -> Result<HandoffRecord, StoreError> {
 }
 
 fn event_item(event: &Event) -> Result<Item, StoreError> {
-    let doc = to_doc("event", event)?;
+    let doc = serde_json::to_string(event).map_err(|e| StoreError::Corrupt(format!("event cannot be encoded: {e}")))?;
     let mut item = Item::new();
     item.insert(PK.into(), s(query_pk(&event.query_id)));
     item.insert(SK.into(), s(format!("{PREFIX_EVENT}{}", event.key)));
     item.insert(KIND.into(), s("event"));
-    item.insert(DOC.into(), doc_string("event", &doc)?);
+    item.insert(DOC.into(), s(doc));
     item.insert(AT.into(), s(rfc3339(&event.at)));
     item.insert(EXPIRES_AT.into(), n(event.expires_at));
     Ok(item)
@@ -546,23 +816,31 @@ fn event_from_item(item: &Item) -> Result<Event, StoreError> {
     from_doc("event", item)
 }
 
-/// The output item; it expires with its query.
-fn output_item(output: &OrchestratorOutput, expires_at: i64) -> Result<Item, StoreError> {
-    let doc = to_doc("output", output)?;
-    let mut item = Item::new();
-    item.insert(PK.into(), s(query_pk(&output.query_id)));
-    item.insert(SK.into(), s(SK_OUT));
-    item.insert(KIND.into(), s("output"));
-    item.insert(DOC.into(), doc_string("output", &doc)?);
-    if let Some(status) = doc.get("status").and_then(|v| v.as_str()) {
-        item.insert(STATUS.into(), s(status));
+/// Every event an item of the query's partition carries: its `ev_<n>` attributes (query
+/// record), `ev` (handoff) or itself (event item).
+fn events_of(item: &Item) -> Result<Vec<Event>, StoreError> {
+    let sk = get_s(item, SK).unwrap_or_default();
+    if sk.starts_with(PREFIX_EVENT) {
+        return Ok(vec![event_from_item(item)?]);
     }
-    item.insert(EXPIRES_AT.into(), n(expires_at));
-    Ok(item)
-}
-
-fn output_from_item(item: &Item) -> Result<OrchestratorOutput, StoreError> {
-    from_doc("output", item)
+    let mut names: Vec<&String> = item.keys().filter(|k| k.starts_with(EV_PREFIX) || k.as_str() == EV).collect();
+    names.sort();
+    let query_id = get_s(item, PK).and_then(|pk| pk.strip_prefix("Q#")).unwrap_or_default();
+    let expires_at = get_n(item, EXPIRES_AT).and_then(|v| v.parse::<i64>().ok()).unwrap_or(i64::MAX);
+    let mut events = Vec::new();
+    for name in names {
+        for e in unpack::<Vec<StoredEvent>>("events", item, name)?.unwrap_or_default() {
+            events.push(Event {
+                query_id: query_id.to_string(),
+                key: e.key,
+                at: e.at,
+                kind: e.kind,
+                detail: e.detail,
+                expires_at: e.expires_at.unwrap_or(expires_at),
+            });
+        }
+    }
+    Ok(events)
 }
 
 fn idempotency_item(user_id: &str, key: &str, query_id: &str, expires_at: i64) -> Item {
@@ -593,11 +871,6 @@ fn describe(item: &Item) -> String {
     format!("{} / {}", get_s(item, PK).unwrap_or("?"), get_s(item, SK).unwrap_or("?"))
 }
 
-fn from_doc<T: serde::de::DeserializeOwned>(what: &str, item: &Item) -> Result<T, StoreError> {
-    let doc = get_s(item, DOC).ok_or_else(|| StoreError::Corrupt(format!("{what} {}: no doc", describe(item))))?;
-    serde_json::from_str(doc).map_err(|e| StoreError::Corrupt(format!("{what} {}: {e}", describe(item))))
-}
-
 /// Whether the item's `expires_at` has passed (TTL not yet applied).
 fn is_expired(item: &Item, now: i64) -> bool {
     get_n(item, EXPIRES_AT).and_then(|v| v.parse::<f64>().ok()).is_some_and(|at| at < now as f64)
@@ -623,6 +896,27 @@ fn item_size(item: &Item) -> usize {
     item.iter().map(|(name, value)| name.len() + value_size(value) + 1).sum()
 }
 
+/// An item's size as DynamoDB bills it: attribute names plus values, a number by its digits
+/// (about one byte per two digits, plus one), a list or map with 3 bytes of overhead and 1 per
+/// element.
+fn billed_size(item: &Item) -> usize {
+    fn value(v: &AttributeValue) -> usize {
+        match v {
+            AttributeValue::S(s) => s.len(),
+            AttributeValue::N(n) => n.len().div_ceil(2) + 1,
+            AttributeValue::B(b) => b.as_ref().len(),
+            AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+            AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
+            AttributeValue::Ns(v) => v.iter().map(|n| n.len().div_ceil(2) + 1).sum(),
+            AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
+            AttributeValue::L(v) => 3 + v.iter().map(|x| 1 + value(x)).sum::<usize>(),
+            AttributeValue::M(m) => 3 + m.iter().map(|(k, x)| 1 + k.len() + value(x)).sum::<usize>(),
+            _ => 0,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + value(v)).sum()
+}
+
 /// `TooLarge` when the item would not fit.
 fn check_size(what: &str, item: &Item) -> Result<(), StoreError> {
     let size = item_size(item);
@@ -635,16 +929,12 @@ fn check_size(what: &str, item: &Item) -> Result<(), StoreError> {
     Ok(())
 }
 
-// ------------------------------------------------------------------------------------------
-// Transaction actions
-// ------------------------------------------------------------------------------------------
-
 fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
     StoreError::Unavailable { message: format!("request could not be built: {e}"), source: Some(Box::new(e)) }
 }
 
-/// Put `item`, on condition that no live item has its key.
-fn put_once(table: &str, item: Item, now: i64) -> Result<TransactWriteItem, StoreError> {
+/// Put `item` in a transaction, on condition that no live item has its key.
+fn put_once_action(table: &str, item: Item, now: i64) -> Result<TransactWriteItem, StoreError> {
     let put = Put::builder()
         .table_name(table)
         .set_item(Some(item))
@@ -657,12 +947,6 @@ fn put_once(table: &str, item: Item, now: i64) -> Result<TransactWriteItem, Stor
     Ok(TransactWriteItem::builder().put(put).build())
 }
 
-/// Put `item` unconditionally (event-log entries: deterministic keys, so rewriting is harmless).
-fn put_plain(table: &str, item: Item) -> Result<TransactWriteItem, StoreError> {
-    let put = Put::builder().table_name(table).set_item(Some(item)).build().map_err(build_error)?;
-    Ok(TransactWriteItem::builder().put(put).build())
-}
-
 fn meta_key(query_id: &str) -> Item {
     let mut key = Item::new();
     key.insert(PK.into(), s(query_pk(query_id)));
@@ -670,76 +954,9 @@ fn meta_key(query_id: &str) -> Item {
     key
 }
 
-/// Replace every field of the query record except `completed` and `fanin`, on condition that
-/// the stored version is `expected_version`.
-fn update_query_action(
-    table: &str,
-    query: &QueryRecord,
-    expected_version: u64,
-) -> Result<TransactWriteItem, StoreError> {
-    let next =
-        expected_version.checked_add(1).ok_or_else(|| StoreError::ConditionFailed("version overflow".to_string()))?;
-    let fields = query_fields(query, next)?;
-    let mut sized = fields.clone();
-    sized.extend(meta_key(&query.query_id));
-    check_size("query", &sized)?;
-    let mut update = Update::builder()
-        .table_name(table)
-        .set_key(Some(meta_key(&query.query_id)))
-        .condition_expression("#version = :expected")
-        .expression_attribute_names("#version", VERSION)
-        .expression_attribute_values(":expected", n(expected_version));
-    let mut sets = Vec::new();
-    for (i, (name, value)) in fields.into_iter().enumerate() {
-        sets.push(format!("#f{i} = :f{i}"));
-        update = update
-            .expression_attribute_names(format!("#f{i}"), name)
-            .expression_attribute_values(format!(":f{i}"), value);
-    }
-    let update = update.update_expression(format!("SET {}", sets.join(", "))).build().map_err(build_error)?;
-    Ok(TransactWriteItem::builder().update(update).build())
-}
-
-/// Add `slot` to the fan-in set and bump `fanin`, on condition that the query exists and
-/// `fanin` is still what was read.
-fn add_slot_action(
-    table: &str,
-    query_id: &str,
-    slot: &str,
-    fanin_read: Option<&str>,
-) -> Result<TransactWriteItem, StoreError> {
-    let next = fanin_read.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + 1;
-    let mut update = Update::builder()
-        .table_name(table)
-        .set_key(Some(meta_key(query_id)))
-        .update_expression("ADD #completed :slot SET #fanin = :next")
-        .expression_attribute_names("#pk", PK)
-        .expression_attribute_names("#completed", COMPLETED)
-        .expression_attribute_names("#fanin", FANIN)
-        .expression_attribute_values(":slot", AttributeValue::Ss(vec![slot.to_string()]))
-        .expression_attribute_values(":next", n(next));
-    update = match fanin_read {
-        Some(read) => update
-            .condition_expression("attribute_exists(#pk) AND #fanin = :read")
-            .expression_attribute_values(":read", AttributeValue::N(read.to_string())),
-        None => update.condition_expression("attribute_exists(#pk) AND attribute_not_exists(#fanin)"),
-    };
-    Ok(TransactWriteItem::builder().update(update.build().map_err(build_error)?).build())
-}
-
-/// Event puts for a transaction: sized, one per key (a transaction may touch an item once).
-fn event_actions(table: &str, events: &[Event]) -> Result<Vec<TransactWriteItem>, StoreError> {
-    let mut seen = BTreeSet::new();
-    let mut actions = Vec::new();
-    for event in events {
-        if !seen.insert((event.query_id.as_str(), event.key.as_str())) {
-            continue;
-        }
-        let item = event_item(event)?;
-        check_size("event", &item)?;
-        actions.push(put_plain(table, item)?);
-    }
-    Ok(actions)
+/// The next version after `expected`.
+fn next_version(expected: u64) -> Result<u64, StoreError> {
+    expected.checked_add(1).ok_or_else(|| StoreError::ConditionFailed("version overflow".to_string()))
 }
 
 // ------------------------------------------------------------------------------------------
@@ -749,23 +966,31 @@ fn event_actions(table: &str, events: &[Event]) -> Result<Vec<TransactWriteItem>
 #[async_trait]
 impl Store for DynamoStore {
     async fn create_query(&self, query: &QueryRecord, events: &[Event]) -> Result<(), StoreError> {
-        let now = now_epoch();
-        let meta = query_item(query)?;
+        let meta = query_item(query, events)?;
         check_size("query", &meta)?;
-        let mut actions = vec![put_once(&self.table, meta, now)?];
-        let mut labels = vec!["query exists"];
-        if let Some(key) = &query.idempotency_key {
-            let item = idempotency_item(&query.user_id, key, &query.query_id, query.expires_at);
-            check_size("idempotency key", &item)?;
-            actions.push(put_once(&self.table, item, now)?);
-            labels.push("idempotency key held");
-        }
-        actions.extend(event_actions(&self.table, events)?);
-        self.transact(actions).await.map_err(|e| e.into_store_error(&labels))
+        // The `by_user` index (keys only) gets one small write when the record is created.
+        let index_write = 1;
+        let Some(key) = &query.idempotency_key else {
+            bump(&self.counters.write_units, index_write);
+            return match self.put_once("query", meta).await? {
+                true => Ok(()),
+                false => Err(StoreError::ConditionFailed("query exists".into())),
+            };
+        };
+        let now = now_epoch();
+        let idem = idempotency_item(&query.user_id, key, &query.query_id, query.expires_at);
+        check_size("idempotency key", &idem)?;
+        let units = 2 * (units(billed_size(&meta), WRITE_UNIT_BYTES) + units(billed_size(&idem), WRITE_UNIT_BYTES))
+            + index_write;
+        let actions = vec![put_once_action(&self.table, meta, now)?, put_once_action(&self.table, idem, now)?];
+        self.transact(actions, units).await.map_err(|e| e.into_store_error(&["query exists", "idempotency key held"]))
     }
 
     async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError> {
-        self.get_item(query_pk(query_id), SK_META).await?.as_ref().map(query_from_item).transpose()
+        let items = self.query_prefix(query_pk(query_id), SK_META).await?;
+        let meta = items.iter().find(|i| get_s(i, SK) == Some(SK_META));
+        let fan_in = items.iter().find(|i| get_s(i, SK) == Some(SK_FANIN));
+        meta.map(|m| query_from_items(m, fan_in)).transpose()
     }
 
     async fn list_user_queries(&self, user_id: &str, limit: usize) -> Result<Vec<QueryRecord>, StoreError> {
@@ -816,45 +1041,38 @@ impl Store for DynamoStore {
         expected_version: u64,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        let mut actions = vec![update_query_action(&self.table, query, expected_version)?];
-        actions.extend(event_actions(&self.table, events)?);
-        self.transact(actions).await.map_err(|e| e.into_store_error(&["version moved on"]))
+        let next = next_version(expected_version)?;
+        let mut fields = query_fields(query, next)?;
+        let events = unique_events(events);
+        if !events.is_empty() {
+            fields.insert(events_attribute(next), packed_events(&events, query.expires_at)?);
+        }
+        self.update_meta(
+            &query.query_id,
+            fields,
+            "#version = :expected",
+            vec![(":expected", n(expected_version))],
+            vec![("#version", VERSION)],
+            "version moved on",
+        )
+        .await
     }
 
     async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
-        let handoff = handoff_item(record)?;
-        check_size("handoff", &handoff)?;
-        let event_puts = event_actions(&self.table, events)?;
-        for attempt in 1..=FANIN_ATTEMPTS {
-            let meta = self.get_item(query_pk(&record.query_id), SK_META).await?;
-            let mut completed = meta.as_ref().map(completed_of).unwrap_or_default();
-            let mut actions = vec![put_once(&self.table, handoff.clone(), now_epoch())?];
-            if let Some(slot) = &record.slot {
-                let Some(meta) = &meta else {
-                    return Err(StoreError::ConditionFailed(format!("query {} not found", record.query_id)));
-                };
-                actions.push(add_slot_action(&self.table, &record.query_id, slot, fanin_of(meta).as_deref())?);
-                completed.insert(slot.clone());
-            }
-            actions.extend(event_puts.iter().cloned());
-            match self.transact(actions).await {
-                Ok(()) => return Ok(HandoffWrite::Recorded { completed }),
-                Err(e) if e.condition_failed_at(0) => return Ok(HandoffWrite::Duplicate),
-                // Another handoff changed the fan-in set since the read, or is committing
-                // on the same item right now: nothing was written, read again.
-                Err(e) if (record.slot.is_some() && e.condition_failed_at(1)) || e.is_conflict_only() => {
-                    tokio::time::sleep(jitter(attempt)).await;
-                }
-                Err(e) => return Err(e.into_store_error(&["handoff exists", "query not found"])),
-            }
-        }
-        Err(StoreError::Unavailable {
-            message: format!(
-                "record_handoff: fan-in of query {} still contended after {FANIN_ATTEMPTS} attempts",
-                record.query_id
-            ),
-            source: None,
-        })
+        let item = handoff_item(record, events)?;
+        let stored = self.put_once("handoff", item).await?;
+        let dispatch_id = &record.handoff.dispatch_id;
+        let completed = match &record.slot {
+            // Also on a duplicate: a first attempt that stored the handoff and crashed before
+            // the fan-in is completed here (idempotent by dispatch).
+            Some(slot) => self.arrive(&record.query_id, dispatch_id, slot, record.expires_at).await?,
+            None if stored => match self.get_item(query_pk(&record.query_id), SK_FANIN).await? {
+                Some(item) => fanin::completed(&arrivals_of(&item)?),
+                None => BTreeSet::new(),
+            },
+            None => BTreeSet::new(),
+        };
+        Ok(if stored { HandoffWrite::Recorded { completed } } else { HandoffWrite::Duplicate })
     }
 
     async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
@@ -874,24 +1092,33 @@ impl Store for DynamoStore {
         expected_version: u64,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        let item = output_item(output, query.expires_at)?;
-        check_size("output", &item)?;
-        let mut actions = vec![put_once(&self.table, item, now_epoch())?];
-        actions.push(update_query_action(&self.table, query, expected_version)?);
-        actions.extend(event_actions(&self.table, events)?);
-        self.transact(actions).await.map_err(|e| e.into_store_error(&["output exists", "version moved on"]))
+        let next = next_version(expected_version)?;
+        let mut fields = query_fields(query, next)?;
+        fields.insert(OUT.into(), packed("output", output)?);
+        let events = unique_events(events);
+        if !events.is_empty() {
+            fields.insert(events_attribute(next), packed_events(&events, query.expires_at)?);
+        }
+        self.update_meta(
+            &query.query_id,
+            fields,
+            "#version = :expected AND attribute_not_exists(#out)",
+            vec![(":expected", n(expected_version))],
+            vec![("#version", VERSION), ("#out", OUT)],
+            "output exists or version moved on",
+        )
+        .await
     }
 
     async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
-        self.get_item(query_pk(query_id), SK_OUT).await?.as_ref().map(output_from_item).transpose()
+        match self.get_item(query_pk(query_id), SK_META).await? {
+            Some(item) => unpack("output", &item, OUT),
+            None => Ok(None),
+        }
     }
 
     async fn append_events(&self, events: &[Event]) -> Result<(), StoreError> {
-        let mut seen = BTreeSet::new();
-        for event in events {
-            if !seen.insert((event.query_id.as_str(), event.key.as_str())) {
-                continue;
-            }
+        for event in unique_events(events) {
             // Already logged under this key: idempotent.
             self.put_if_absent("event", event_item(event)?).await?;
         }
@@ -899,8 +1126,18 @@ impl Store for DynamoStore {
     }
 
     async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError> {
-        let items = self.query_prefix(query_pk(query_id), PREFIX_EVENT).await?;
-        let mut events = items.iter().map(event_from_item).collect::<Result<Vec<_>, _>>()?;
+        let items = self.query_prefix(query_pk(query_id), "").await?;
+        // A key logged twice (a record's event and an appended one) keeps the record's.
+        let mut by_key: BTreeMap<String, Event> = BTreeMap::new();
+        let (records, appended): (Vec<&Item>, Vec<&Item>) =
+            items.iter().partition(|i| !get_s(i, SK).unwrap_or_default().starts_with(PREFIX_EVENT));
+        for item in records.into_iter().chain(appended) {
+            for event in events_of(item)? {
+                by_key.entry(event.key.clone()).or_insert(event);
+            }
+        }
+        let now = now_epoch();
+        let mut events: Vec<Event> = by_key.into_values().filter(|e| e.expires_at >= now).collect();
         events.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
         Ok(events)
     }
@@ -1059,74 +1296,124 @@ mod tests {
         }
     }
 
+    fn fan_in_item(arrivals: &[(&str, &str)]) -> Item {
+        let mut item = Item::new();
+        item.insert(PK.into(), s("Q#q-1"));
+        item.insert(SK.into(), s(SK_FANIN));
+        let list = arrivals
+            .iter()
+            .map(|(d, slot)| {
+                let mut m = HashMap::new();
+                m.insert("d".to_string(), s(*d));
+                m.insert("s".to_string(), s(*slot));
+                AttributeValue::M(m)
+            })
+            .collect();
+        item.insert(ARRIVALS.into(), AttributeValue::L(list));
+        item
+    }
+
     #[test]
-    fn a_query_record_survives_the_round_trip_through_its_item() {
+    fn a_query_record_survives_the_round_trip_through_its_items() {
         let q = query();
-        let item = query_item(&q).expect("encodes");
+        let item = query_item(&q, &[event("00-10-accepted", 0)]).expect("encodes");
         assert_eq!(get_s(&item, PK), Some("Q#9b2f0c1e-0000-4000-8000-000000000001"));
         assert_eq!(get_s(&item, SK), Some("META"));
         assert_eq!(get_s(&item, STATUS), Some("routed"));
         assert_eq!(get_n(&item, VERSION), Some("3"));
-        assert_eq!(get_n(&item, FANIN), Some("0"));
         assert_eq!(get_n(&item, EXPIRES_AT), Some("1790086400"));
         assert_eq!(get_s(&item, GSI1PK), Some("U#user#1"));
         assert_eq!(get_s(&item, GSI1SK), Some("2026-09-21T14:13:21.123456Z"));
-        assert!(matches!(item.get(COMPLETED), Some(AttributeValue::Ss(v)) if v.len() == 2));
-        assert!(!get_s(&item, DOC).expect("doc").contains("\"completed\""), "the set lives only in its attribute");
-        assert_eq!(query_from_item(&item).expect("decodes"), q);
+        assert!(matches!(item.get(DOC), Some(AttributeValue::B(_))), "the record is stored compressed");
+        assert!(item.contains_key("ev_3"), "the events of the write that made version 3");
+        let fan_in = fan_in_item(&[("d-2", "d-2"), ("d-1", "d-1")]);
+        assert_eq!(query_from_items(&item, Some(&fan_in)).expect("decodes"), q);
+        let mut without = q.clone();
+        without.completed.clear();
+        assert_eq!(query_from_items(&item, None).expect("decodes"), without, "no fan-in item: an empty set");
+        let mut logged = event("00-10-accepted", 0);
+        logged.query_id = q.query_id.clone();
+        assert_eq!(events_of(&item).expect("events"), vec![logged], "the query id comes from the item");
+    }
+
+    #[test]
+    fn a_compressed_record_is_a_fraction_of_its_json() {
+        let q = query();
+        let json = serde_json::to_vec(&q).expect("json").len();
+        let item = query_item(&q, &[]).expect("encodes");
+        let Some(AttributeValue::B(doc)) = item.get(DOC) else { panic!("doc is binary") };
+        assert!(doc.as_ref().len() < json, "{} compressed vs {json} bytes of JSON", doc.as_ref().len());
     }
 
     #[test]
     fn typed_attributes_win_over_the_doc_on_read() {
         let q = query();
-        let mut item = query_item(&q).expect("encodes");
+        let mut item = query_item(&q, &[]).expect("encodes");
         item.insert(STATUS.into(), s("done"));
         item.insert(VERSION.into(), n(9));
-        item.insert(COMPLETED.into(), AttributeValue::Ss(vec!["d-9".into()]));
-        let read = query_from_item(&item).expect("decodes");
+        let read = query_from_items(&item, Some(&fan_in_item(&[("x", "d-9")]))).expect("decodes");
         assert_eq!(read.status, QueryStatus::Done);
         assert_eq!(read.version, 9);
         assert_eq!(read.completed, ["d-9".to_string()].into_iter().collect());
     }
 
     #[test]
-    fn an_empty_fan_in_set_is_left_out_because_dynamodb_has_no_empty_sets() {
-        let mut q = query();
-        q.completed.clear();
-        let item = query_item(&q).expect("encodes");
-        assert!(!item.contains_key(COMPLETED));
-        assert_eq!(query_from_item(&item).expect("decodes").completed, BTreeSet::new());
+    fn a_plain_json_doc_is_read_as_well() {
+        let e = event("k", 0);
+        let item = event_item(&e).expect("encodes");
+        assert!(matches!(item.get(DOC), Some(AttributeValue::S(_))));
+        assert_eq!(event_from_item(&item).expect("decodes"), e);
+        let mut h = handoff_item(&handoff(Some("d-1")), &[]).expect("encodes");
+        let plain = serde_json::to_string(&handoff(Some("d-1"))).expect("json");
+        h.insert(DOC.into(), s(plain));
+        assert_eq!(handoff_from_item(&h).expect("decodes"), handoff(Some("d-1")));
     }
 
     #[test]
     fn update_fields_carry_the_next_version_and_never_the_fan_in_set() {
         let fields = query_fields(&query(), 4).expect("encodes");
         assert_eq!(get_n(&fields, VERSION), Some("4"));
-        assert!(!fields.contains_key(COMPLETED) && !fields.contains_key(FANIN) && !fields.contains_key(PK));
-        let doc: serde_json::Value = serde_json::from_str(get_s(&fields, DOC).expect("doc")).expect("json");
+        assert!(!fields.contains_key(COMPLETED) && !fields.contains_key(PK) && !fields.contains_key(OUT));
+        let doc: serde_json::Value = unpack("query", &fields, DOC).expect("decodes").expect("doc");
         assert_eq!(doc["version"], 4);
+        assert!(doc.get("completed").is_none(), "the set lives only in the fan-in item");
+        assert_eq!(events_attribute(4), "ev_4");
     }
 
     #[test]
-    fn handoff_event_and_output_records_survive_the_round_trip() {
+    fn handoff_and_event_records_survive_the_round_trip_with_their_events() {
         for record in [handoff(Some("d-1")), handoff(None)] {
-            let item = handoff_item(&record).expect("encodes");
+            let item = handoff_item(&record, &[event("00-60-handoff-d-1", 3)]).expect("encodes");
             assert_eq!(get_s(&item, SK), Some("H#d-1"));
             assert_eq!(get_s(&item, SLOT), record.slot.as_deref());
             assert_eq!(get_s(&item, STATUS), Some("success"));
             assert_eq!(handoff_from_item(&item).expect("decodes"), record);
+            assert_eq!(events_of(&item).expect("events"), vec![event("00-60-handoff-d-1", 3)]);
         }
         let e = event("0003-dispatch-d-1", 5);
         let item = event_item(&e).expect("encodes");
         assert_eq!(get_s(&item, SK), Some("E#0003-dispatch-d-1"));
-        assert_eq!(event_from_item(&item).expect("decodes"), e);
+        assert_eq!(events_of(&item).expect("events"), vec![e]);
+    }
+
+    #[test]
+    fn an_output_survives_the_round_trip_through_its_attribute() {
         let o = output();
-        let item = output_item(&o, 42).expect("encodes");
-        assert_eq!(
-            (get_s(&item, SK), get_s(&item, STATUS), get_n(&item, EXPIRES_AT)),
-            (Some("OUT"), Some("partial"), Some("42"))
-        );
-        assert_eq!(output_from_item(&item).expect("decodes"), o);
+        let mut item = meta_key("q-1");
+        item.insert(OUT.into(), packed("output", &o).expect("encodes"));
+        assert_eq!(unpack::<OrchestratorOutput>("output", &item, OUT).expect("decodes"), Some(o));
+        assert_eq!(unpack::<OrchestratorOutput>("output", &meta_key("q-1"), OUT).expect("absent"), None);
+    }
+
+    #[test]
+    fn a_fan_in_item_reads_back_as_its_arrivals_in_order() {
+        let item = fan_in_item(&[("d-2", "s-2"), ("d-1", "s-1")]);
+        let arrivals = arrivals_of(&item).expect("decodes");
+        assert_eq!(arrivals.iter().map(|a| a.dispatch_id.as_str()).collect::<Vec<_>>(), ["d-2", "d-1"]);
+        assert_eq!(fanin::completed_through(&arrivals, "d-2"), Some(["s-2".to_string()].into_iter().collect()));
+        let mut broken = item.clone();
+        broken.insert(ARRIVALS.into(), AttributeValue::L(vec![s("not a map")]));
+        assert!(matches!(arrivals_of(&broken), Err(StoreError::Corrupt(_))));
     }
 
     #[test]
@@ -1143,11 +1430,13 @@ mod tests {
         let mut item = event_item(&event("k", 0)).expect("encodes");
         item.insert(DOC.into(), s("{not json"));
         assert!(matches!(event_from_item(&item), Err(StoreError::Corrupt(_))));
+        item.insert(DOC.into(), AttributeValue::B(Blob::new(b"not deflate".to_vec())));
+        assert!(matches!(event_from_item(&item), Err(StoreError::Corrupt(_))));
         item.remove(DOC);
         assert!(matches!(event_from_item(&item), Err(StoreError::Corrupt(_))));
-        let mut item = query_item(&query()).expect("encodes");
+        let mut item = query_item(&query(), &[]).expect("encodes");
         item.insert(STATUS.into(), s("lost"));
-        assert!(matches!(query_from_item(&item), Err(StoreError::Corrupt(_))));
+        assert!(matches!(query_from_items(&item, None), Err(StoreError::Corrupt(_))));
     }
 
     #[test]
@@ -1158,33 +1447,38 @@ mod tests {
     }
 
     #[test]
-    fn size_is_estimated_high_and_oversized_items_are_refused() {
+    fn oversized_records_are_refused_before_compression() {
         let mut q = query();
         q.parsed.raw_query = "x".repeat(DYNAMODB_MAX_ITEM_BYTES);
-        let item = query_item(&q).expect("encodes");
-        assert!(item_size(&item) > DYNAMODB_MAX_ITEM_BYTES);
-        match check_size("query", &item) {
-            Err(StoreError::TooLarge(message)) => assert!(message.contains("query item Q#"), "{message}"),
+        match query_item(&q, &[]) {
+            Err(StoreError::TooLarge(message)) => assert!(message.contains("query is"), "{message}"),
             other => panic!("expected TooLarge, got {other:?}"),
         }
         let small = event_item(&event("k", 0)).expect("encodes");
         let exact: usize = small.iter().map(|(k, v)| k.len() + value_size(v)).sum();
         assert!(item_size(&small) >= exact);
+        assert!(item_size(&small) >= billed_size(&small));
         assert!(check_size("event", &small).is_ok());
+    }
+
+    #[test]
+    fn units_are_billed_per_started_kilobyte_and_at_least_one() {
+        assert_eq!(units(0, WRITE_UNIT_BYTES), 1);
+        assert_eq!(units(1024, WRITE_UNIT_BYTES), 1);
+        assert_eq!(units(1025, WRITE_UNIT_BYTES), 2);
+        assert_eq!(units(4097, READ_UNIT_BYTES), 2);
     }
 
     #[test]
     fn cancellation_reasons_name_the_condition_that_failed() {
         let reason = |code: &str| Reason { code: code.into(), message: String::new() };
         let e = TxError::Cancelled(vec![reason("None"), reason("ConditionalCheckFailed"), reason("None")]);
-        assert!(e.condition_failed_at(1) && !e.condition_failed_at(0));
         match e.into_store_error(&["query exists", "idempotency key held"]) {
             StoreError::ConditionFailed(label) => assert_eq!(label, "idempotency key held"),
             other => panic!("expected ConditionFailed, got {other:?}"),
         }
-        assert!(TxError::Cancelled(vec![reason("None"), reason("TransactionConflict")]).is_conflict_only());
-        assert!(!TxError::Cancelled(vec![reason("ConditionalCheckFailed"), reason("TransactionConflict")])
-            .is_conflict_only());
+        assert!(conflict_only(&[reason("None"), reason("TransactionConflict")]));
+        assert!(!conflict_only(&[reason("ConditionalCheckFailed"), reason("TransactionConflict")]));
         let conflict = TxError::Cancelled(vec![reason("TransactionConflict")]).into_store_error(&[]);
         assert!(conflict.is_retryable());
         let size = TxError::Cancelled(vec![Reason {

@@ -14,6 +14,7 @@
 //! Time comes from `tokio::time`, so a test that pauses tokio's clock runs every delay,
 //! visibility timeout and deadline in virtual time.
 
+use super::fanin::{self, Arrival};
 use crate::contracts::OrchestratorOutput;
 use crate::ports::{
     Clock, Event, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord, Queue, QueueDepth, QueueError, QueueId,
@@ -62,13 +63,21 @@ struct Tables {
     events: HashMap<String, BTreeMap<String, Event>>,
     idempotency: HashMap<(String, String), String>,
     manifests: HashMap<String, String>,
+    /// Per query, the fan-in's arrivals in the order applied (see [`super::fanin`]).
+    arrivals: HashMap<String, Vec<Arrival>>,
 }
+
+/// Decides, per fan-in write, whether its answer is lost (given the query id): the write has
+/// applied, and the store sends it again, as the AWS SDK retries a request whose response
+/// never came.
+pub type LostAnswer = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// The embedded store.
 pub struct MemoryStore {
     tables: Mutex<Tables>,
     clock: Arc<dyn Clock>,
     counters: Counters,
+    lost_fan_in_answers: Option<LostAnswer>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -94,7 +103,20 @@ fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreErr
 impl MemoryStore {
     /// An empty store reading the time from `clock` (for expiry).
     pub fn new(clock: Arc<dyn Clock>) -> MemoryStore {
-        MemoryStore { tables: Mutex::new(Tables::default()), clock, counters: Counters::default() }
+        MemoryStore {
+            tables: Mutex::new(Tables::default()),
+            clock,
+            counters: Counters::default(),
+            lost_fan_in_answers: None,
+        }
+    }
+
+    /// The same store, losing the answer of the fan-in writes `lost` picks (for the simulation):
+    /// such a write has applied and is sent again, with other writers free to run in between,
+    /// exactly as DynamoDB's fan-in `UpdateItem` is retried after a lost response.
+    pub fn with_lost_fan_in_answers(mut self, lost: LostAnswer) -> MemoryStore {
+        self.lost_fan_in_answers = Some(lost);
+        self
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Tables>, StoreError> {
@@ -194,6 +216,7 @@ impl Store for MemoryStore {
             t.idempotency.insert(k, query.query_id.clone());
         }
         t.queries.insert(query.query_id.clone(), query.clone());
+        t.arrivals.remove(&query.query_id);
         Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(1 + events.len() + usize::from(query.idempotency_key.is_some()));
@@ -242,33 +265,53 @@ impl Store for MemoryStore {
 
     async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
         check_size("handoff", record)?;
-        let mut t = self.lock()?;
-        let now = self.now_s();
-        let key = (record.query_id.clone(), record.handoff.dispatch_id.clone());
-        if t.handoffs.get(&key).is_some_and(|h| h.expires_at >= now) {
-            return Ok(HandoffWrite::Duplicate);
-        }
-        // Filling a slot updates the query record, which must exist; a handoff that fills no
-        // slot is a single conditional put.
-        let completed = match &record.slot {
-            Some(slot) => {
-                let Some(query) = t.queries.get_mut(&record.query_id).filter(|q| q.expires_at >= now) else {
-                    return Err(StoreError::ConditionFailed(format!("query {} does not exist", record.query_id)));
-                };
-                query.completed.insert(slot.clone());
-                query.completed.clone()
+        // The guard lives in this block only: the future must stay `Send` across the retry's
+        // await below.
+        let completed = {
+            let mut t = self.lock()?;
+            let now = self.now_s();
+            let key = (record.query_id.clone(), record.handoff.dispatch_id.clone());
+            if t.handoffs.get(&key).is_some_and(|h| h.expires_at >= now) {
+                return Ok(HandoffWrite::Duplicate);
             }
-            None => t
-                .queries
-                .get(&record.query_id)
-                .filter(|q| q.expires_at >= now)
-                .map(|q| q.completed.clone())
-                .unwrap_or_default(),
+            // Filling a slot updates the query's fan-in, which needs the query; a handoff that
+            // fills no slot is a single conditional put.
+            let completed = match &record.slot {
+                Some(slot) => {
+                    let Some(query) = t.queries.get_mut(&record.query_id).filter(|q| q.expires_at >= now) else {
+                        return Err(StoreError::ConditionFailed(format!("query {} does not exist", record.query_id)));
+                    };
+                    query.completed.insert(slot.clone());
+                    let arrivals = t.arrivals.entry(record.query_id.clone()).or_default();
+                    fanin::arrive(arrivals, &record.handoff.dispatch_id, slot)
+                }
+                None => t
+                    .queries
+                    .get(&record.query_id)
+                    .filter(|q| q.expires_at >= now)
+                    .map(|q| q.completed.clone())
+                    .unwrap_or_default(),
+            };
+            t.handoffs.insert(key, record.clone());
+            Self::put_events(&mut t, events, now);
+            completed
         };
-        t.handoffs.insert(key, record.clone());
-        Self::put_events(&mut t, events, now);
-        drop(t);
         self.transact(1 + usize::from(record.slot.is_some()) + events.len());
+        let completed = match (&record.slot, &self.lost_fan_in_answers) {
+            (Some(slot), Some(lost)) if lost(&record.query_id) => {
+                // The answer never came: other writers run, then the same write is sent again
+                // and its answer is the one used.
+                tokio::task::yield_now().await;
+                let again = {
+                    let mut t = self.lock()?;
+                    let arrivals = t.arrivals.entry(record.query_id.clone()).or_default();
+                    fanin::arrive(arrivals, &record.handoff.dispatch_id, slot)
+                };
+                self.transact(1);
+                again
+            }
+            _ => completed,
+        };
         Ok(HandoffWrite::Recorded { completed })
     }
 

@@ -3,6 +3,7 @@
 
 pub mod aws;
 pub mod dynamodb;
+pub mod fanin;
 pub mod faults;
 pub mod hooked;
 pub mod memory;

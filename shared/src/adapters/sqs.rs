@@ -11,6 +11,7 @@
 //!
 //! | port | SQS |
 //! |---|---|
+//! | `send_batch` | `SendMessageBatch`: up to 10 messages and 256 KiB per request; an entry that fails fails the call |
 //! | `send` delay | `DelaySeconds` = the delay rounded up to whole seconds, at most 900 (the engine chains longer delays) |
 //! | attributes | string message attributes (`correlation_id`, `traceparent`, …) |
 //! | size | body plus attributes over 256 KiB is refused with [`QueueError::TooLarge`] before sending |
@@ -25,7 +26,9 @@ use crate::ports::{OutgoingMessage, Queue, QueueDepth, QueueError, QueueId, Rece
 use crate::topology::Topology;
 use async_trait::async_trait;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::{
+    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
+};
 use aws_sdk_sqs::Client;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,8 +44,10 @@ pub const DLQ_ENV_SUFFIX: &str = "_DLQ";
 /// Requests an [`SqsQueue`] has sent since it was built.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueCounts {
-    /// `SendMessage` requests.
+    /// `SendMessage` and `SendMessageBatch` requests.
     pub sends: u64,
+    /// Messages those requests sent.
+    pub messages_sent: u64,
     /// `ReceiveMessage` requests (empty receives count too).
     pub receives: u64,
     /// Messages those receives returned.
@@ -58,6 +63,7 @@ pub struct QueueCounts {
 #[derive(Debug, Default)]
 struct Counters {
     sends: AtomicU64,
+    messages_sent: AtomicU64,
     receives: AtomicU64,
     messages_received: AtomicU64,
     deletes: AtomicU64,
@@ -131,6 +137,7 @@ impl SqsQueue {
         let c = &self.counters;
         QueueCounts {
             sends: c.sends.load(Ordering::Relaxed),
+            messages_sent: c.messages_sent.load(Ordering::Relaxed),
             receives: c.receives.load(Ordering::Relaxed),
             messages_received: c.messages_received.load(Ordering::Relaxed),
             deletes: c.deletes.load(Ordering::Relaxed),
@@ -145,6 +152,15 @@ impl SqsQueue {
             source: None,
         })
     }
+}
+
+/// A string message attribute.
+fn string_attribute(name: &str, value: String) -> Result<MessageAttributeValue, QueueError> {
+    MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(value)
+        .build()
+        .map_err(|e| QueueError::Unavailable { message: format!("attribute {name}: {e}"), source: Some(Box::new(e)) })
 }
 
 /// Whole seconds for `DelaySeconds`: rounded up, at most 900.
@@ -202,18 +218,88 @@ impl Queue for SqsQueue {
             .message_body(message.body)
             .delay_seconds(delay_seconds(message.delay));
         for (name, value) in message.attributes {
-            let value =
-                MessageAttributeValue::builder().data_type("String").string_value(value).build().map_err(|e| {
-                    QueueError::Unavailable { message: format!("attribute {name}: {e}"), source: Some(Box::new(e)) }
-                })?;
+            let value = string_attribute(&name, value)?;
             request = request.message_attributes(name, value);
         }
         bump(&self.counters.sends, 1);
+        bump(&self.counters.messages_sent, 1);
         let out = request.send().await.map_err(|e| sdk_error("SendMessage", e))?;
         out.message_id.ok_or_else(|| QueueError::Unavailable {
             message: "SendMessage: no message id in the answer".into(),
             source: None,
         })
+    }
+
+    async fn send_batch(&self, queue: QueueId, messages: Vec<OutgoingMessage>) -> Result<Vec<String>, QueueError> {
+        let url = self.queue_url(queue)?.to_string();
+        let mut ids = Vec::with_capacity(messages.len());
+        let mut chunk: Vec<OutgoingMessage> = Vec::new();
+        let mut chunk_bytes = 0;
+        let mut chunks = Vec::new();
+        for message in messages {
+            let size = message.size();
+            if size > SQS_MAX_MESSAGE_BYTES {
+                return Err(QueueError::TooLarge(size));
+            }
+            if chunk.len() == SQS_MAX_BATCH || chunk_bytes + size > SQS_MAX_MESSAGE_BYTES {
+                chunks.push(std::mem::take(&mut chunk));
+                chunk_bytes = 0;
+            }
+            chunk_bytes += size;
+            chunk.push(message);
+        }
+        if !chunk.is_empty() {
+            chunks.push(chunk);
+        }
+        for chunk in chunks {
+            if chunk.len() == 1 {
+                for message in chunk {
+                    ids.push(self.send(queue, message).await?);
+                }
+                continue;
+            }
+            let count = chunk.len() as u64;
+            let mut entries = Vec::with_capacity(chunk.len());
+            for (i, message) in chunk.into_iter().enumerate() {
+                let mut entry = SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(message.body)
+                    .delay_seconds(delay_seconds(message.delay));
+                for (name, value) in message.attributes {
+                    entry = entry.message_attributes(name.clone(), string_attribute(&name, value)?);
+                }
+                entries.push(entry.build().map_err(|e| QueueError::Unavailable {
+                    message: format!("SendMessageBatch entry {i}: {e}"),
+                    source: Some(Box::new(e)),
+                })?);
+            }
+            bump(&self.counters.sends, 1);
+            bump(&self.counters.messages_sent, count);
+            let out = self
+                .client
+                .send_message_batch()
+                .queue_url(&url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| sdk_error("SendMessageBatch", e))?;
+            if let Some(failed) = out.failed.first() {
+                return Err(QueueError::Unavailable {
+                    message: format!(
+                        "SendMessageBatch: entry {} failed: {} {}",
+                        failed.id,
+                        failed.code,
+                        failed.message.as_deref().unwrap_or_default()
+                    ),
+                    source: None,
+                });
+            }
+            let mut sent: Vec<(usize, String)> =
+                out.successful.into_iter().map(|s| (s.id.parse().unwrap_or(usize::MAX), s.message_id)).collect();
+            sent.sort();
+            ids.extend(sent.into_iter().map(|(_, id)| id));
+        }
+        Ok(ids)
     }
 
     async fn receive(&self, queue: QueueId, max: usize, wait: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {

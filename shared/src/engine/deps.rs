@@ -173,6 +173,18 @@ impl Deps {
 
     /// Send a job to a queue with the query's correlation id as a message attribute.
     pub(super) async fn send(&self, queue: QueueId, job: Job, delay: Duration) -> Result<String, QueueError> {
+        let message = self.message(job, delay);
+        self.queue.send(queue, message).await
+    }
+
+    /// Send several jobs to one queue at once (one `SendMessageBatch` on SQS).
+    pub(super) async fn send_batch(&self, queue: QueueId, jobs: Vec<Job>) -> Result<Vec<String>, QueueError> {
+        let messages = jobs.into_iter().map(|job| self.message(job, Duration::ZERO)).collect();
+        self.queue.send_batch(queue, messages).await
+    }
+
+    /// A job's message, with the query's correlation id and trace context as attributes.
+    fn message(&self, job: Job, delay: Duration) -> OutgoingMessage {
         let mut attributes = BTreeMap::new();
         attributes.insert(ATTR_CORRELATION_ID.to_string(), job.query_id().to_string());
         // The sending step's span when spans are exported (so the receiver's span hangs below
@@ -180,8 +192,7 @@ impl Deps {
         let random_span = (self.random_fraction() * u64::MAX as f64) as u64 | 1;
         let span_id = crate::telemetry::otlp::current_span_id().unwrap_or(random_span);
         attributes.insert(ATTR_TRACEPARENT.to_string(), traceparent(job.query_id(), span_id));
-        let message = OutgoingMessage { body: JobMessage::new(job).to_body(), delay, attributes };
-        self.queue.send(queue, message).await
+        OutgoingMessage { body: JobMessage::new(job).to_body(), delay, attributes }
     }
 }
 

@@ -220,24 +220,32 @@ pub(super) fn dispatch_events(deps: &Deps, query: &QueryRecord, plan: &Plan, sta
         .unwrap_or_default()
 }
 
-/// Send every dispatch of a stage to its tier's queue (first attempt).
+/// Send every dispatch of a stage to its tier's queue (first attempt): one batch per tier.
 pub(super) async fn send_stage(deps: &Deps, query: &QueryRecord, stage: usize) -> Result<(), StepError> {
     let Some(stage) = query.plan.as_ref().and_then(|p| p.stages.get(stage)) else { return Ok(()) };
+    let mut by_tier: std::collections::BTreeMap<u8, Vec<Job>> = std::collections::BTreeMap::new();
     for d in &stage.dispatches {
-        send_first_attempt(deps, &d.dispatch).await?;
+        by_tier.entry(d.dispatch.target_tier).or_default().push(first_attempt(&d.dispatch));
+    }
+    for (tier, jobs) in by_tier {
+        deps.send_batch(QueueId::tier(tier), jobs).await?;
     }
     Ok(())
 }
 
-/// Send attempt 1 of a dispatch.
-pub(super) async fn send_first_attempt(deps: &Deps, d: &AgentDispatch) -> Result<(), StepError> {
-    let job = Job::Dispatch {
+/// Attempt 1 of a dispatch.
+fn first_attempt(d: &AgentDispatch) -> Job {
+    Job::Dispatch {
         query_id: d.query_id.clone(),
         dispatch_id: d.dispatch_id.clone(),
         attempt: 1,
         timeout_ms: d.routing.timeout_ms,
-    };
-    deps.send(QueueId::tier(d.target_tier), job, Duration::ZERO).await?;
+    }
+}
+
+/// Send attempt 1 of a dispatch.
+pub(super) async fn send_first_attempt(deps: &Deps, d: &AgentDispatch) -> Result<(), StepError> {
+    deps.send(QueueId::tier(d.target_tier), first_attempt(d), Duration::ZERO).await?;
     Ok(())
 }
 

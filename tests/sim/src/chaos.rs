@@ -7,6 +7,8 @@
 //!   applies, applies and then reports `Unavailable` (the ambiguous error), or loses its
 //!   condition to a concurrent writer; reads that fail. It also observes what was applied
 //!   (outputs, handoffs) for the invariants.
+//!   The memory store underneath loses fan-in answers ([`Faults::lost_fan_in_answer`]): the
+//!   write applied, and the store sends it again while other handoffs may land.
 //! - [`ChaosAgents`]: agent errors, hangs, slow and malformed answers.
 //!
 //! Faults that fail a message's delivery are *transient*: a delivery after
@@ -68,6 +70,9 @@ pub struct Faults {
     pub crash_after_write: f64,
     /// A concurrent writer moves the query's version just before an update.
     pub conflict: f64,
+    /// A fan-in write applies and its answer is lost, so the store sends it again (as the AWS
+    /// SDK retries an `UpdateItem` whose response never came), other writers running between.
+    pub lost_fan_in_answer: f64,
     /// The invocation crashes after handling, before deleting its messages.
     pub crash_before_ack: f64,
     /// A message becomes visible again while its handler runs (a second consumer gets it).
@@ -100,6 +105,7 @@ impl Faults {
             crash_before_write: 0.0,
             crash_after_write: 0.0,
             conflict: 0.0,
+            lost_fan_in_answer: 0.0,
             crash_before_ack: 0.0,
             visibility_expiry: 0.0,
             slow_ack: 0.0,
@@ -131,10 +137,15 @@ impl Faults {
         let agent_hang = p(0.1);
         let agent_slow = p(0.2);
         let agent_malformed = p(0.1);
+        // Drawn in the order they always were, the new fault last, so a seed's other faults
+        // stay as they were.
+        let max_extra_delay = Duration::from_millis(rng.random_range(0..5_000));
+        let concurrency = rng.random_range(1..=4);
+        let lost_fan_in_answer = if rng.random_bool(0.25) { 0.0 } else { rng.random_range(0.0..0.3) };
         Faults {
             duplicate,
             late,
-            max_extra_delay: Duration::from_millis(rng.random_range(0..5_000)),
+            max_extra_delay,
             early,
             send_fails,
             store_unavailable,
@@ -142,6 +153,7 @@ impl Faults {
             crash_before_write,
             crash_after_write,
             conflict,
+            lost_fan_in_answer,
             crash_before_ack,
             visibility_expiry,
             slow_ack,
@@ -149,7 +161,7 @@ impl Faults {
             agent_hang,
             agent_slow,
             agent_malformed,
-            concurrency: rng.random_range(1..=4),
+            concurrency,
         }
     }
 }
@@ -163,6 +175,9 @@ pub struct Observed {
     pub handoffs: BTreeMap<(String, String), u32>,
     /// Dispatch jobs that reached a queue: (query, dispatch).
     pub dispatches_sent: BTreeSet<(String, String)>,
+    /// What each applied handoff write that filled a slot was told the fan-in set became:
+    /// (query, slot, set).
+    pub fan_in_answers: Vec<(String, String, BTreeSet<String>)>,
 }
 
 /// The seeded source of every fault, and the trace of the faults injected.
@@ -406,9 +421,14 @@ impl StoreHooks for StoreChaos {
             return Ok(());
         }
         match (op, outcome) {
-            (StoreOp::RecordHandoff(record), Ok(Applied::Handoff(HandoffWrite::Recorded { .. }))) => {
+            (StoreOp::RecordHandoff(record), Ok(Applied::Handoff(HandoffWrite::Recorded { completed }))) => {
                 let key = (record.query_id.clone(), record.handoff.dispatch_id.clone());
-                self.chaos.observe(|o| *o.handoffs.entry(key).or_default() += 1);
+                self.chaos.observe(|o| {
+                    *o.handoffs.entry(key).or_default() += 1;
+                    if let Some(slot) = &record.slot {
+                        o.fan_in_answers.push((record.query_id.clone(), slot.clone(), completed.clone()));
+                    }
+                });
             }
             (StoreOp::FinishQuery(_, query), _) => {
                 self.chaos.observe(|o| *o.outputs.entry(query.query_id.clone()).or_default() += 1);

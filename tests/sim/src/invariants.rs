@@ -130,6 +130,24 @@ pub fn check_query(facts: &QueryFacts, observed: &Observed, slack: Duration, vio
                 planned.len()
             ));
         }
+        // Each stage's fan-in is completed by one handoff write: exactly one writer is told the
+        // set became complete, also when a fan-in write was sent twice because its answer was
+        // lost. (A slot filled twice — a dispatch and its fallback both answering — is the
+        // documented exception: both may see it complete.)
+        for (i, stage) in plan.stages.iter().enumerate().take(plan.current_stage + 1) {
+            let slots: BTreeSet<&str> = stage.slots().collect();
+            let filled_twice =
+                slots.iter().any(|s| facts.handoffs.iter().filter(|h| h.slot.as_deref() == Some(*s)).count() > 1);
+            let completions = observed
+                .fan_in_answers
+                .iter()
+                .filter(|(q, slot, set)| q == id && slots.contains(slot.as_str()) && stage.is_complete(set))
+                .count();
+            if completions > 1 && !filled_twice {
+                violations
+                    .push(format!("{name}: stage {i}'s fan-in was reported complete to {completions} handoff writes"));
+            }
+        }
         for h in &facts.handoffs {
             if plan.dispatch(&h.handoff.dispatch_id).is_none() {
                 violations.push(format!(

@@ -287,7 +287,13 @@ async fn simulate(
     let epoch = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").map(|t| t.to_utc()).unwrap_or_default();
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::starting_at(epoch));
     let topology = Topology::for_manifest(&manifest);
-    let memory_store = Arc::new(MemoryStore::new(clock.clone()));
+    let lost = {
+        let chaos = chaos.clone();
+        Arc::new(move |_query_id: &str| {
+            chaos.roll(chaos.faults.lost_fan_in_answer, "a fan-in write's answer is lost; the write is sent again")
+        })
+    };
+    let memory_store = Arc::new(MemoryStore::new(clock.clone()).with_lost_fan_in_answers(lost));
     let memory_queue = Arc::new(MemoryQueue::new(&topology));
     let store = Arc::new(chaos_store(memory_store.clone(), chaos.clone()));
     let queue = Arc::new(ChaosQueue::new(memory_queue.clone(), chaos.clone()));
@@ -407,7 +413,7 @@ pub fn describe_failure(report: &SeedReport) -> String {
 }
 
 /// The fault kinds a trace line can name, for coverage checks.
-pub const FAULT_KINDS: [&str; 16] = [
+pub const FAULT_KINDS: [&str; 17] = [
     "delivered twice",
     "arrives late",
     "arrives early",
@@ -416,6 +422,7 @@ pub const FAULT_KINDS: [&str; 16] = [
     "crash before",
     "crash after",
     "concurrent writer",
+    "fan-in write's answer is lost",
     "crashes before deleting",
     "becomes visible while its handler runs",
     "stalls before deleting",
