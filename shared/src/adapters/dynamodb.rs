@@ -1014,8 +1014,12 @@ impl Store for DynamoStore {
                 .send()
                 .await
                 .map_err(|e| sdk_error("Query", e))?;
+            // The index projects keys only (its items stay small): read each query whole.
             for item in out.items.unwrap_or_default().iter().filter(|item| !is_expired(item, now)) {
-                queries.push(query_from_item(item)?);
+                let Some(query_id) = get_s(item, PK).and_then(|pk| pk.strip_prefix("Q#")) else { continue };
+                if let Some(query) = self.get_query(query_id).await? {
+                    queries.push(query);
+                }
             }
             match out.last_evaluated_key {
                 Some(key) if !key.is_empty() => start = Some(key),
