@@ -5,6 +5,7 @@ mod ask;
 mod bench;
 mod classify_cmd;
 mod infra_cmd;
+mod refit_cmd;
 mod serve;
 mod setup_cmd;
 mod validate_cmd;
@@ -89,6 +90,34 @@ enum Command {
         #[arg(long)]
         manifest: Option<PathBuf>,
     },
+    /// Propose a manifest that routes exported signals better: utterances from corrected
+    /// questions, checked on held-out signals and the manifest's own utterances; refused
+    /// (exit 1, nothing written) when either accuracy would drop.
+    Refit {
+        /// Exported signals, JSON lines (`switchyard signals export`).
+        #[arg(long)]
+        signals: PathBuf,
+        /// The manifest to improve.
+        #[arg(long, default_value = "routing.yaml")]
+        manifest: PathBuf,
+        /// Where to write the proposed manifest.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Training signals: `pending` lists the optimization requests raised by exported signals.
+    Signals {
+        /// `pending`.
+        action: String,
+        /// Exported signals, JSON lines.
+        #[arg(long)]
+        signals: PathBuf,
+        /// Newest signals considered.
+        #[arg(long, default_value_t = 200)]
+        window: usize,
+        /// A target whose mean reward is below this gets a request.
+        #[arg(long, default_value_t = 0.6)]
+        threshold: f64,
+    },
     /// Check a manifest: a summary when valid, every problem (path, line, rule) when not.
     Validate {
         /// The manifest (default: ./routing.yaml).
@@ -145,6 +174,13 @@ async fn main() -> ExitCode {
         Command::Setup { backend, table, prefix, manifest } => match load_manifest(manifest.as_ref()) {
             Ok(m) => setup_cmd::run(backend, &m, &table, &prefix, &mut std::io::stdout().lock()).await,
             Err(e) => Err(e),
+        },
+        Command::Refit { signals, manifest, out } => {
+            refit_cmd::run(&signals, &manifest, &out, &mut std::io::stdout().lock())
+        }
+        Command::Signals { action, signals, window, threshold } => match action.as_str() {
+            "pending" => refit_cmd::pending(&signals, window, threshold, &mut std::io::stdout().lock()),
+            other => Err(anyhow::anyhow!("unknown signals action `{other}`; use pending")),
         },
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
     };

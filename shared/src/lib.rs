@@ -36,6 +36,7 @@ pub mod limits;
 pub mod manifest;
 pub mod plan;
 pub mod ports;
+pub mod signals;
 pub mod system;
 pub mod topology;
 pub mod validation;
