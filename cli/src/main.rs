@@ -10,6 +10,7 @@ mod index_cmd;
 mod infra_cmd;
 mod ops_cmd;
 mod portable;
+mod refit_cmd;
 mod serve;
 mod setup_cmd;
 mod validate_cmd;
@@ -97,6 +98,34 @@ enum Command {
     /// Build the document index a `retriever` agent loads (`index build DIR --out PATH`).
     #[command(subcommand)]
     Index(index_cmd::IndexCommand),
+    /// Propose a manifest that routes exported signals better: utterances from corrected
+    /// questions, checked on held-out signals and the manifest's own utterances; refused
+    /// (exit 1, nothing written) when either accuracy would drop.
+    Refit {
+        /// Exported signals, JSON lines (`switchyard signals export`).
+        #[arg(long)]
+        signals: PathBuf,
+        /// The manifest to improve.
+        #[arg(long, default_value = "routing.yaml")]
+        manifest: PathBuf,
+        /// Where to write the proposed manifest.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Training signals: `pending` lists the optimization requests raised by exported signals.
+    Signals {
+        /// `pending`.
+        action: String,
+        /// Exported signals, JSON lines.
+        #[arg(long)]
+        signals: PathBuf,
+        /// Newest signals considered.
+        #[arg(long, default_value_t = 200)]
+        window: usize,
+        /// A target whose mean reward is below this gets a request.
+        #[arg(long, default_value_t = 0.6)]
+        threshold: f64,
+    },
     /// Check a manifest: a summary when valid, every problem (path, line, rule) when not.
     Validate {
         /// The manifest (default: ./routing.yaml).
@@ -204,6 +233,13 @@ async fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Index(command) => index_cmd::run(command, &mut std::io::stdout().lock()),
+        Command::Refit { signals, manifest, out } => {
+            refit_cmd::run(&signals, &manifest, &out, &mut std::io::stdout().lock())
+        }
+        Command::Signals { action, signals, window, threshold } => match action.as_str() {
+            "pending" => refit_cmd::pending(&signals, window, threshold, &mut std::io::stdout().lock()),
+            other => Err(anyhow::anyhow!("unknown signals action `{other}`; use pending")),
+        },
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
         Command::Dlq { action } => {
             init_tracing(false);

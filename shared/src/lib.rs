@@ -42,6 +42,7 @@ pub mod plan;
 pub mod ports;
 pub mod retrieval;
 pub mod scope;
+pub mod signals;
 pub mod system;
 pub mod telemetry;
 pub mod topology;
