@@ -170,7 +170,7 @@ fn evaluate(fixture: &str) -> f64 {
 
 #[test]
 fn the_first_blind_set_written_before_tuning_reports_its_accuracy() {
-    // blind_questions.jsonl: 240 questions (20 per intent) written from seed 000's intent
+    // blind_questions.jsonl: 240 questions (20 per intent) written from the E2I design's intent
     // meanings only, committed before the classifier or manifest was tuned (90.0% then). It
     // then served as the development set: the manifest's vocabulary was widened by error class
     // partly from its misses, so its figure is optimistic; the second blind set is the estimate.

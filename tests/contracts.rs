@@ -1,11 +1,11 @@
-//! Seed 000's contracts on the wire: its dispatch and handoff examples (as JSON fixture files
+//! The E2I design's contracts on the wire: its dispatch and handoff examples (as JSON fixture files
 //! under `fixtures/contracts/`) parse into Switchyard's types, survive a round trip, and keep
 //! every field the seed wrote.
 
 use serde_json::Value;
 use shared::contracts::{
     DispatchEnvelope, EntitySource, EntityType, ErrorCategory, Evidence, HandoffEnvelope, HandoffStatus,
-    OrchestratorInput, SEED_000_INTENTS,
+    OrchestratorInput, E2I_INTENTS,
 };
 use switchyard_tests::{fixture_text, shipped_manifest};
 
@@ -115,6 +115,6 @@ fn error_categories_have_the_seed_000_wire_names() {
 fn the_shipped_manifest_declares_exactly_seed_000s_twelve_intents() {
     let manifest = shipped_manifest();
     let ids: Vec<&str> = manifest.intents.iter().map(|i| i.id.as_str()).collect();
-    assert_eq!(ids, SEED_000_INTENTS);
+    assert_eq!(ids, E2I_INTENTS);
     assert_eq!(EntityType::ALL.len(), 6);
 }

@@ -43,7 +43,7 @@ async fn every_example_answers_its_first_utterance_offline() {
     }
 }
 
-// ---- seed 002: negotiation ------------------------------------------------------------------
+// ---- negotiation (docs/origins.md#negotiation) ----------------------------------------------
 
 #[tokio::test(start_paused = true)]
 async fn the_orchestrator_re_consults_the_needs_expert_then_asks_the_supplier_for_the_missing_terms() {
@@ -120,7 +120,7 @@ async fn experts_never_see_fields_outside_their_input_lists() {
     );
 }
 
-// ---- seed 003: unified chat -----------------------------------------------------------------
+// ---- unified chat (docs/origins.md#unified-chat) --------------------------------------------
 
 #[tokio::test(start_paused = true)]
 async fn the_critic_rejects_the_first_draft_then_accepts_the_revision() {
@@ -143,7 +143,7 @@ async fn the_critic_rejects_the_first_draft_then_accepts_the_revision() {
     assert_eq!(usage.attempts, 1);
 }
 
-// ---- seed 001: rag manager ------------------------------------------------------------------
+// ---- rag manager (docs/origins.md#rag-manager) ----------------------------------------------
 
 #[tokio::test(start_paused = true)]
 async fn a_question_asking_for_a_password_gets_the_guardrails_safe_reply_and_nothing_else_runs() {
@@ -191,7 +191,7 @@ async fn a_coherent_question_passes_both_guardrails_and_the_retriever_gets_the_r
     assert_eq!(retriever.dispatch.payload.context["revised_query"], "revenue growth by segment in the annual report");
 }
 
-// ---- seed 001: retrieval over the shipped corpus ---------------------------------------------
+// ---- retrieval over the shipped corpus (docs/origins.md#rag-manager) ------------------------
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/rag-manager/corpus")
@@ -247,7 +247,7 @@ async fn the_rag_manager_answers_from_the_shipped_corpus_citing_each_chunk_once_
         assert!(document_words(doc).contains(text), "{} is not a chunk of {doc}.md: {text}", c.source_id);
         assert_eq!(c.source_type, shared::contracts::CitationSourceType::Document);
     }
-    // AND reflection added seed 001's UI notes as metadata, not to the answer text
+    // AND reflection added the RAG manager design's UI notes as metadata, not to the answer text
     let reflection = output.reflection.as_ref().expect("reflection");
     assert_eq!((reflection.original_weight, reflection.revised_weight), (0.7, 0.3));
     assert!(reflection.applicability_note.starts_with("The answer addresses the question"), "{reflection:?}");
@@ -368,7 +368,7 @@ fn a_retriever_whose_corpus_or_index_is_missing_or_corrupt_is_reported_at_init_w
     }
 }
 
-// ---- seed 004: research assistant -----------------------------------------------------------
+// ---- research assistant (docs/origins.md#research-assistant) --------------------------------
 
 #[tokio::test(start_paused = true)]
 async fn the_planted_market_size_contradiction_is_flagged_and_memory_never_delays_the_answer() {
@@ -437,7 +437,7 @@ async fn the_total_budget_ends_retrieval_even_when_a_source_may_take_longer() {
     );
 }
 
-// ---- seed 000: cascade classification --------------------------------------------------------
+// ---- cascade classification (docs/origins.md#e2i) -------------------------------------------
 
 #[tokio::test(start_paused = true)]
 async fn the_cascade_consults_the_llm_classifier_only_for_ambiguous_questions() {

@@ -119,7 +119,7 @@ fn the_check_command_reports_a_template_it_cannot_read() {
 #[test]
 fn a_tier_added_to_routing_yaml_without_rerendering_is_reported() {
     // GIVEN a template rendered before tier 1 was declared, and routing.yaml as it is now
-    let tier_1 = "  - tier: 1\n    name: orchestration\n    timeout: 2s\n    max_retries: 0\n    fallback: none                  # seed 000: N/A\n    reserved_concurrency: 20\n";
+    let tier_1 = "  - tier: 1\n    name: orchestration\n    timeout: 2s\n    max_retries: 0\n    fallback: none                  # E2I: N/A\n    reserved_concurrency: 20\n";
     assert!(EMBEDDED_ROUTING_YAML.contains(tier_1), "routing.yaml's tier 1 block changed; update this test");
     let before = Manifest::from_yaml(&EMBEDDED_ROUTING_YAML.replacen(tier_1, "", 1), "old routing.yaml")
         .expect("valid without tier 1");

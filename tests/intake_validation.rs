@@ -1,11 +1,11 @@
-//! Intake validation of `POST /v1/queries` bodies: seed 000's validation table, the manifest's
+//! Intake validation of `POST /v1/queries` bodies: the E2I design's validation table, the manifest's
 //! query limits, and a hostile corpus that must be refused cleanly, never with a panic.
 
 use serde_json::{json, Value};
 use shared::manifest::Manifest;
 use shared::validation::{validate_request, ValidatedRequest, ValidationError, MAX_BODY_BYTES};
 
-/// A small manifest with seed 000's query settings and two intents.
+/// A small manifest with the E2I design's query settings and two intents.
 const MANIFEST: &str = r#"
 version: 1
 name: intake
@@ -153,7 +153,7 @@ fn given_both_query_and_parsed_query_when_validated_then_exactly_one_is_required
     assert!(rule_of(&err, "query").contains("not both"));
 }
 
-// ---- parsed_query (seed 000 validation table) -------------------------------------------------------
+// ---- parsed_query (E2I validation table) -------------------------------------------------------
 
 #[test]
 fn given_a_valid_parsed_query_when_validated_then_it_is_kept_as_sent() {

@@ -38,7 +38,7 @@ async fn events_of(h: &Harness, query_id: &str) -> Vec<shared::ports::Event> {
 
 // ---- the shipped manifest ------------------------------------------------------------------
 
-/// Seed 000's routing table: intent → (primary, tier, supporting) and a question of that intent.
+/// The E2I design's routing table: intent → (primary, tier, supporting) and a question of that intent.
 const SEED_000_ROUTES: [(&str, &str, &[&str], &str); 12] = [
     (
         "causal_impact",

@@ -3,7 +3,7 @@
 //!
 //! The output of [`run`] is an interface used by evaluations; keep it stable. Each answer is
 //! one JSON object per line with exactly the keys `intent`, `confidence`, `ambiguity_flag`,
-//! `in_scope` (bool), `scope_score` (0.0 – 1.0), `entities` (seed 000 `ParsedEntity`: `type`, `value`, `confidence`, `source`) and
+//! `in_scope` (bool), `scope_score` (0.0 – 1.0), `entities` (E2I `ParsedEntity`: `type`, `value`, `confidence`, `source`) and
 //! `alternatives` (`intent`, `score`; best first, the top intent included).
 
 use serde::Deserialize;

@@ -1,4 +1,4 @@
-//! Wire contracts, exactly as seed 000 ("Tier 1 Contracts: Orchestrator Agent") names them.
+//! Wire contracts, exactly as the E2I orchestrator design names them (docs/contracts.md).
 //!
 //! Field names, enum spellings and nesting follow the seed so that agents written against it
 //! interoperate unchanged. Where Switchyard needs more than the seed says, the addition is an
@@ -6,17 +6,17 @@
 //! "extension".
 //!
 //! Intents are strings here, not an enum: every manifest declares its own intents (the shipped
-//! `routing.yaml` declares seed 000's twelve, listed in [`SEED_000_INTENTS`]), and nothing in
+//! `routing.yaml` declares the E2I design's twelve, listed in [`E2I_INTENTS`]), and nothing in
 //! Rust may depend on a particular one.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The twelve intents of seed 000's `IntentType`, in the seed's order. The shipped
+/// The twelve intents of the E2I design's `IntentType`, in the design's order. The shipped
 /// `routing.yaml` declares exactly these; the engine itself reads intents only from the
 /// manifest.
-pub const SEED_000_INTENTS: [&str; 12] = [
+pub const E2I_INTENTS: [&str; 12] = [
     "causal_impact",
     "gap_analysis",
     "heterogeneous",
@@ -31,7 +31,7 @@ pub const SEED_000_INTENTS: [&str; 12] = [
     "model_deploy",
 ];
 
-/// The six entity types of seed 000's `ParsedEntity.type`.
+/// The six entity types of the E2I design's `ParsedEntity.type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntityType {
@@ -50,7 +50,7 @@ pub enum EntityType {
 }
 
 impl EntityType {
-    /// All six types, in the seed's order.
+    /// All six types, in the design's order.
     pub const ALL: [EntityType; 6] = [
         EntityType::Brand,
         EntityType::Region,
@@ -90,7 +90,7 @@ fn one() -> f64 {
     1.0
 }
 
-/// An entity extracted from the user's query (seed 000 `ParsedEntity`).
+/// An entity extracted from the user's query (E2I `ParsedEntity`).
 ///
 /// The seed's dispatch examples carry only `type` and `value`; `confidence` then defaults to
 /// 1.0 and `source` to `exact`.
@@ -109,7 +109,7 @@ pub struct ParsedEntity {
     pub source: EntitySource,
 }
 
-/// Output of the NLP layer, input to the orchestrator (seed 000 `ParsedQuery`).
+/// Output of the NLP layer, input to the orchestrator (E2I `ParsedQuery`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParsedQuery {
     /// UUID of the query.
@@ -118,7 +118,7 @@ pub struct ParsedQuery {
     pub raw_query: String,
     /// One of the manifest's intents.
     pub intent: String,
-    /// At most the manifest's entity limit (20 in seed 000).
+    /// At most the manifest's entity limit (20 in E2I).
     #[serde(default)]
     pub entities: Vec<ParsedEntity>,
     /// Classification confidence, 0.0 – 1.0.
@@ -133,7 +133,7 @@ pub struct ParsedQuery {
     pub timestamp: DateTime<Utc>,
 }
 
-/// Complete input to the orchestrator (seed 000 `OrchestratorInput`).
+/// Complete input to the orchestrator (E2I `OrchestratorInput`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OrchestratorInput {
     /// The parsed query.
@@ -150,7 +150,7 @@ pub struct OrchestratorInput {
     pub preferences: Option<Value>,
 }
 
-/// Execution status of a dispatched agent (seed 000 handoff `execution.status`).
+/// Execution status of a dispatched agent (E2I handoff `execution.status`).
 ///
 /// `AgentResult.status` in the seed lists four of these; Switchyard reports `blocked` there too
 /// (a QC gate that stopped a pipeline), so one enum serves both.
@@ -176,7 +176,7 @@ impl HandoffStatus {
     }
 }
 
-/// Result from a dispatched agent as reported in the output (seed 000 `AgentResult`).
+/// Result from a dispatched agent as reported in the output (E2I `AgentResult`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentResult {
     /// Agent id from the manifest.
@@ -208,7 +208,7 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Kind of source a citation points at (seed 000 `Citation.source_type`).
+/// Kind of source a citation points at (E2I `Citation.source_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CitationSourceType {
@@ -224,7 +224,7 @@ pub enum CitationSourceType {
     Document,
 }
 
-/// Source citation for the response (seed 000 `Citation`).
+/// Source citation for the response (E2I `Citation`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Citation {
     /// What kind of source.
@@ -241,7 +241,7 @@ pub struct Citation {
     pub agent_id: Option<String>,
 }
 
-/// Terminal status of a query (seed 000 `OrchestratorOutput.status`).
+/// Terminal status of a query (E2I `OrchestratorOutput.status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputStatus {
@@ -251,11 +251,11 @@ pub enum OutputStatus {
     Partial,
     /// No usable answer.
     Failed,
-    /// Extension: a QC gate stopped a pipeline (seed 000 `QC_GATE_BLOCKED`).
+    /// Extension: a QC gate stopped a pipeline (E2I `QC_GATE_BLOCKED`).
     Blocked,
 }
 
-/// Error categories (seed 000 `OrchestratorError`).
+/// Error categories (E2I `OrchestratorError`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCategory {
@@ -271,9 +271,9 @@ pub enum ErrorCategory {
     SynthesisFailed,
     /// A Tier 0 QC gate failed: blocked status with the QC report.
     QcGateBlocked,
-    /// A guardrail blocked the question or the answer: failed with the safe reply (seed 001).
+    /// A guardrail blocked the question or the answer: failed with the safe reply (RAG manager).
     GuardrailBlocked,
-    /// The planner found the question incoherent: failed at once, no specialist ran (seed 001).
+    /// The planner found the question incoherent: failed at once, no specialist ran (RAG manager).
     IncoherentQuery,
     /// The cascaded classifier chose an intent that needs a role the caller lacks.
     PermissionDenied,
@@ -281,7 +281,7 @@ pub enum ErrorCategory {
     OutOfScope,
 }
 
-/// Confidence band of the final answer (seed 001's `final_reason` values).
+/// Confidence band of the final answer (the RAG manager design's `final_reason` values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConfidenceBand {
@@ -301,13 +301,13 @@ pub enum ConfidenceBand {
 /// The error that ended or marred a query (extension of the output).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputError {
-    /// Seed 000 category.
+    /// E2I category.
     pub category: ErrorCategory,
     /// What happened, for the caller.
     pub message: String,
 }
 
-/// Complete output of the orchestrator (seed 000 `OrchestratorOutput`).
+/// Complete output of the orchestrator (E2I `OrchestratorOutput`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OrchestratorOutput {
     /// The query.
@@ -335,7 +335,7 @@ pub struct OrchestratorOutput {
     /// Extension: the intent the query was routed on.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub intent: String,
-    /// Extension: seed 001 band (`final_reason`).
+    /// Extension: RAG manager band (`final_reason`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_reason: Option<ConfidenceBand>,
     /// Extension: caveats, limitations and clarification notes, including what failed.
@@ -355,14 +355,14 @@ pub struct OrchestratorOutput {
     /// evaluation and contradictions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orchestration: Option<Value>,
-    /// Extension: seed 001's reflection on the answer, for the UI: `applicability_note`,
+    /// Extension: the RAG manager design's reflection on the answer, for the UI: `applicability_note`,
     /// `uncertainty_note` and the score behind them (original question 70 %, revised query
     /// 30 %). Metadata, never part of `response_text`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection: Option<crate::retrieval::reflect::Reflection>,
 }
 
-/// Limits on what an agent may spend (seed 000 dispatch `payload.constraints`).
+/// Limits on what an agent may spend (E2I dispatch `payload.constraints`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DispatchConstraints {
     /// Latency budget; exceeding it is a warning.
@@ -371,7 +371,7 @@ pub struct DispatchConstraints {
     pub required_confidence: f64,
 }
 
-/// What the agent is asked (seed 000 dispatch `payload`).
+/// What the agent is asked (E2I dispatch `payload`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DispatchPayload {
     /// The routed intent.
@@ -386,7 +386,7 @@ pub struct DispatchPayload {
     pub constraints: DispatchConstraints,
 }
 
-/// How the dispatch is scheduled (seed 000 dispatch `routing`).
+/// How the dispatch is scheduled (E2I dispatch `routing`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DispatchRouting {
     /// 1 = highest; lower tier, higher priority.
@@ -399,7 +399,7 @@ pub struct DispatchRouting {
     pub fallback_agent: Option<String>,
 }
 
-/// Dispatch bookkeeping (seed 000 dispatch `metadata`).
+/// Dispatch bookkeeping (E2I dispatch `metadata`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DispatchMetadata {
     /// When the router recorded the dispatch.
@@ -408,7 +408,7 @@ pub struct DispatchMetadata {
     pub correlation_id: String,
 }
 
-/// Work sent to a Tier 0–5 agent (seed 000 `AgentDispatch`).
+/// Work sent to a Tier 0–5 agent (E2I `AgentDispatch`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentDispatch {
     /// Unique per dispatch.
@@ -434,7 +434,7 @@ pub struct DispatchEnvelope {
     pub dispatch: AgentDispatch,
 }
 
-/// When and how the agent ran (seed 000 handoff `execution`).
+/// When and how the agent ran (E2I handoff `execution`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HandoffExecution {
     /// How it ended.
@@ -468,7 +468,7 @@ pub enum Evidence {
     },
 }
 
-/// What the agent found (seed 000 handoff `result`).
+/// What the agent found (E2I handoff `result`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct HandoffResult {
     /// Agent-specific output.
@@ -485,7 +485,7 @@ pub struct HandoffResult {
     pub caveats: Vec<String>,
 }
 
-/// Side outputs (seed 000 handoff `artifacts`).
+/// Side outputs (E2I handoff `artifacts`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct HandoffArtifacts {
     /// Chart specifications.
@@ -499,7 +499,7 @@ pub struct HandoffArtifacts {
     pub models: Vec<Value>,
 }
 
-/// What went wrong (seed 000 handoff `errors`).
+/// What went wrong (E2I handoff `errors`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct HandoffErrors {
     /// e.g. `agent_timeout`, `agent_error`, `malformed_handoff`.
@@ -511,7 +511,7 @@ pub struct HandoffErrors {
     pub recoverable: bool,
 }
 
-/// How the answer was produced (seed 000 handoff `metadata`).
+/// How the answer was produced (E2I handoff `metadata`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct HandoffMetadata {
     /// Model id, or the agent kind for non-model agents.
@@ -525,7 +525,7 @@ pub struct HandoffMetadata {
     pub cache_hit: bool,
 }
 
-/// An agent's answer to a dispatch (seed 000 `AgentHandoff`).
+/// An agent's answer to a dispatch (E2I `AgentHandoff`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentHandoff {
     /// From the dispatch.
@@ -557,7 +557,7 @@ pub struct HandoffEnvelope {
     pub handoff: AgentHandoff,
 }
 
-/// Training signal for routing optimisation (seed 000 `RoutingTrainingSignal`).
+/// Training signal for routing optimisation (E2I `RoutingTrainingSignal`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoutingTrainingSignal {
     /// Unique id.

@@ -1,4 +1,4 @@
-//! Queue messages: small pointers into the store (ARCHITECTURE rule 1).
+//! Queue messages: small pointers into the store (docs/architecture.md#rules, rule 1).
 //!
 //! Every body is a versioned JSON object `{"v": 1, "type": …, …ids}`. A message never carries
 //! a payload the store does not hold, so it can always be re-read, duplicated or reordered.

@@ -11,10 +11,10 @@
 //!
 //! # Layout
 //!
-//! - [`contracts`]: wire types, exactly seed 000's fields.
+//! - [`contracts`]: wire types, exactly the E2I design's fields.
 //! - [`manifest`]: the `routing.yaml` schema, loading and validation.
 //! - [`classify`]: embedded intent classifier and entity extractor.
-//! - [`validation`]: intake validation of incoming queries (seed 000's table).
+//! - [`validation`]: intake validation of incoming queries (the E2I design's table).
 //! - [`plan`]: route → plan → dispatches.
 //! - [`scope`]: out-of-scope questions: the decision at intake and the reply that ends them.
 //! - [`jobs`]: the pointer messages on the queues.

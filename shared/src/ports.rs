@@ -109,7 +109,7 @@ pub struct HandoffRecord {
     /// Caveats the engine added (below required confidence, over latency budget, truncated…).
     #[serde(default)]
     pub engine_caveats: Vec<String>,
-    /// The handoff itself (seed 000 shape).
+    /// The handoff itself (E2I shape).
     pub handoff: AgentHandoff,
     /// Epoch seconds TTL.
     pub expires_at: i64,

@@ -1,10 +1,10 @@
-//! Intake validation of `POST /v1/queries` bodies (seed 000's validation table, plus the limits
+//! Intake validation of `POST /v1/queries` bodies (the E2I design's validation table, plus the limits
 //! that keep hostile input out).
 //!
-//! A body carries either raw text (`query`) or a pre-parsed seed 000 `ParsedQuery`
+//! A body carries either raw text (`query`) or a pre-parsed E2I `ParsedQuery`
 //! (`parsed_query`). [`validate_request`] turns the bytes into a [`ValidatedRequest`] or a
 //! [`ValidationError`] that lists every field that broke a rule, so the caller can fix them all
-//! in one round trip. Seed 000's "soft" rules — unknown intent, confidence out of range, too
+//! in one round trip. The E2I design's "soft" rules — unknown intent, confidence out of range, too
 //! many entities — repair the query and say so in [`ValidatedRequest::warnings`].
 //!
 //! Nothing here panics, whatever the bytes.
@@ -33,7 +33,7 @@ pub struct QueryRequest {
     /// The question as the user wrote it.
     #[serde(default)]
     pub query: Option<String>,
-    /// A query already parsed by an NLP layer (seed 000 `ParsedQuery`).
+    /// A query already parsed by an NLP layer (E2I `ParsedQuery`).
     #[serde(default)]
     pub parsed_query: Option<Value>,
     /// The conversation the query belongs to.
@@ -52,7 +52,7 @@ pub struct QueryRequest {
 pub struct ValidatedRequest {
     /// The question, trimmed (`query`, or `parsed_query.raw_query`).
     pub text: String,
-    /// The pre-parsed query, repaired per seed 000 (intent fallback, clamped confidences,
+    /// The pre-parsed query, repaired per the E2I design (intent fallback, clamped confidences,
     /// truncated entities); `None` for raw text.
     pub parsed: Option<ParsedQuery>,
     /// The conversation the query belongs to.
@@ -258,10 +258,10 @@ impl Intake<'_> {
         }
     }
 
-    /// A pre-parsed query, repaired per seed 000's table; `None` when it cannot be read.
+    /// A pre-parsed query, repaired per the E2I design's table; `None` when it cannot be read.
     fn parsed_query(&mut self, value: Value) -> Option<ParsedQuery> {
         if !value.is_object() {
-            self.error("parsed_query", "must be a JSON object (seed 000 `ParsedQuery`)");
+            self.error("parsed_query", "must be a JSON object (E2I `ParsedQuery`)");
             return None;
         }
         let mut parsed: ParsedQuery = match serde_path_to_error::deserialize(value) {
@@ -311,7 +311,7 @@ impl Intake<'_> {
         Some(parsed)
     }
 
-    /// An intent the manifest does not declare becomes the fallback intent (seed 000: fallback
+    /// An intent the manifest does not declare becomes the fallback intent (E2I: fallback
     /// to `explanation`), or an error when the manifest configures none.
     fn intent(&mut self, parsed: &mut ParsedQuery) {
         if self.manifest.intent(&parsed.intent).is_some() {

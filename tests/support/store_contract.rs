@@ -305,7 +305,7 @@ pub async fn a_handoff_recorded_twice_is_a_duplicate_and_stored_once(store: &dyn
 }
 
 /// GIVEN a query with eight slots, WHEN their handoffs are recorded concurrently, THEN every
-/// slot is in the fan-in set and exactly one writer saw the set complete (ARCHITECTURE rule 3).
+/// slot is in the fan-in set and exactly one writer saw the set complete (docs/architecture.md#rules, rule 3).
 pub async fn concurrent_handoffs_lose_no_slot_and_exactly_one_sees_the_set_complete(store: &dyn Store) {
     let q = query(&new_id(), None);
     store.create_query(&q, &[]).await.expect("create");

@@ -26,7 +26,7 @@
 //! read by 4 KB units. The layout spends as few of those units as the rules allow:
 //!
 //! - **One conditional single-item write per step, no transactions.** The engine's
-//!   correctness rests on conditional writes (ARCHITECTURE, rules 2 and 3):
+//!   correctness rests on conditional writes (docs/architecture.md#rules, rules 2 and 3):
 //!   `attribute_not_exists(pk)` for records written once, `version = :expected` for the query
 //!   record. Each store call is one request on one item that carries its own condition; only
 //!   a query with an idempotency key, whose key item must be claimed with it, is a transaction.

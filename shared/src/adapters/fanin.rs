@@ -8,7 +8,7 @@
 //! appended only when the dispatch is not in the list yet). Any reader of that list can tell
 //! what the set was right after a given dispatch's arrival: the slots of every arrival up to
 //! and including it. That answer is the same on the first try and on every retry, so exactly one
-//! writer sees the stage complete (ARCHITECTURE rule 3), however often its request is repeated.
+//! writer sees the stage complete (docs/architecture.md#rules, rule 3), however often its request is repeated.
 
 use std::collections::BTreeSet;
 

@@ -6,7 +6,7 @@
 //! - [`OpenAiCompatible`]: `POST {base_url}/chat/completions` with a JSON-schema
 //!   `response_format`, base URL and key from the environment;
 //! - [`Bedrock`]: the Converse API through `aws-sdk-bedrockruntime`;
-//! - [`ScriptedModel`]: replies from the manifest keyed by output-schema name (seed 002's
+//! - [`ScriptedModel`]: replies from the manifest keyed by output-schema name (the negotiation design's
 //!   routing mock), so experts running in parallel each get their own answer, offline.
 //!
 //! A throttled request (429 / `ThrottlingException`) is retried inside the attempt with

@@ -1,4 +1,4 @@
-//! `http` and `lambda` agents: the dispatch goes out as seed 000's dispatch envelope
+//! `http` and `lambda` agents: the dispatch goes out as the E2I design's dispatch envelope
 //! (`{"dispatch": …}`), the answer comes back as a handoff (`{"handoff": …}`, a bare handoff,
 //! or a result-shaped object) and is validated by the worker like every agent's.
 //!

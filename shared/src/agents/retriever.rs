@@ -151,7 +151,7 @@ fn years_text(years: &[i32]) -> String {
     years.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
 }
 
-/// The request in a dispatch's context: `question`, `revised_query`, and seed 001's
+/// The request in a dispatch's context: `question`, `revised_query`, and the RAG manager design's
 /// `requested_years` / `recent_year_window` (top level or under `preferences`).
 pub fn request(context: &Value) -> Result<Request, String> {
     let question = context.get("question").and_then(Value::as_str).unwrap_or("").trim().to_string();

@@ -45,7 +45,7 @@ impl Default for EngineSettings {
     }
 }
 
-/// Everything a step needs, built once per process (CONVENTIONS: dependencies first).
+/// Everything a step needs, built once per process (docs/architecture.md#layout: dependencies first, event second).
 pub struct Deps {
     /// The manifest, validated.
     pub manifest: Arc<Manifest>,

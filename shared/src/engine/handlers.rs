@@ -1,7 +1,7 @@
 //! Lambda events in, responses out: API Gateway HTTP API (v2) for intake, SQS for the rest.
 //!
 //! SQS records are parsed one by one from their string bodies, so one malformed message is one
-//! batch item failure, never a failed batch (CONVENTIONS 4). HTTP errors are mapped to status
+//! batch item failure, never a failed batch (docs/architecture.md#rules, rule 5). HTTP errors are mapped to status
 //! codes in one place ([`error_response`]): 4xx bodies name the field and the rule; 5xx bodies
 //! carry the request id and nothing internal.
 

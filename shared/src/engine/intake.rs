@@ -1,6 +1,6 @@
 //! Intake: a question becomes a recorded query with a route job on its way.
 //!
-//! Validation follows seed 000's table (bad UUID → 400 with details, unknown intent → the
+//! Validation follows the E2I design's table (bad UUID → 400 with details, unknown intent → the
 //! manifest's fallback intent with a warning, confidence clamped, entities truncated with a
 //! warning). Raw text is classified here with the embedded classifier — it takes microseconds —
 //! so the caller's role can be checked against the intent before anything is recorded (403).
@@ -158,7 +158,7 @@ pub async fn submit(
             (parsed, "embedded", Some(scope))
         }
     };
-    // The caller's preferences (seed 001's `requested_years`, `recent_year_window`, …) reach
+    // The caller's preferences (the RAG manager design's `requested_years`, `recent_year_window`, …) reach
     // the agents as the context field `preferences`.
     if let Some(preferences) = request.preferences.filter(|p| p.is_object()) {
         let mut context = match parsed.context.take() {

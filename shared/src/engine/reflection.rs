@@ -1,4 +1,4 @@
-//! Seed 001's reflection, run by the synthesizer after the output is built when the route
+//! The RAG manager design's reflection, run by the synthesizer after the output is built when the route
 //! declares `reflection`: the answer is scored against the original question (0.70) and the
 //! planner's revised query (0.30) and the output gets `applicability_note` and
 //! `uncertainty_note` ([`crate::retrieval::reflect`]). What the answer rests on comes from

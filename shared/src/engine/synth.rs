@@ -7,7 +7,7 @@
 //! query record are written in one conditional write.
 //!
 //! The response confidence is the agents' confidence bounded by the router's
-//! ([`routed_confidence`]). Confidence bands are seed 001's, internal constants as that seed requires: ≥ 0.80
+//! ([`routed_confidence`]). Confidence bands are the RAG manager design's, internal constants as that design requires: ≥ 0.80
 //! `confidence_high`; 0.70–0.80 `confidence_medium_caveated`; 0.50–0.70
 //! `confidence_low_partial`; < 0.50 `confidence_too_low_clarify`.
 
@@ -34,7 +34,7 @@ pub const BAND_MEDIUM: f64 = 0.70;
 /// Lower bound of `confidence_low_partial`.
 pub const BAND_LOW: f64 = 0.50;
 
-/// Seed 001's band for a confidence.
+/// The RAG manager design's band for a confidence.
 pub fn band(confidence: f64) -> ConfidenceBand {
     if confidence >= BAND_HIGH {
         ConfidenceBand::ConfidenceHigh

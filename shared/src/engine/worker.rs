@@ -1,6 +1,6 @@
 //! Agent worker: one attempt of one dispatch, and what follows from it.
 //!
-//! An attempt runs under its timeout. Then, following seed 000's recovery table:
+//! An attempt runs under its timeout. Then, following the E2I design's recovery table:
 //! - an answer is validated into a handoff (dispatch id, status, confidence range; latency over
 //!   budget and confidence below `required_confidence` become caveats) and recorded;
 //! - a recoverable error, a malformed answer or a timeout with retries left schedules the next
@@ -103,7 +103,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
         // Already answered (a duplicate or a late redelivery): make sure the fan-in moved on.
         return advance(deps, &job.query_id).await;
     }
-    // A background dispatch (seed 004's memory step) still runs after the answer is out.
+    // A background dispatch (the research-assistant design's memory step) still runs after the answer is out.
     if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
         return close_after_the_end(deps, &query, &planned).await;
     }
@@ -176,7 +176,7 @@ fn malformed_message(raw: &str) -> String {
     format!("the agent's answer is not a valid handoff: {shown}")
 }
 
-/// Validate an agent's JSON answer into a seed 000 handoff: a full handoff (its dispatch id
+/// Validate an agent's JSON answer into an E2I handoff: a full handoff (its dispatch id
 /// must match) or a `result`-shaped object.
 fn handoff_from_answer(
     value: Value,
@@ -244,7 +244,7 @@ fn check_confidence(c: f64) -> Result<(), String> {
     }
 }
 
-/// Wrap a validated handoff with the engine's post-handoff checks (seed 000): latency over
+/// Wrap a validated handoff with the engine's post-handoff checks (E2I): latency over
 /// budget and confidence below the threshold become caveats.
 fn record_for(
     deps: &Deps,

@@ -30,7 +30,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The manifest shipped with Switchyard (seed 000's routing table), embedded in every binary so
+/// The manifest shipped with Switchyard (the E2I design's routing table), embedded in every binary so
 /// that `switchyard ask` works with no files around it.
 pub const EMBEDDED_ROUTING_YAML: &str = include_str!("../../../routing.yaml");
 
@@ -82,7 +82,7 @@ pub struct Manifest {
     pub agents: Vec<Agent>,
     /// Every intent the system answers.
     pub intents: Vec<Intent>,
-    /// Sequential agent pipelines (seed 000's Tier 0 ML training).
+    /// Sequential agent pipelines (the E2I design's Tier 0 ML training).
     #[serde(default)]
     pub pipelines: Vec<Pipeline>,
     /// Gazetteers and patterns per entity type.
@@ -99,11 +99,11 @@ pub struct Manifest {
 #[serde(deny_unknown_fields, default)]
 pub struct QuerySettings {
     /// Intent used when a pre-parsed query names an intent the manifest does not know
-    /// (seed 000: "fallback to `explanation`"). Without it such queries are rejected.
+    /// (E2I: "fallback to `explanation`"). Without it such queries are rejected.
     pub fallback_intent: Option<String>,
     /// Longest accepted query text, in characters.
     pub max_query_chars: usize,
-    /// More entities than this are truncated with a warning (seed 000: 20).
+    /// More entities than this are truncated with a warning (E2I: 20).
     pub max_entities: usize,
     /// Longest accepted entity value, in characters.
     pub max_entity_value_chars: usize,
@@ -137,7 +137,7 @@ pub struct ClassifierSettings {
     /// Below this confidence a cascaded (slower) classifier is consulted, when one is
     /// configured. Defaults to `min_confidence`.
     pub cascade_below: Option<f64>,
-    /// An agent consulted when the embedded classifier is unsure (seed 000's
+    /// An agent consulted when the embedded classifier is unsure (the E2I design's
     /// IntentClassificationSignature: answers `intent`, `sub_intent`, `confidence`).
     pub llm: Option<String>,
     /// Domain synonyms, read by the classifier before it learns or scores: each key is a word
@@ -201,7 +201,7 @@ impl ClassifierSettings {
     }
 }
 
-/// One tier of agents: its own queue, timeout, retries and fallback (seed 000's timeout table).
+/// One tier of agents: its own queue, timeout, retries and fallback (the E2I design's timeout table).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tier {
@@ -219,7 +219,7 @@ pub struct Tier {
     /// Delay between attempts.
     #[serde(default)]
     pub backoff: Backoff,
-    /// Each retry after a timeout multiplies the timeout by this (seed 000: "retry with
+    /// Each retry after a timeout multiplies the timeout by this (E2I: "retry with
     /// extended timeout").
     #[serde(default = "default_timeout_extension")]
     pub timeout_extension: f64,
@@ -235,7 +235,7 @@ fn default_timeout_extension() -> f64 {
 /// A tier's timeout: fixed, or set per agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TierTimeout {
-    /// Each agent of the tier sets `timeout` (seed 000 Tier 0: "Variable").
+    /// Each agent of the tier sets `timeout` (E2I Tier 0: "Variable").
     Variable,
     /// The same timeout for every agent of the tier.
     Fixed(Dur),
@@ -264,12 +264,12 @@ impl<'de> Deserialize<'de> for TierTimeout {
 /// `{template: TEXT}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fallback {
-    /// No fallback: the dispatch fails (seed 000 Tier 0).
+    /// No fallback: the dispatch fails (E2I Tier 0).
     None,
-    /// Dispatch this agent instead (seed 000 Tiers 2–4). A tier's fallback agent does not fall
+    /// Dispatch this agent instead (E2I Tiers 2–4). A tier's fallback agent does not fall
     /// back to itself.
     Agent(String),
-    /// Answer with this text as a `partial` handoff (seed 000 Tier 5's "template response").
+    /// Answer with this text as a `partial` handoff (E2I Tier 5's "template response").
     Template(String),
 }
 
@@ -405,7 +405,7 @@ pub struct Agent {
     /// Overrides the tier's fallback.
     #[serde(default)]
     pub fallback: Option<Fallback>,
-    /// Below this confidence the answer carries a caveat (seed 000 `required_confidence`).
+    /// Below this confidence the answer carries a caveat (E2I `required_confidence`).
     #[serde(default = "default_required_confidence")]
     pub required_confidence: f64,
     /// Kind of citation its evidence becomes.
@@ -414,7 +414,7 @@ pub struct Agent {
     /// Follow-up questions to suggest after it answered.
     #[serde(default)]
     pub follow_ups: Vec<String>,
-    /// The only context fields its dispatches carry (seed 002's tailored inputs); every field
+    /// The only context fields its dispatches carry (the negotiation design's tailored inputs); every field
     /// when absent. Fields the engine adds for a mode (`additional_question`, `decision`, …)
     /// are named in the mode's docs.
     #[serde(default)]
@@ -533,7 +533,7 @@ pub struct Intent {
     pub description: String,
     /// Which agents answer it.
     pub route: Route,
-    /// Role a caller needs (seed 000 pre-dispatch "user has permission").
+    /// Role a caller needs (E2I pre-dispatch "user has permission").
     #[serde(default)]
     pub required_role: Option<String>,
     /// Entities the question must name.
@@ -573,19 +573,19 @@ pub struct Route {
     /// Default context fields of the query (a pre-parsed query's `context` overrides them).
     #[serde(default)]
     pub context: BTreeMap<String, Value>,
-    /// `mode: deliberate` settings (seed 002).
+    /// `mode: deliberate` settings (negotiation).
     #[serde(default)]
     pub deliberate: Option<DeliberateSettings>,
-    /// `mode: sources` settings (seed 004).
+    /// `mode: sources` settings (research-assistant).
     #[serde(default)]
     pub sources: Option<SourcesSettings>,
-    /// Critic loop after the answer (seed 003).
+    /// Critic loop after the answer (unified-chat).
     #[serde(default)]
     pub critic: Option<CriticSettings>,
-    /// Guardrails and coherence check (seed 001).
+    /// Guardrails and coherence check (RAG manager).
     #[serde(default)]
     pub guardrails: Option<GuardrailSettings>,
-    /// Reflection on the answer after synthesis (seed 001).
+    /// Reflection on the answer after synthesis (RAG manager).
     #[serde(default)]
     pub reflection: Option<ReflectionSettings>,
 }
@@ -598,7 +598,7 @@ impl Route {
     }
 }
 
-/// A sequence of agents run one after another (seed 000 Tier 0 ML training).
+/// A sequence of agents run one after another (E2I Tier 0 ML training).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pipeline {

@@ -16,13 +16,13 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RouteMode {
-    /// Seed 002: experts fan out, an orchestrator decides or re-consults, a crafter drafts.
+    /// negotiation: experts fan out, an orchestrator decides or re-consults, a crafter drafts.
     Deliberate,
-    /// Seed 004: parallel sources, evaluator, synthesizer, memory.
+    /// research-assistant: parallel sources, evaluator, synthesizer, memory.
     Sources,
 }
 
-/// Seed 002's expert loop. The orchestrator answers `ready_to_act` (bool), `action`,
+/// The negotiation design's expert loop. The orchestrator answers `ready_to_act` (bool), `action`,
 /// `reasoning`, `next_expert` and `question_for_expert`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,7 +33,7 @@ pub struct DeliberateSettings {
     pub orchestrator: String,
     /// The agent that drafts the final text from the decision.
     pub crafter: String,
-    /// Orchestrator rounds before the safety valve escalates (seed 002: 10).
+    /// Orchestrator rounds before the safety valve escalates (negotiation: 10).
     #[serde(default = "default_max_iterations")]
     pub max_iterations: u32,
     /// The action taken when the loop ends undecided.
@@ -60,7 +60,7 @@ pub struct Expert {
     pub on_demand: bool,
 }
 
-/// Seed 003's critic loop. The critic answers `verdict` (`accept` / `reject`) and `critique`
+/// The unified-chat design's critic loop. The critic answers `verdict` (`accept` / `reject`) and `critique`
 /// (and optionally `summary`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,7 +76,7 @@ fn default_critic_retries() -> u32 {
     2
 }
 
-/// Seed 001's guardrails and coherence check. Guardrails answer `allowed` (bool), `reason`
+/// The RAG manager design's guardrails and coherence check. Guardrails answer `allowed` (bool), `reason`
 /// and `safe_reply`; the planner answers `coherence` (`coherent` / `incoherent`),
 /// `coherence_reason` and optionally `revised_query`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -92,7 +92,7 @@ pub struct GuardrailSettings {
     pub safe_reply: Option<String>,
 }
 
-/// Seed 004's parallel sources. Sources answer `chunks`: `[{text, source, date, relevance}]`.
+/// The research-assistant design's parallel sources. Sources answer `chunks`: `[{text, source, date, relevance}]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourcesSettings {
@@ -136,7 +136,7 @@ fn default_recency_horizon() -> f64 {
     5.0
 }
 
-/// Seed 004's quality-score weights.
+/// The research-assistant design's quality-score weights.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScoreWeights {

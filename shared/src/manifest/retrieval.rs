@@ -30,11 +30,11 @@ pub struct RetrieverSettings {
     /// Weight of the recency boost in the rerank (0 – 1).
     #[serde(default = "default_recency_boost")]
     pub recency_boost: f64,
-    /// Years over which the recency boost fades to nothing (seed 001's `recent_year_window`);
+    /// Years over which the recency boost fades to nothing (the RAG manager design's `recent_year_window`);
     /// a request's `recent_year_window` overrides it.
     #[serde(default = "default_recent_year_window")]
     pub recent_year_window: u32,
-    /// Retrieval settings tried in order until one finds enough candidates (seed 003's
+    /// Retrieval settings tried in order until one finds enough candidates (the unified-chat design's
     /// fallback ordering).
     #[serde(default = "default_attempts")]
     pub attempts: Vec<RetrievalAttempt>,
@@ -62,7 +62,7 @@ fn default_answer_sentences() -> usize {
     3
 }
 
-/// Seed 003's order: hybrid with a high threshold, hybrid with a lower one, vector only.
+/// The unified-chat design's order: hybrid with a high threshold, hybrid with a lower one, vector only.
 pub fn default_attempts() -> Vec<RetrievalAttempt> {
     vec![
         RetrievalAttempt {
@@ -124,16 +124,16 @@ fn one() -> usize {
     1
 }
 
-/// Seed 001's reflection after synthesis: the answer is scored against the original question
+/// The RAG manager design's reflection after synthesis: the answer is scored against the original question
 /// and the planner's revised query, and the output gets `applicability_note` and
 /// `uncertainty_note`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReflectionSettings {
-    /// Weight of the original question (seed 001: 0.70).
+    /// Weight of the original question (RAG manager: 0.70).
     #[serde(default = "default_original_weight")]
     pub original_weight: f64,
-    /// Weight of the revised query (seed 001: 0.30).
+    /// Weight of the revised query (RAG manager: 0.30).
     #[serde(default = "default_revised_weight")]
     pub revised_weight: f64,
 }

@@ -37,7 +37,7 @@ impl fmt::Display for Problem {
 
 /// The schema version this build reads.
 const SUPPORTED_VERSION: u32 = 1;
-/// Highest tier number (seed 000: tiers 0 – 5).
+/// Highest tier number (E2I: tiers 0 – 5).
 const MAX_TIER: u8 = 5;
 /// Lambda's 900 s maximum run time minus the 30 s the worker keeps to record the outcome; the
 /// same limit [`crate::topology`] sizes the functions with (extended retries are capped there).

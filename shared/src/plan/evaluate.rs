@@ -1,4 +1,4 @@
-//! Seed 004's evaluator: score the chunks the sources returned, penalise near-duplicates,
+//! The research-assistant design's evaluator: score the chunks the sources returned, penalise near-duplicates,
 //! drop what falls below the quality threshold and record numeric contradictions, before the
 //! synthesizer sees anything.
 //!

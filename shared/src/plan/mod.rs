@@ -32,7 +32,7 @@ pub enum DispatchRole {
     Step,
     /// Stands in for an agent whose retries were exhausted.
     Fallback,
-    /// Runs beside the query and is never waited for (seed 004's memory step).
+    /// Runs beside the query and is never waited for (the research-assistant design's memory step).
     Background,
 }
 
@@ -47,7 +47,7 @@ pub struct PlannedDispatch {
     /// For a fallback: the dispatch id it stands in for.
     #[serde(default)]
     pub fallback_for: Option<String>,
-    /// The seed 000 dispatch.
+    /// The E2I dispatch.
     pub dispatch: AgentDispatch,
 }
 
@@ -174,7 +174,7 @@ use chrono::{DateTime, Utc};
 /// Why no plan could be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    /// The intent is not in the manifest (seed 000 `routing_failed`).
+    /// The intent is not in the manifest (E2I `routing_failed`).
     #[error("intent `{0}` is not declared in the manifest")]
     UnknownIntent(String),
     /// The route names something the manifest lacks (a validated manifest cannot).
@@ -189,7 +189,7 @@ pub enum PlanError {
     },
 }
 
-/// Seed 000 priority: 1 for the agent on the critical path (the primary, or a pipeline's
+/// E2I priority: 1 for the agent on the critical path (the primary, or a pipeline's
 /// steps), then lower tier before higher tier.
 fn priority(role: DispatchRole, tier: u8) -> u8 {
     match role {
@@ -199,7 +199,7 @@ fn priority(role: DispatchRole, tier: u8) -> u8 {
     }
 }
 
-/// Build the seed 000 dispatch of `agent` for `parsed`.
+/// Build the E2I dispatch of `agent` for `parsed`.
 pub fn dispatch_for(
     manifest: &Manifest,
     agent: &Agent,

@@ -1,4 +1,4 @@
-//! Orchestration modes: the seeds' loops carried out as plan stages added one at a time.
+//! Orchestration modes: the source designs' loops carried out as plan stages added one at a time.
 //!
 //! A route with a mode (`deliberate`, `sources`), a `critic` or `guardrails` — or any query
 //! when a cascaded classifier is configured — gets a plan with a [`Flow`]. Its stages are not
@@ -28,21 +28,21 @@
 //!   caller lacks the role for ends the query `failed` (`permission_denied`) before any of
 //!   its agents runs. The `route` event and the output's `orchestration.classification` say
 //!   which stage decided and at what confidence.
-//! - `guard_in` / `guard_out` (seed 001): the guardrail agent answers `allowed`, `reason`,
+//! - `guard_in` / `guard_out` (RAG manager): the guardrail agent answers `allowed`, `reason`,
 //!   `safe_reply`; a block (or a guardrail that fails) ends the query `failed` with the safe
 //!   reply. `planner` answers `coherence`; `incoherent` ends the query at once with a polite
 //!   failure — no specialist is dispatched.
-//! - `experts` → `orchestrator` → `consult` (seed 002): experts see only the fields their
+//! - `experts` → `orchestrator` → `consult` (negotiation): experts see only the fields their
 //!   agent entry lists in `inputs` (plus `additional_question` when re-consulted); the
 //!   orchestrator sees every field, `opinions`, `prior_decisions` and `iteration`; it answers
 //!   `ready_to_act`, `action`, `next_expert`, `question_for_expert`. After `max_iterations`
 //!   rounds without a decision the loop escalates (`escalate_action`). The crafter gets
 //!   `decision` and `opinions`.
-//! - `critic` → `revise` (seed 003): the critic gets `answer` and answers `verdict`
+//! - `critic` → `revise` (unified-chat): the critic gets `answer` and answers `verdict`
 //!   (`accept`/`reject`) and `critique`; a rejection re-runs the agent that answered with
 //!   `critique` and `previous_answer`, up to `max_retries`; every verdict is a `critique`
 //!   event and the output carries the critique summary.
-//! - `sources` → `synthesize` (seed 004): sources run in parallel, each under its own
+//! - `sources` → `synthesize` (research-assistant): sources run in parallel, each under its own
 //!   timeout, the stage under the total `budget` (a deadline message that times out what is
 //!   still out and moves on); [`super::evaluate`] scores the chunks and records contradictions
 //!   (a `step` event); the synthesizer gets the kept `chunks` and the `contradictions`;

@@ -11,7 +11,7 @@
 //! - [`index`]: BM25 and hashed-vector search over the chunks; the index file.
 //! - [`rrf`]: reciprocal rank fusion (the merge and the dedupe by `chunk_id`).
 //! - [`search`]: one retrieval — lists, fusion, thresholds, fallback, rerank, answer.
-//! - [`reflect`]: seed 001's reflection notes.
+//! - [`reflect`]: the RAG manager design's reflection notes.
 
 pub mod corpus;
 pub mod index;

@@ -1,4 +1,4 @@
-//! Seed 001's reflection: after synthesis, the answer is scored against the original question
+//! The RAG manager design's reflection: after synthesis, the answer is scored against the original question
 //! (weight 0.70) and the planner's revised query (0.30), and two notes for the UI are written:
 //! `applicability_note` (does the answer address what was asked) and `uncertainty_note` (what
 //! it rests on and what could make it wrong).

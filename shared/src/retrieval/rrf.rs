@@ -3,7 +3,7 @@
 //! the lists themselves (BM25, cosine, a remote service's) never meet, so lists on different
 //! scales merge fairly. Each id comes out once: fusion is also the dedupe by `chunk_id`.
 
-/// The constant seed 001 and the RRF paper use.
+/// The constant RAG manager and the RRF paper use.
 pub const DEFAULT_K: f64 = 60.0;
 
 /// Fuse `lists` (each best first; an id repeated inside one list counts at its best rank).

@@ -24,10 +24,10 @@ pub struct Request {
     pub question: String,
     /// The planner's rewrite for retrieval.
     pub revised_query: Option<String>,
-    /// Seed 001's `requested_years`: when not empty (`year_mode: explicit`), only chunks of
+    /// The RAG manager design's `requested_years`: when not empty (`year_mode: explicit`), only chunks of
     /// documents dated in these years are candidates.
     pub requested_years: Vec<i32>,
-    /// Seed 001's `recent_year_window`, overriding the agent's.
+    /// The RAG manager design's `recent_year_window`, overriding the agent's.
     pub recent_year_window: Option<u32>,
 }
 

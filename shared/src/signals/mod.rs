@@ -16,11 +16,11 @@ pub const MAX_COMMENT_CHARS: usize = 2_000;
 /// Largest feedback body accepted, in bytes.
 pub const MAX_FEEDBACK_BYTES: usize = 8 * 1024;
 
-/// One exported signal: seed 000's fields, the reward, and what the export adds
+/// One exported signal: the E2I design's fields, the reward, and what the export adds
 /// (`correct_intent` from feedback, `recorded_at` for ordering and `--since`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SignalRecord {
-    /// Seed 000's fields, flattened into the same JSON object.
+    /// The E2I design's fields, flattened into the same JSON object.
     #[serde(flatten)]
     pub signal: RoutingTrainingSignal,
     /// `compute_reward` of the signal, 0 – 1.
@@ -214,7 +214,7 @@ pub fn read_jsonl(text: &str) -> Result<Vec<SignalRecord>, FieldError> {
     Ok(out)
 }
 
-/// A pending request to optimize routing or an agent (seed 000 `request_optimization`).
+/// A pending request to optimize routing or an agent (E2I `request_optimization`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OptimizationRequest {
     /// `router` or an agent id.

@@ -70,7 +70,7 @@ impl Check<'_> {
             self.unit_interval(at("original_weight"), "weight", r.original_weight);
             self.unit_interval(at("revised_weight"), "weight", r.revised_weight);
             if r.original_weight + r.revised_weight <= 0.0 {
-                self.report(at("original_weight"), "both weights are 0; seed 001 uses 0.7 and 0.3");
+                self.report(at("original_weight"), "both weights are 0; RAG manager uses 0.7 and 0.3");
             }
         }
     }
