@@ -132,13 +132,18 @@ async function check(name, body) {
     const scripted = process.env.SCRIPTED_BASE;
     await page.goto(scripted + "/");
     await page.fill("#user", "console-test-user");
+    // Wait for THIS question's timeline to end: until the new query is followed, the previous
+    // query's answer and final lane are still on the page.
     const askAndWait = async (question) => {
+      const before = await page.$eval("#timeline-id", (e) => e.textContent).catch(() => "");
       await page.fill("#question", question);
       await page.click("#ask-button");
-      await page.waitForFunction((q) => {
+      await page.waitForFunction((prev) => {
+        const id = document.querySelector("#timeline-id");
         const panel = document.querySelector("#answer-panel");
-        return panel && !panel.hidden && document.querySelector("#timeline .lane[data-kind='final']");
-      }, question, { timeout: 30000 });
+        return id && id.textContent && id.textContent !== prev && panel && !panel.hidden
+          && document.querySelector("#timeline .lane[data-kind='final']");
+      }, before, { timeout: 30000 });
     };
     const lane = (agent) => page.$eval(`#timeline .lane[data-kind='dispatch'][data-agent='${agent}']`, (l) => ({
       status: l.dataset.status, label: l.querySelector(".label").textContent,
