@@ -130,7 +130,7 @@ pub async fn submit(
     let (parsed, stage) = match request.parsed {
         Some(parsed) => (parsed, "pre-parsed"),
         None => {
-            let c = deps.classifier.classify(&request.text);
+            let c = deps.classifier().classify(&request.text);
             let max = deps.manifest.query.max_entities;
             let mut entities = c.entities;
             if entities.len() > max {
