@@ -28,6 +28,11 @@ source scripts/moto.sh
 moto_start
 trap moto_stop EXIT
 
+step "install the Python test tools (PyYAML, openapi-spec-validator, schemathesis)"
+# shellcheck source=scripts/pyapi.sh
+source scripts/pyapi.sh
+pyapi_install
+
 step "tests"
 cargo test --workspace --all-targets
 
@@ -36,6 +41,9 @@ cargo test -p switchyard-sim --features planted-bug --test planted_bug -- --noca
 
 step "switchyard serve smoke test"
 bash tests/smoke_serve.sh
+
+step "schemathesis fuzzes switchyard serve against docs/openapi.json"
+bash tests/schemathesis.sh
 
 step "cargo lambda watch + invoke of the four functions against the local endpoint"
 bash tests/cargo_lambda.sh

@@ -354,7 +354,7 @@ fn faulty(
     let clock = Arc::new(shared::ports::TokioClock::new());
     let topology = shared::topology::Topology::for_manifest(&manifest);
     let store = Arc::new(MemoryStore::new(clock.clone()));
-    let observed = Arc::new(ObservedStore::new(store.clone()));
+    let observed = Arc::new(observed_store(store.clone()));
     let queue = Arc::new(MemoryQueue::new(&topology));
     let port = Arc::new(FaultyQueue::new(queue.clone(), faults, seed));
     let deps =
@@ -381,8 +381,8 @@ async fn every_step_of_every_mode_is_taken_once_when_every_message_is_delivered_
         let (h, observed) = faulty(example(name), faults, 5);
         let output = ask_as(&h, question, "").await;
         tokio::time::sleep(std::time::Duration::from_secs(60)).await; // every duplicate arrives
-        assert_eq!(observed.outputs_written.load(Ordering::SeqCst), 1, "{name}: one output");
-        assert_eq!(observed.synth_claims.load(Ordering::SeqCst), 1, "{name}: one synthesis");
+        assert_eq!(observed.hooks().outputs_written.load(Ordering::SeqCst), 1, "{name}: one output");
+        assert_eq!(observed.hooks().synth_claims.load(Ordering::SeqCst), 1, "{name}: one synthesis");
         let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
         let plan = query.plan.expect("plan");
         assert_eq!(

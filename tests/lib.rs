@@ -158,10 +158,18 @@ impl Harness {
     }
 }
 
-/// A store wrapper that counts what the steps did to it, to check effects happen once
-/// whatever the deliveries: synthesis claims, outputs written, handoffs recorded.
-pub struct ObservedStore {
-    inner: Arc<dyn shared::ports::Store>,
+/// A store that counts what the steps did to it, to check effects happen once whatever the
+/// deliveries: synthesis claims, outputs written, handoffs recorded.
+pub type ObservedStore = shared::adapters::hooked::HookedStore<StoreCounts>;
+
+/// An [`ObservedStore`] around `inner`.
+pub fn observed_store(inner: Arc<dyn shared::ports::Store>) -> ObservedStore {
+    shared::adapters::hooked::HookedStore::new(inner, StoreCounts::default())
+}
+
+/// What an [`ObservedStore`] counts.
+#[derive(Debug, Default)]
+pub struct StoreCounts {
     /// Successful claims (`routed`/`synthesizing` → `synthesizing`).
     pub synth_claims: std::sync::atomic::AtomicU64,
     /// Successful `finish_query` calls.
@@ -170,92 +178,26 @@ pub struct ObservedStore {
     pub handoffs_recorded: std::sync::atomic::AtomicU64,
 }
 
-impl ObservedStore {
-    /// Wrap a store.
-    pub fn new(inner: Arc<dyn shared::ports::Store>) -> ObservedStore {
-        ObservedStore {
-            inner,
-            synth_claims: Default::default(),
-            outputs_written: Default::default(),
-            handoffs_recorded: Default::default(),
-        }
-    }
-}
-
-#[shared::async_trait]
-impl shared::ports::Store for ObservedStore {
-    async fn create_query(
+impl shared::adapters::hooked::StoreHooks for StoreCounts {
+    fn after(
         &self,
-        q: &shared::ports::QueryRecord,
-        e: &[shared::ports::Event],
+        op: shared::adapters::hooked::StoreOp<'_>,
+        outcome: Result<shared::adapters::hooked::Applied<'_>, &shared::ports::StoreError>,
     ) -> Result<(), shared::ports::StoreError> {
-        self.inner.create_query(q, e).await
-    }
-    async fn get_query(&self, id: &str) -> Result<Option<shared::ports::QueryRecord>, shared::ports::StoreError> {
-        self.inner.get_query(id).await
-    }
-    async fn find_idempotency_key(&self, u: &str, k: &str) -> Result<Option<String>, shared::ports::StoreError> {
-        self.inner.find_idempotency_key(u, k).await
-    }
-    async fn update_query(
-        &self,
-        q: &shared::ports::QueryRecord,
-        v: u64,
-        e: &[shared::ports::Event],
-    ) -> Result<(), shared::ports::StoreError> {
-        let r = self.inner.update_query(q, v, e).await;
-        if r.is_ok() && q.status == shared::ports::QueryStatus::Synthesizing {
-            self.synth_claims.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        use shared::adapters::hooked::{Applied, StoreOp};
+        use std::sync::atomic::Ordering::SeqCst;
+        match (op, outcome) {
+            (StoreOp::UpdateQuery(q), Ok(_)) if q.status == shared::ports::QueryStatus::Synthesizing => {
+                self.synth_claims.fetch_add(1, SeqCst);
+            }
+            (StoreOp::RecordHandoff(_), Ok(Applied::Handoff(shared::ports::HandoffWrite::Recorded { .. }))) => {
+                self.handoffs_recorded.fetch_add(1, SeqCst);
+            }
+            (StoreOp::FinishQuery(..), Ok(_)) => {
+                self.outputs_written.fetch_add(1, SeqCst);
+            }
+            _ => {}
         }
-        r
-    }
-    async fn record_handoff(
-        &self,
-        h: &shared::ports::HandoffRecord,
-        e: &[shared::ports::Event],
-    ) -> Result<shared::ports::HandoffWrite, shared::ports::StoreError> {
-        let r = self.inner.record_handoff(h, e).await;
-        if matches!(r, Ok(shared::ports::HandoffWrite::Recorded { .. })) {
-            self.handoffs_recorded.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        r
-    }
-    async fn get_handoff(
-        &self,
-        q: &str,
-        d: &str,
-    ) -> Result<Option<shared::ports::HandoffRecord>, shared::ports::StoreError> {
-        self.inner.get_handoff(q, d).await
-    }
-    async fn list_handoffs(&self, q: &str) -> Result<Vec<shared::ports::HandoffRecord>, shared::ports::StoreError> {
-        self.inner.list_handoffs(q).await
-    }
-    async fn finish_query(
-        &self,
-        o: &OrchestratorOutput,
-        q: &shared::ports::QueryRecord,
-        v: u64,
-        e: &[shared::ports::Event],
-    ) -> Result<(), shared::ports::StoreError> {
-        let r = self.inner.finish_query(o, q, v, e).await;
-        if r.is_ok() {
-            self.outputs_written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        r
-    }
-    async fn get_output(&self, q: &str) -> Result<Option<OrchestratorOutput>, shared::ports::StoreError> {
-        self.inner.get_output(q).await
-    }
-    async fn append_events(&self, e: &[shared::ports::Event]) -> Result<(), shared::ports::StoreError> {
-        self.inner.append_events(e).await
-    }
-    async fn list_events(&self, q: &str) -> Result<Vec<shared::ports::Event>, shared::ports::StoreError> {
-        self.inner.list_events(q).await
-    }
-    async fn put_manifest(&self, f: &str, b: &str) -> Result<(), shared::ports::StoreError> {
-        self.inner.put_manifest(f, b).await
-    }
-    async fn get_manifest(&self, f: &str) -> Result<Option<String>, shared::ports::StoreError> {
-        self.inner.get_manifest(f).await
+        Ok(())
     }
 }

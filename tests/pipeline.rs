@@ -314,7 +314,7 @@ fn observed_system(manifest: Manifest, faults: QueueFaults, seed: u64) -> (Embed
     let clock = Arc::new(TokioClock::new());
     let topology = Topology::for_manifest(&manifest);
     let store = Arc::new(MemoryStore::new(clock.clone()));
-    let observed = Arc::new(ObservedStore::new(store.clone()));
+    let observed = Arc::new(observed_store(store.clone()));
     let queue = Arc::new(MemoryQueue::new(&topology));
     let faulty = Arc::new(FaultyQueue::new(queue.clone(), faults, seed));
     let deps = Deps::new(manifest, observed.clone(), faulty, clock, Arc::new(ManifestAgents), Default::default())
@@ -330,10 +330,16 @@ async fn every_message_delivered_twice_still_gives_one_output_one_synthesis_and_
     for question in
         ["alpha steady question", "echo mixed question", "charlie broken question", "india training question"]
     {
-        let before = (observed.synth_claims.load(Ordering::SeqCst), observed.outputs_written.load(Ordering::SeqCst));
+        let before = (
+            observed.hooks().synth_claims.load(Ordering::SeqCst),
+            observed.hooks().outputs_written.load(Ordering::SeqCst),
+        );
         let output = h.ask(question).await;
         tokio::time::sleep(Duration::from_secs(5)).await; // let every duplicate arrive
-        let after = (observed.synth_claims.load(Ordering::SeqCst), observed.outputs_written.load(Ordering::SeqCst));
+        let after = (
+            observed.hooks().synth_claims.load(Ordering::SeqCst),
+            observed.hooks().outputs_written.load(Ordering::SeqCst),
+        );
         assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1), "{question}: one synthesis, one output");
         let handoffs = h.system.deps.store.list_handoffs(&output.query_id).await.expect("store");
         let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
@@ -365,8 +371,8 @@ async fn reordered_and_delayed_messages_still_complete_every_query_exactly_once(
         assert!(matches!(output.status, OutputStatus::Success | OutputStatus::Partial), "{output:#?}");
     }
     tokio::time::sleep(Duration::from_secs(30)).await;
-    assert_eq!(observed.outputs_written.load(Ordering::SeqCst), ids.len() as u64);
-    assert_eq!(observed.synth_claims.load(Ordering::SeqCst), ids.len() as u64);
+    assert_eq!(observed.hooks().outputs_written.load(Ordering::SeqCst), ids.len() as u64);
+    assert_eq!(observed.hooks().synth_claims.load(Ordering::SeqCst), ids.len() as u64);
 }
 
 // ---- the SQS handlers one record at a time -------------------------------------------------

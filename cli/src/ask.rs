@@ -56,7 +56,7 @@ pub async fn start_backend(
 pub struct AskArgs {
     /// The question.
     pub question: String,
-    /// Print the OrchestratorOutput as JSON.
+    /// Print the OrchestratorOutput as JSON (or, when the question is refused, the error object).
     #[arg(long)]
     pub json: bool,
     /// Manifest to route with (default: the embedded routing.yaml).
@@ -157,7 +157,14 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     let response = handle_http(&deps, request("POST", "/v1/queries", Some(body), &args.user, &args.roles)?).await;
     let text = body_text(&response);
     if response.status_code >= 400 {
-        eprintln!("switchyard: the question was refused ({}):\n{text}", response.status_code);
+        if args.json {
+            // The error object (`{"error": {code, message, details, request_id}}`) is the JSON
+            // answer a script reads: it goes to stdout like an answer would.
+            println!("{}", text.trim_end());
+            eprintln!("switchyard: the question was refused ({})", response.status_code);
+        } else {
+            eprintln!("switchyard: the question was refused ({}):\n{text}", response.status_code);
+        }
         return Ok(1);
     }
     let accepted: serde_json::Value = serde_json::from_str(&text)?;

@@ -13,15 +13,16 @@
 //! - `all`: every suite; `requests` only when `AWS_ENDPOINT_URL` is set.
 
 use crate::ask::api_event;
-use async_trait::async_trait;
+
 use aws_lambda_events::encodings::Body;
+use shared::adapters::hooked::{Applied, HookedStore, StoreHooks, StoreOp};
 use shared::adapters::memory::{MemoryQueue, MemoryStore};
 use shared::agents::Agents;
 use shared::contracts::{OrchestratorOutput, OutputStatus};
 use shared::engine::handlers::{handle_http, handle_sqs, Function};
 use shared::engine::{Deps, EngineSettings};
 use shared::manifest::Manifest;
-use shared::ports::{Clock, Event, HandoffRecord, HandoffWrite, QueryRecord, Queue, Store, StoreError, TokioClock};
+use shared::ports::{Clock, Queue, Store, StoreError, TokioClock};
 use shared::system::{function_for, sqs_event, start, PollerConfig};
 use shared::topology::{queue_url_env, Topology};
 use std::collections::{HashMap, HashSet};
@@ -152,7 +153,6 @@ enum Finish {
 /// The in-memory store, telling waiters the instant a query's output is written, so the
 /// benchmark needs no polling reads of its own.
 struct FinishSignal {
-    inner: Arc<MemoryStore>,
     finishes: Mutex<HashMap<String, Finish>>,
 }
 
@@ -181,48 +181,9 @@ impl FinishSignal {
     }
 }
 
-#[async_trait]
-impl Store for FinishSignal {
-    async fn create_query(&self, query: &QueryRecord, events: &[Event]) -> Result<(), StoreError> {
-        self.inner.create_query(query, events).await
-    }
-    async fn put_manifest(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
-        self.inner.put_manifest(fingerprint, body).await
-    }
-    async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
-        self.inner.get_manifest(fingerprint).await
-    }
-    async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError> {
-        self.inner.get_query(query_id).await
-    }
-    async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {
-        self.inner.find_idempotency_key(user_id, key).await
-    }
-    async fn update_query(
-        &self,
-        query: &QueryRecord,
-        expected_version: u64,
-        events: &[Event],
-    ) -> Result<(), StoreError> {
-        self.inner.update_query(query, expected_version, events).await
-    }
-    async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
-        self.inner.record_handoff(record, events).await
-    }
-    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
-        self.inner.get_handoff(query_id, dispatch_id).await
-    }
-    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError> {
-        self.inner.list_handoffs(query_id).await
-    }
-    async fn finish_query(
-        &self,
-        output: &OrchestratorOutput,
-        query: &QueryRecord,
-        expected_version: u64,
-        events: &[Event],
-    ) -> Result<(), StoreError> {
-        self.inner.finish_query(output, query, expected_version, events).await?;
+impl StoreHooks for FinishSignal {
+    fn after(&self, op: StoreOp<'_>, outcome: Result<Applied<'_>, &StoreError>) -> Result<(), StoreError> {
+        let (StoreOp::FinishQuery(_, query), Ok(_)) = (op, outcome) else { return Ok(()) };
         let now = Instant::now();
         let mut finishes = self.finishes();
         match finishes.remove(&query.query_id) {
@@ -234,15 +195,6 @@ impl Store for FinishSignal {
             }
         }
         Ok(())
-    }
-    async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
-        self.inner.get_output(query_id).await
-    }
-    async fn append_events(&self, events: &[Event]) -> Result<(), StoreError> {
-        self.inner.append_events(events).await
-    }
-    async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError> {
-        self.inner.list_events(query_id).await
     }
 }
 
@@ -268,7 +220,7 @@ pub struct PipelineRow {
 /// `queries` closed-loop queries, `concurrency` at a time; the latency of each.
 async fn load(
     deps: &Arc<Deps>,
-    store: &Arc<FinishSignal>,
+    store: &Arc<HookedStore<FinishSignal>>,
     question: &'static str,
     queries: usize,
     concurrency: usize,
@@ -283,7 +235,7 @@ async fn load(
             while next.fetch_add(1, Ordering::Relaxed) < queries {
                 let started = Instant::now();
                 let id = submit(&deps, question).await?;
-                let finished = store.finished(&id).await?;
+                let finished = store.hooks().finished(&id).await?;
                 latencies.push(finished.saturating_duration_since(started).as_secs_f64() * 1e6);
                 last = id;
             }
@@ -313,7 +265,7 @@ pub async fn pipeline_row(
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
     let topology = Topology::for_manifest(&manifest);
     let memory = Arc::new(MemoryStore::new(clock.clone()));
-    let store = Arc::new(FinishSignal { inner: memory.clone(), finishes: Mutex::new(HashMap::new()) });
+    let store = Arc::new(HookedStore::new(memory.clone(), FinishSignal { finishes: Mutex::new(HashMap::new()) }));
     let queue = Arc::new(MemoryQueue::new(&topology));
     let agents = Arc::new(Agents::new(&manifest));
     let deps = Arc::new(Deps::new(manifest, store.clone(), queue, clock, agents, EngineSettings::default()));

@@ -5,6 +5,8 @@ mod ask;
 mod bench;
 mod classify_cmd;
 mod infra_cmd;
+mod ops_cmd;
+mod portable;
 mod serve;
 mod setup_cmd;
 mod validate_cmd;
@@ -95,6 +97,56 @@ enum Command {
         #[arg(default_value = "routing.yaml")]
         file: PathBuf,
     },
+    /// Dead-letter queues on the AWS backend: `list` (count, oldest, each message's query and
+    /// last error) or `redrive` (back to the source queue; safe to repeat: handlers are
+    /// idempotent). Reads the queues named in the environment (`switchyard setup --backend aws`).
+    Dlq {
+        #[command(subcommand)]
+        action: DlqAction,
+    },
+    /// Queries on the AWS backend: `show ID` prints the record, the event log as a timeline,
+    /// the handoffs and the output. (The memory backend lives inside `ask` / `serve`.)
+    Query {
+        #[command(subcommand)]
+        action: QueryAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DlqAction {
+    /// Per dead-letter queue: message count, oldest message, each message's query id and last error.
+    List {
+        /// Only this queue (`route`, `tier-2`, `synth`; `-dlq` optional).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Most messages read per queue.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        limit: u16,
+        /// Manifest whose tiers have queues (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// Move dead letters back to their source queue.
+    Redrive {
+        /// Only this queue (`route`, `tier-2`, `synth`; `-dlq` optional); default all.
+        #[arg(long)]
+        queue: Option<String>,
+        /// Manifest whose tiers have queues (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum QueryAction {
+    /// Record, timeline, handoffs and output of one query.
+    Show {
+        /// The query id (a UUID).
+        id: String,
+        /// Manifest (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
 }
 
 /// Load the manifest from a file, or the embedded `routing.yaml`.
@@ -147,6 +199,27 @@ async fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
+        Command::Dlq { action } => {
+            init_tracing(false);
+            let stdout = &mut std::io::stdout().lock();
+            match action {
+                DlqAction::List { queue, limit, manifest } => match load_manifest(manifest.as_ref()) {
+                    Ok(m) => ops_cmd::dlq_list(m, queue.as_deref(), usize::from(limit), stdout).await,
+                    Err(e) => Err(e),
+                },
+                DlqAction::Redrive { queue, manifest } => match load_manifest(manifest.as_ref()) {
+                    Ok(m) => ops_cmd::dlq_redrive(m, queue.as_deref(), stdout).await,
+                    Err(e) => Err(e),
+                },
+            }
+        }
+        Command::Query { action: QueryAction::Show { id, manifest } } => {
+            init_tracing(false);
+            match load_manifest(manifest.as_ref()) {
+                Ok(m) => ops_cmd::query_show(m, &id, &mut std::io::stdout().lock()).await,
+                Err(e) => Err(e),
+            }
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

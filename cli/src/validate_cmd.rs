@@ -19,7 +19,24 @@ pub fn run(path: &Path, out: &mut impl Write) -> u8 {
         Ok(manifest) => summary(path, &manifest, out).map(|()| EXIT_VALID),
         Err(err) => problems(path, &err, out).map(|()| EXIT_INVALID),
     };
+    let written = written.and_then(|code| portability(path, out).map(|()| code));
     written.unwrap_or(EXIT_OUTPUT_FAILED)
+}
+
+/// Warnings (not problems: the exit code stays) for plain scalars other YAML parsers read
+/// differently; see [`crate::portable`].
+fn portability(path: &Path, out: &mut impl Write) -> io::Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let file = path.display();
+    match crate::portable::scan(&text) {
+        Ok(warnings) => {
+            for w in warnings {
+                writeln!(out, "{file}:{}:{}: warning: `{}`: {}", w.line, w.column, w.value, w.rule)?;
+            }
+        }
+        Err(reason) => writeln!(out, "{file}: warning: a second YAML parser cannot read this file: {reason}")?,
+    }
+    Ok(())
 }
 
 fn summary(path: &Path, m: &Manifest, out: &mut impl Write) -> io::Result<()> {
@@ -296,6 +313,20 @@ intents:
             ),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_valid_manifest_with_unportable_scalars_still_exits_0_and_warns_with_line_and_rule() {
+        let unportable = VALID.replace("keywords: [effect]", "keywords: [effect, why did it drop?, on]");
+        let (code, out) = run_on("unportable", &unportable);
+        assert_eq!(code, EXIT_VALID, "{out}");
+        assert!(out.contains("-unportable.yaml:22:"), "{out}");
+        assert!(out.contains("warning: `why did it drop?`: a `?` inside a plain scalar"), "{out}");
+        assert!(out.contains("warning: `on`: YAML 1.1 parsers (PyYAML) read `on` as a boolean"), "{out}");
+        let (_, tiny) = run_on("tiny", VALID);
+        assert!(tiny.contains("warning: `y`: some YAML 1.1 parsers read `y` as a boolean"), "{tiny}");
+        let (_, clean) = run_on("clean", &VALID.replace("response: y,", "response: why,"));
+        assert!(!clean.contains("warning"), "{clean}");
     }
 
     #[test]

@@ -4,5 +4,6 @@
 pub mod aws;
 pub mod dynamodb;
 pub mod faults;
+pub mod hooked;
 pub mod memory;
 pub mod sqs;

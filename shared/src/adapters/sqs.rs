@@ -32,6 +32,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod dead_letters;
+pub use dead_letters::{DeadLetter, DeadLetters};
+
 /// Suffix of the environment variable holding a dead-letter queue's URL.
 pub const DLQ_ENV_SUFFIX: &str = "_DLQ";
 

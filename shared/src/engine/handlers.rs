@@ -243,6 +243,10 @@ fn invalid(field: &str, rule: &str) -> IntakeError {
     })
 }
 
+/// The OpenAPI 3.1 document of these routes (`docs/openapi.json`), served at `/openapi.json`
+/// without identity; tests/openapi.rs keeps the two in step.
+pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
+
 /// The routes the HTTP handler serves: (method, path template). The SAM template declares
 /// exactly these, and a test asks the handler for each.
 pub const HTTP_ROUTES: [(&str, &str); 3] =
@@ -269,6 +273,16 @@ fn allowed_methods(template: &str) -> &'static str {
 async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<ApiGatewayV2httpResponse, IntakeError> {
     let (method, segments) = route_of(request);
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    if segments.as_slice() == ["openapi.json"] {
+        if method != Method::GET {
+            return Err(IntakeError::MethodNotAllowed { allowed: "GET" });
+        }
+        let mut response = ApiGatewayV2httpResponse::default();
+        response.status_code = 200;
+        response.body = Some(Body::Text(OPENAPI_JSON.to_string()));
+        response.headers.insert("content-type", HeaderValue::from_static("application/json"));
+        return Ok(response);
+    }
     let template = route_template(&segments).ok_or(IntakeError::UnknownRoute)?;
     if !HTTP_ROUTES.iter().any(|(m, p)| *p == template && *m == method.as_str()) {
         return Err(IntakeError::MethodNotAllowed { allowed: allowed_methods(template) });

@@ -33,7 +33,9 @@ pub enum IntakeError {
     #[error("invalid request")]
     Invalid(ValidationError),
     /// 401: no caller identity.
-    #[error("no caller identity")]
+    #[error(
+        "no caller identity: send `Authorization: Bearer <token>` (a JWT the API's authorizer accepts) or, on a dev server, an `x-switchyard-user` header"
+    )]
     Unauthenticated,
     /// 403: the intent needs a role the caller lacks.
     #[error("intent `{intent}` requires role `{role}`")]

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 mod ext;
+mod suggest;
 
 /// One problem in a manifest: where (YAML path, and line when the parser knows it) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +90,8 @@ impl<'m> Check<'m> {
         if self.m.agent(id).is_some() {
             return true;
         }
-        self.report(path, format!("agent `{id}` is not declared in `agents`; declare it or fix the spelling"));
+        let hint = suggest::did_you_mean(id, self.m.agents.iter().map(|a| a.id.as_str()));
+        self.report(path, format!("agent `{id}` is not declared in `agents`{hint}; declare it or fix the spelling"));
         false
     }
 
@@ -126,9 +128,12 @@ impl<'m> Check<'m> {
         let q = &self.m.query;
         if let Some(fallback) = &q.fallback_intent {
             if self.m.intent(fallback).is_none() {
+                let hint = suggest::did_you_mean(fallback, self.m.intents.iter().map(|i| i.id.as_str()));
                 self.report(
                     "query.fallback_intent",
-                    format!("intent `{fallback}` is not declared in `intents`; name a declared intent or remove the setting"),
+                    format!(
+                        "intent `{fallback}` is not declared in `intents`{hint}; name a declared intent or remove the setting"
+                    ),
                 );
             }
         }
@@ -453,10 +458,13 @@ impl<'m> Check<'m> {
                 }
             }
             (None, Some(pipeline)) => match self.m.pipeline(pipeline) {
-                None => self.report(
-                    at("pipeline"),
-                    format!("pipeline `{pipeline}` is not declared in `pipelines`; declare it or fix the spelling"),
-                ),
+                None => {
+                    let hint = suggest::did_you_mean(pipeline, self.m.pipelines.iter().map(|p| p.id.as_str()));
+                    self.report(
+                        at("pipeline"),
+                        format!("pipeline `{pipeline}` is not declared in `pipelines`{hint}; declare it or fix the spelling"),
+                    )
+                }
                 Some(p) => {
                     first_tier = p
                         .steps

@@ -17,12 +17,13 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use shared::contracts::{AgentDispatch, OrchestratorOutput};
+use shared::adapters::hooked::{Applied, HookedStore, StoreHooks, StoreOp};
+use shared::contracts::AgentDispatch;
 use shared::jobs::{Job, JobMessage};
 use shared::manifest::Agent;
 use shared::ports::{
-    AgentError, AgentReply, AgentRuntime, Event, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord, Queue,
-    QueueDepth, QueueError, QueueId, ReceivedMessage, Store, StoreError,
+    AgentError, AgentReply, AgentRuntime, HandoffWrite, OutgoingMessage, Queue, QueueDepth, QueueError, QueueId,
+    ReceivedMessage, Store, StoreError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -352,147 +353,77 @@ impl Queue for ChaosQueue {
 
 // ------------------------------------------------------------------------------------------
 
-/// A store that fails, crashes around writes, answers ambiguously and loses conditions; and
-/// observes what it applied.
-pub struct ChaosStore {
-    inner: Arc<dyn Store>,
+/// The store's faults, as hooks around the in-memory store ([`HookedStore`]): it fails, crashes
+/// around writes, answers ambiguously and loses conditions; and observes what it applied.
+pub type ChaosStore = HookedStore<StoreChaos>;
+
+/// A [`ChaosStore`] around `inner`.
+pub fn chaos_store(inner: Arc<dyn Store>, chaos: Arc<Chaos>) -> ChaosStore {
+    HookedStore::new(inner, StoreChaos { chaos })
+}
+
+/// The hooks of a [`ChaosStore`].
+pub struct StoreChaos {
     chaos: Arc<Chaos>,
 }
 
-impl ChaosStore {
-    /// Wrap `inner`.
-    pub fn new(inner: Arc<dyn Store>, chaos: Arc<Chaos>) -> ChaosStore {
-        ChaosStore { inner, chaos }
-    }
-
-    fn before_write(&self, op: &str) -> Result<(), StoreError> {
-        let f = &self.chaos.faults;
-        if self.chaos.roll(f.store_unavailable, &format!("{op} fails (not applied)")) {
-            return Err(unavailable("store unavailable"));
-        }
-        if self.chaos.roll(f.crash_before_write, &format!("crash before {op}")) {
-            crash(&format!("before {op}"));
-        }
-        Ok(())
-    }
-
-    fn after_write<T>(&self, op: &str, result: Result<T, StoreError>) -> Result<T, StoreError> {
-        let applied = result?;
-        let f = &self.chaos.faults;
-        if self.chaos.roll(f.crash_after_write, &format!("crash after {op}")) {
-            crash(&format!("after {op}"));
-        }
-        if self.chaos.roll(f.ambiguous, &format!("{op} applied but reported unavailable")) {
-            return Err(unavailable("ambiguous: the write applied"));
-        }
-        Ok(applied)
-    }
-
-    fn before_read(&self, op: &str) -> Result<(), StoreError> {
-        if self.chaos.roll(self.chaos.faults.store_unavailable, &format!("{op} fails")) {
-            return Err(unavailable("store unavailable"));
-        }
-        Ok(())
-    }
-
-    /// Another writer updates the query first (a no-op change that moves its version).
-    async fn concurrent_writer(&self, query_id: &str) {
-        if !self.chaos.roll(self.chaos.faults.conflict, "update_query loses its condition to a concurrent writer") {
-            return;
-        }
-        if let Ok(Some(stored)) = self.inner.get_query(query_id).await {
-            let _ = self.inner.update_query(&stored, stored.version, &[]).await;
-        }
-    }
+/// Reads that never fail in the simulation (the output and the event log are read by the
+/// checks themselves, and the idempotency key only at intake).
+fn is_unfailing_read(op: StoreOp<'_>) -> bool {
+    matches!(op, StoreOp::FindIdempotencyKey | StoreOp::GetOutput(_) | StoreOp::ListEvents(_))
 }
 
 #[async_trait::async_trait]
-impl Store for ChaosStore {
-    async fn create_query(&self, query: &QueryRecord, events: &[Event]) -> Result<(), StoreError> {
-        self.before_write("create_query")?;
-        let r = self.inner.create_query(query, events).await;
-        self.after_write("create_query", r)
-    }
-
-    async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError> {
-        self.before_read("get_query")?;
-        self.inner.get_query(query_id).await
-    }
-
-    async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {
-        self.inner.find_idempotency_key(user_id, key).await
-    }
-
-    async fn update_query(
-        &self,
-        query: &QueryRecord,
-        expected_version: u64,
-        events: &[Event],
-    ) -> Result<(), StoreError> {
-        self.before_write("update_query")?;
-        self.concurrent_writer(&query.query_id).await;
-        let r = self.inner.update_query(query, expected_version, events).await;
-        self.after_write("update_query", r)
-    }
-
-    async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
-        self.before_write("record_handoff")?;
-        let r = self.inner.record_handoff(record, events).await;
-        if matches!(r, Ok(HandoffWrite::Recorded { .. })) {
-            let key = (record.query_id.clone(), record.handoff.dispatch_id.clone());
-            self.chaos.observe(|o| *o.handoffs.entry(key).or_default() += 1);
+impl StoreHooks for StoreChaos {
+    async fn before(&self, inner: &dyn Store, op: StoreOp<'_>) -> Result<(), StoreError> {
+        let f = &self.chaos.faults;
+        let name = op.name();
+        if !op.is_write() {
+            if !is_unfailing_read(op) && self.chaos.roll(f.store_unavailable, &format!("{name} fails")) {
+                return Err(unavailable("store unavailable"));
+            }
+            return Ok(());
         }
-        self.after_write("record_handoff", r)
-    }
-
-    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
-        self.before_read("get_handoff")?;
-        self.inner.get_handoff(query_id, dispatch_id).await
-    }
-
-    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError> {
-        self.before_read("list_handoffs")?;
-        self.inner.list_handoffs(query_id).await
-    }
-
-    async fn finish_query(
-        &self,
-        output: &OrchestratorOutput,
-        query: &QueryRecord,
-        expected_version: u64,
-        events: &[Event],
-    ) -> Result<(), StoreError> {
-        self.before_write("finish_query")?;
-        let r = self.inner.finish_query(output, query, expected_version, events).await;
-        if r.is_ok() {
-            self.chaos.observe(|o| *o.outputs.entry(query.query_id.clone()).or_default() += 1);
+        if self.chaos.roll(f.store_unavailable, &format!("{name} fails (not applied)")) {
+            return Err(unavailable("store unavailable"));
         }
-        self.after_write("finish_query", r)
+        if self.chaos.roll(f.crash_before_write, &format!("crash before {name}")) {
+            crash(&format!("before {name}"));
+        }
+        if let StoreOp::UpdateQuery(query) = op {
+            // Another writer updates the query first (a no-op change that moves its version).
+            if self.chaos.roll(f.conflict, "update_query loses its condition to a concurrent writer") {
+                if let Ok(Some(stored)) = inner.get_query(&query.query_id).await {
+                    let _ = inner.update_query(&stored, stored.version, &[]).await;
+                }
+            }
+        }
+        Ok(())
     }
 
-    async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
-        self.inner.get_output(query_id).await
-    }
-
-    async fn append_events(&self, events: &[Event]) -> Result<(), StoreError> {
-        self.before_write("append_events")?;
-        let r = self.inner.append_events(events).await;
-        self.after_write("append_events", r)
-    }
-
-    async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError> {
-        self.inner.list_events(query_id).await
-    }
-
-    async fn put_manifest(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
-        self.before_write("put_manifest")?;
-        let r = self.inner.put_manifest(fingerprint, body).await;
-        self.after_write("put_manifest", r)
-    }
-
-    async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
-        self.before_read("get_manifest")?;
-        self.inner.get_manifest(fingerprint).await
+    fn after(&self, op: StoreOp<'_>, outcome: Result<Applied<'_>, &StoreError>) -> Result<(), StoreError> {
+        if !op.is_write() || outcome.is_err() {
+            return Ok(());
+        }
+        match (op, outcome) {
+            (StoreOp::RecordHandoff(record), Ok(Applied::Handoff(HandoffWrite::Recorded { .. }))) => {
+                let key = (record.query_id.clone(), record.handoff.dispatch_id.clone());
+                self.chaos.observe(|o| *o.handoffs.entry(key).or_default() += 1);
+            }
+            (StoreOp::FinishQuery(_, query), _) => {
+                self.chaos.observe(|o| *o.outputs.entry(query.query_id.clone()).or_default() += 1);
+            }
+            _ => {}
+        }
+        let f = &self.chaos.faults;
+        let name = op.name();
+        if self.chaos.roll(f.crash_after_write, &format!("crash after {name}")) {
+            crash(&format!("after {name}"));
+        }
+        if self.chaos.roll(f.ambiguous, &format!("{name} applied but reported unavailable")) {
+            return Err(unavailable("ambiguous: the write applied"));
+        }
+        Ok(())
     }
 }
 

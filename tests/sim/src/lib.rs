@@ -39,7 +39,7 @@ pub mod poller;
 pub mod reasons;
 
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
-use chaos::{Chaos, ChaosAgents, ChaosQueue, ChaosStore, CALM, CRASH_PREFIX, FAULTED_DELIVERIES};
+use chaos::{chaos_store, Chaos, ChaosAgents, ChaosQueue, CALM, CRASH_PREFIX, FAULTED_DELIVERIES};
 use invariants::QueryFacts;
 use reasons::ReasonLog;
 use serde_json::{json, Value};
@@ -289,7 +289,7 @@ async fn simulate(
     let topology = Topology::for_manifest(&manifest);
     let memory_store = Arc::new(MemoryStore::new(clock.clone()));
     let memory_queue = Arc::new(MemoryQueue::new(&topology));
-    let store = Arc::new(ChaosStore::new(memory_store.clone(), chaos.clone()));
+    let store = Arc::new(chaos_store(memory_store.clone(), chaos.clone()));
     let queue = Arc::new(ChaosQueue::new(memory_queue.clone(), chaos.clone()));
     let agents = Arc::new(ChaosAgents::new(Arc::new(ManifestAgents), chaos.clone()));
     let settings = EngineSettings::default();
