@@ -420,7 +420,10 @@ impl QueueState {
 pub struct MemoryQueue {
     settings: BTreeMap<QueueId, QueueSettings>,
     state: Mutex<BTreeMap<QueueId, QueueState>>,
-    notify: Notify,
+    /// One per queue: a send wakes only the receivers of its own queue.
+    notify: BTreeMap<QueueId, Notify>,
+    /// For receives on a queue that does not exist (they fail on their first look).
+    no_queue: Notify,
     next_id: AtomicU64,
     sends: AtomicU64,
     receives: AtomicU64,
@@ -459,14 +462,18 @@ impl MemoryQueue {
     /// Queues with explicit settings (dead-letter queues are added for each).
     pub fn with_settings(settings: BTreeMap<QueueId, QueueSettings>) -> MemoryQueue {
         let mut state = BTreeMap::new();
+        let mut notify = BTreeMap::new();
         for id in settings.keys() {
-            state.insert(*id, QueueState::default());
-            state.insert(id.dlq(), QueueState::default());
+            for id in [*id, id.dlq()] {
+                state.insert(id, QueueState::default());
+                notify.insert(id, Notify::new());
+            }
         }
         MemoryQueue {
             settings,
             state: Mutex::new(state),
-            notify: Notify::new(),
+            notify,
+            no_queue: Notify::new(),
             next_id: AtomicU64::new(1),
             sends: AtomicU64::new(0),
             receives: AtomicU64::new(0),
@@ -518,8 +525,12 @@ impl MemoryQueue {
             }
         }
         drop(s);
-        self.notify.notify_waiters();
+        self.notify_of(source).notify_waiters();
         n
+    }
+
+    fn notify_of(&self, queue: QueueId) -> &Notify {
+        self.notify.get(&queue).unwrap_or(&self.no_queue)
     }
 
     fn settings_of(&self, queue: QueueId) -> QueueSettings {
@@ -619,7 +630,7 @@ impl Queue for MemoryQueue {
             }
         }
         self.sends.fetch_add(1, Ordering::Relaxed);
-        self.notify.notify_waiters();
+        self.notify_of(queue).notify_waiters();
         Ok(id)
     }
 
@@ -627,7 +638,7 @@ impl Queue for MemoryQueue {
         let max = max.clamp(1, 10);
         let deadline = Instant::now() + wait;
         loop {
-            let notified = self.notify.notified();
+            let notified = self.notify_of(queue).notified();
             let (messages, next) = self.take(queue, max)?;
             if !messages.is_empty() {
                 self.receives.fetch_add(1, Ordering::Relaxed);
@@ -673,7 +684,7 @@ impl Queue for MemoryQueue {
                 .ok_or(QueueError::InvalidReceipt)?;
             m.visible_at = Instant::now() + timeout;
         }
-        self.notify.notify_waiters();
+        self.notify_of(queue).notify_waiters();
         Ok(())
     }
 
