@@ -3,7 +3,7 @@
 //!
 //! The output of [`run`] is an interface used by evaluations; keep it stable. Each answer is
 //! one JSON object per line with exactly the keys `intent`, `confidence`, `ambiguity_flag`,
-//! `entities` (seed 000 `ParsedEntity`: `type`, `value`, `confidence`, `source`) and
+//! `in_scope` (bool), `scope_score` (0.0 – 1.0), `entities` (seed 000 `ParsedEntity`: `type`, `value`, `confidence`, `source`) and
 //! `alternatives` (`intent`, `score`; best first, the top intent included).
 
 use serde::Deserialize;
@@ -60,26 +60,47 @@ fn write_answer(out: &mut impl Write, c: &Classification) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Where the labelled questions live: `tests/fixtures/labelled_questions.jsonl` under the
-/// current directory, else in the source tree this binary was built from.
-fn labelled_questions_path() -> Option<PathBuf> {
-    let relative = Path::new("tests/fixtures/labelled_questions.jsonl");
+/// Where a fixture of `tests/fixtures/` lives: under the current directory, else in the source
+/// tree this binary was built from.
+fn fixture_path(name: &str) -> Option<PathBuf> {
+    let relative = Path::new("tests/fixtures").join(name);
     if relative.is_file() {
-        return Some(relative.to_path_buf());
+        return Some(relative);
     }
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/labelled_questions.jsonl");
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(name);
     built.is_file().then_some(built)
 }
 
+/// One labelled line of a fixture: a question and its intent (none for out-of-scope sets).
+#[derive(Deserialize)]
+struct Labelled {
+    query: String,
+    #[serde(default)]
+    intent: Option<String>,
+}
+
+fn read_fixture(name: &str) -> Vec<Labelled> {
+    fixture_path(name)
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|text| text.lines().filter_map(|l| serde_json::from_str::<Labelled>(l).ok()).collect())
+        .unwrap_or_default()
+}
+
+/// In-scope sets never tuned on; the calibration table is measured on them.
+const BLIND_SETS: [&str; 2] = ["blind2_questions.jsonl", "blind3_questions.jsonl"];
+/// Out-of-scope set never tuned on.
+const OUT_OF_SCOPE_BLIND: &str = "out_of_scope_blind.jsonl";
+/// Width of a reliability bin.
+const BINS: usize = 10;
+
 /// Times the classifier (`switchyard bench classify`) on the labelled questions when the
-/// file is around, else on the manifest's own utterances, and renders a small table.
+/// file is around, else on the manifest's own utterances, and renders a small table; when the
+/// blind sets are around (a source checkout), adds the reliability table (confidence bins →
+/// accuracy), the expected calibration error and the scope figures.
 pub fn run_bench(manifest: &Manifest) -> String {
     const ROUNDS: usize = 20;
     let classifier = Classifier::new(manifest);
-    let labelled: Vec<String> = labelled_questions_path()
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .map(|text| text.lines().filter_map(|l| serde_json::from_str::<Request>(l).ok()).map(|r| r.query).collect())
-        .unwrap_or_default();
+    let labelled: Vec<String> = read_fixture("labelled_questions.jsonl").into_iter().map(|l| l.query).collect();
     let (source, queries) = if labelled.is_empty() {
         let utterances = manifest.intents.iter().flat_map(|i| i.utterances.iter().cloned()).collect();
         ("manifest utterances", utterances)
@@ -87,14 +108,90 @@ pub fn run_bench(manifest: &Manifest) -> String {
         ("labelled questions", labelled)
     };
     let report = bench(&classifier, &queries, ROUNDS);
-    format!(
+    let mut out = format!(
         "classify benchmark ({source}, {ROUNDS} rounds)\n\
          {:<12} {:>10}\n\
          {:<12} {:>10.1}\n\
          {:<12} {:>10.1}\n\
          {:<12} {:>10}\n",
         "metric", "value", "median µs", report.median_us, "p99 µs", report.p99_us, "n queries", report.n
-    )
+    );
+    let blind: Vec<Labelled> = BLIND_SETS.iter().flat_map(|f| read_fixture(f)).filter(|l| l.intent.is_some()).collect();
+    if !blind.is_empty() {
+        out.push_str(&calibration_table(&classifier, &blind));
+    }
+    let outside = read_fixture(OUT_OF_SCOPE_BLIND);
+    if !outside.is_empty() && !blind.is_empty() {
+        let rejected = outside.iter().filter(|l| !classifier.classify(&l.query).in_scope).count();
+        let wrongly = blind.iter().filter(|l| !classifier.classify(&l.query).in_scope).count();
+        out.push_str(&format!(
+            "\nscope (threshold {:.2})\n\
+             out-of-scope blind set rejected  {rejected}/{} = {:.1}%\n\
+             in-scope blind sets rejected     {wrongly}/{} = {:.1}%\n",
+            manifest.classifier.scope.threshold,
+            outside.len(),
+            percent(rejected, outside.len()),
+            blind.len(),
+            percent(wrongly, blind.len()),
+        ));
+    }
+    out
+}
+
+fn percent(n: usize, of: usize) -> f64 {
+    100.0 * n as f64 / of.max(1) as f64
+}
+
+/// Reliability table and expected calibration error of the in-scope answers of `set`.
+fn calibration_table(classifier: &Classifier, set: &[Labelled]) -> String {
+    let answers: Vec<(f64, bool)> = set
+        .iter()
+        .map(|l| (classifier.classify(&l.query), l.intent.as_deref().unwrap_or_default()))
+        .filter(|(c, _)| c.in_scope)
+        .map(|(c, intent)| (c.confidence, c.intent == intent))
+        .collect();
+    let mut bins = vec![(0usize, 0usize, 0.0f64); BINS];
+    for &(confidence, right) in &answers {
+        let b = ((confidence * BINS as f64) as usize).min(BINS - 1);
+        bins[b].0 += 1;
+        bins[b].1 += usize::from(right);
+        bins[b].2 += confidence;
+    }
+    let n = answers.len().max(1) as f64;
+    let mut out = format!(
+        "\ncalibration ({} in-scope answers of {} blind questions: {})\n{:<12} {:>5} {:>9} {:>10}\n",
+        answers.len(),
+        set.len(),
+        BLIND_SETS.join(", "),
+        "confidence",
+        "n",
+        "accuracy",
+        "mean conf"
+    );
+    let mut ece = 0.0;
+    for (b, &(count, right, sum)) in bins.iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        let accuracy = right as f64 / count as f64;
+        let mean = sum / count as f64;
+        ece += count as f64 / n * (accuracy - mean).abs();
+        let (lo, hi) = (b as f64 / BINS as f64, (b + 1) as f64 / BINS as f64);
+        out.push_str(&format!(
+            "{:<12} {count:>5} {:>8.1}% {mean:>10.3}\n",
+            format!("{lo:.1}-{hi:.1}"),
+            accuracy * 100.0
+        ));
+    }
+    let sure: Vec<&(f64, bool)> = answers.iter().filter(|a| a.0 >= 0.9).collect();
+    let sure_right = sure.iter().filter(|a| a.1).count();
+    out.push_str(&format!(
+        "ECE          {ece:.3}\nconfidence >= 0.9: {} answers ({:.1}% of the questions), {:.1}% correct\n",
+        sure.len(),
+        percent(sure.len(), set.len()),
+        percent(sure_right, sure.len()),
+    ));
+    out
 }
 
 #[cfg(test)]
@@ -123,7 +220,12 @@ mod tests {
         let answer = answers[0].as_object().expect("an object");
         let mut keys: Vec<&str> = answer.keys().map(String::as_str).collect();
         keys.sort_unstable();
-        assert_eq!(keys, ["alternatives", "ambiguity_flag", "confidence", "entities", "intent"]);
+        assert_eq!(
+            keys,
+            ["alternatives", "ambiguity_flag", "confidence", "entities", "in_scope", "intent", "scope_score"]
+        );
+        assert_eq!(answer["in_scope"], true);
+        assert!(answer["scope_score"].as_f64().is_some_and(|s| s >= 0.35), "{answer:?}");
         assert_eq!(answer["intent"], "prediction");
         assert_eq!(
             answer["entities"][0],
@@ -160,5 +262,23 @@ mod tests {
     fn the_bench_table_names_median_p99_and_n() {
         let table = run_bench(&manifest());
         assert!(table.contains("median µs") && table.contains("p99 µs") && table.contains("n queries"), "{table}");
+    }
+
+    #[test]
+    fn the_bench_reports_a_reliability_table_the_calibration_error_and_the_scope_figures() {
+        let table = run_bench(&manifest());
+        for words in ["calibration (", "0.9-1.0", "ECE", "confidence >= 0.9", "out-of-scope blind set rejected"] {
+            assert!(table.contains(words), "missing `{words}` in:\n{table}");
+        }
+    }
+
+    #[test]
+    fn an_everyday_question_is_reported_out_of_scope_with_its_score() {
+        let mut out = Vec::new();
+        run(&manifest(), Some("What's the weather in Paris tomorrow?".into()), std::io::empty(), &mut out)
+            .expect("runs");
+        let answer = &lines(&out)[0];
+        assert_eq!(answer["in_scope"], false, "{answer}");
+        assert!(answer["scope_score"].as_f64().is_some_and(|s| s < 0.35), "{answer}");
     }
 }

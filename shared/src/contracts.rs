@@ -277,6 +277,8 @@ pub enum ErrorCategory {
     IncoherentQuery,
     /// The cascaded classifier chose an intent that needs a role the caller lacks.
     PermissionDenied,
+    /// The question is outside the manifest's domain: failed at once, no agent ran.
+    OutOfScope,
 }
 
 /// Confidence band of the final answer (seed 001's `final_reason` values).
@@ -291,6 +293,9 @@ pub enum ConfidenceBand {
     ConfidenceLowPartial,
     /// < 0.50: answer with strong clarification notes.
     ConfidenceTooLowClarify,
+    /// Not a band: the question is outside the manifest's domain and no agent answered it
+    /// (`failed`, with a reply listing what the assistant can help with).
+    OutOfScope,
 }
 
 /// The error that ended or marred a query (extension of the output).

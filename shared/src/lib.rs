@@ -16,6 +16,7 @@
 //! - [`classify`]: embedded intent classifier and entity extractor.
 //! - [`validation`]: intake validation of incoming queries (seed 000's table).
 //! - [`plan`]: route → plan → dispatches.
+//! - [`scope`]: out-of-scope questions: the decision at intake and the reply that ends them.
 //! - [`jobs`]: the pointer messages on the queues.
 //! - [`ports`]: `Store`, `Queue`, `Clock`, `AgentRuntime`.
 //! - [`adapters`]: in-memory (the embedded default), DynamoDB and SQS.
@@ -36,6 +37,7 @@ pub mod limits;
 pub mod manifest;
 pub mod plan;
 pub mod ports;
+pub mod scope;
 pub mod system;
 pub mod topology;
 pub mod validation;

@@ -67,6 +67,9 @@ pub struct QueryRecord {
     /// Warnings from validation and classification.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The scope check of an embedded classification (none for a pre-parsed query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::scope::ScopeCheck>,
     /// Set by the router.
     #[serde(default)]
     pub plan: Option<Plan>,

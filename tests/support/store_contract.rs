@@ -71,6 +71,7 @@ pub fn query(user_id: &str, idempotency_key: Option<&str>) -> QueryRecord {
             timestamp: now,
         },
         warnings: vec![],
+        scope: None,
         plan: None,
         completed: BTreeSet::new(),
         accepted_at: now,

@@ -930,6 +930,7 @@ mod tests {
                 timestamp: at(0),
             },
             warnings: vec!["w".into()],
+            scope: None,
             plan: None,
             completed: ["d-1".to_string(), "d-2".to_string()].into_iter().collect(),
             accepted_at: at(1),

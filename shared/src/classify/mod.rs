@@ -55,6 +55,7 @@
 //! - `entities`: gazetteer, pattern and time-period extraction.
 
 mod entities;
+mod scope;
 mod text;
 
 use crate::contracts::ParsedEntity;
@@ -107,6 +108,11 @@ pub struct Classification {
     /// True when the top two intents are within `ambiguity_margin` or `confidence` is below
     /// `min_confidence`.
     pub ambiguity_flag: bool,
+    /// Whether the question belongs to the manifest's domain: `scope_score` reaches
+    /// `classifier.scope.threshold`. An out-of-scope question is not routed to any intent.
+    pub in_scope: bool,
+    /// How much of the question the manifest's vocabulary and entities account for, 0.0 – 1.0.
+    pub scope_score: f64,
     /// Entities found in the text, deduplicated, in text order.
     pub entities: Vec<ParsedEntity>,
     /// The best intents, best first, **including the top one**; at most five.
@@ -180,6 +186,8 @@ pub struct Classifier {
     temperature: f64,
     /// Synonym word → the word it stands for.
     synonyms: HashMap<String, String>,
+    /// Per term, how strongly it marks the manifest's domain (the scope score's evidence).
+    domain_weight: Vec<f64>,
     entities: EntityExtractor,
 }
 
@@ -250,6 +258,7 @@ impl Classifier {
             postings: Vec::new(),
             temperature: 1.0,
             synonyms,
+            domain_weight: Vec::new(),
             entities: EntityExtractor::new(manifest, common_words),
         };
 
@@ -343,6 +352,39 @@ impl Classifier {
             }
             classifier.spellings.push((word, id));
         }
+        let mut negative_counts = vec![0.0; classifier.is_bigram.len()];
+        let negatives = &classifier.settings.scope.negative_examples;
+        for text in negatives {
+            let tokens = tokenize(text, MAX_INTENT_TOKENS);
+            let (_, named) = classifier.entities.extract(text, &tokens);
+            let mut ids: Vec<u32> = classifier
+                .terms(&tokens, &named)
+                .unigrams
+                .iter()
+                .filter_map(|u| classifier.vocab.get(u))
+                .copied()
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            for id in ids {
+                negative_counts[id as usize] += 1.0;
+            }
+        }
+        let mut named_words: Vec<u32> = Vec::new();
+        for intent in &manifest.intents {
+            let words = std::iter::once(intent.id.replace(['_', '-'], " "))
+                .chain(intent.keywords.iter().filter(|k| !k.trim().contains(' ')).cloned());
+            for text in words {
+                let tokens = tokenize(&text, MAX_INTENT_TOKENS);
+                let named = vec![false; tokens.len()];
+                named_words
+                    .extend(classifier.terms(&tokens, &named).unigrams.iter().filter_map(|u| classifier.vocab.get(u)));
+            }
+        }
+        named_words.sort_unstable();
+        named_words.dedup();
+        classifier.domain_weight =
+            scope::domain_weights(&classifier, &named_words, &negative_counts, negatives.len() as f64);
         classifier.temperature = classifier.fit_temperature();
         classifier
     }
@@ -366,6 +408,7 @@ impl Classifier {
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
+        let scope = self.scope(&tokens[..n], &named[..n], &entities);
         let Some(probabilities) = self.probabilities(&scores) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
             return Classification {
@@ -373,6 +416,8 @@ impl Classifier {
                 intent,
                 confidence: 0.0,
                 ambiguity_flag: true,
+                in_scope: false,
+                scope_score: scope.score,
                 entities,
             };
         };
@@ -386,6 +431,8 @@ impl Classifier {
             intent: self.intents[best].clone(),
             confidence,
             ambiguity_flag,
+            in_scope: scope.in_scope,
+            scope_score: scope.score,
             entities,
             alternatives: ranked
                 .iter()

@@ -129,10 +129,11 @@ pub async fn submit(
     let request = validate_request(body, &deps.manifest).map_err(IntakeError::Invalid)?;
     let now = deps.clock.now();
     let mut warnings = request.warnings;
-    let (parsed, stage) = match request.parsed {
-        Some(parsed) => (parsed, "pre-parsed"),
+    let (parsed, stage, scope) = match request.parsed {
+        Some(parsed) => (parsed, "pre-parsed", None),
         None => {
             let c = deps.classifier().classify(&request.text);
+            let scope = crate::scope::check(&deps.manifest, c.scope_score);
             let max = deps.manifest.query.max_entities;
             let mut entities = c.entities;
             if entities.len() > max {
@@ -145,11 +146,12 @@ pub async fn submit(
                 intent: c.intent,
                 entities,
                 confidence: c.confidence,
-                ambiguity_flag: c.ambiguity_flag,
+                // A borderline scope is a doubt the cascaded classifier must settle first.
+                ambiguity_flag: c.ambiguity_flag || scope.decision == crate::scope::ScopeDecision::Borderline,
                 context: None,
                 timestamp: now,
             };
-            (parsed, "embedded")
+            (parsed, "embedded", Some(scope))
         }
     };
     let intent = deps
@@ -159,9 +161,12 @@ pub async fn submit(
     // An unsure classification with a cascaded classifier configured is re-classified by the
     // router, which checks the role of the intent it decides (plan::modes); refusing here
     // would answer 403 for a guess.
+    // An out-of-scope question (or a borderline one, which the cascade settles) is covered by
+    // no intent, so no intent's role applies to it.
     let cascades = deps.manifest.classifier.llm.is_some()
         && deps.manifest.classifier.needs_cascade(parsed.confidence, parsed.ambiguity_flag);
-    if let Some(role) = intent.required_role.as_ref().filter(|_| !cascades) {
+    let unscoped = scope.as_ref().is_some_and(crate::scope::ScopeCheck::skips_role_check);
+    if let Some(role) = intent.required_role.as_ref().filter(|_| !cascades && !unscoped) {
         if !caller.roles.iter().any(|r| r == role) {
             info!(intent = %intent.id, "refused: caller lacks the intent's role");
             return Err(IntakeError::Forbidden { intent: intent.id.clone(), role: role.clone() });
@@ -179,6 +184,7 @@ pub async fn submit(
         version: 0,
         parsed,
         warnings,
+        scope,
         plan: None,
         completed: Default::default(),
         accepted_at: now,
@@ -199,6 +205,7 @@ pub async fn submit(
                 "confidence": query.parsed.confidence,
                 "ambiguity_flag": query.parsed.ambiguity_flag,
                 "stage": stage,
+                "scope": query.scope,
             }),
         ),
     ];

@@ -7,9 +7,11 @@
 
 use super::deps::{Deps, StepError};
 use super::effects::{
-    arm_deadline, dispatch_events, retry_on_conflict, send_first_attempt, send_stage, written, Attempt, Entry,
+    arm_deadline, dispatch_events, request_synthesis, retry_on_conflict, send_first_attempt, send_stage, written,
+    Attempt, Entry,
 };
 use crate::plan::modes::build_plan;
+use crate::plan::Plan;
 use crate::ports::{QueryRecord, QueryStatus};
 use serde_json::json;
 use tracing::{info, instrument};
@@ -30,9 +32,23 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         }
         let now = deps.clock.now();
         let manifest = deps.manifest_for(&query).await?;
-        let plan = match build_plan(&manifest, &query, now) {
-            Ok(plan) => plan,
-            Err(e) => return Err(StepError::Permanent(format!("no plan: {e}"))),
+        let out_of_scope = query.scope.as_ref().is_some_and(crate::scope::ScopeCheck::is_out_of_scope);
+        let plan = if out_of_scope {
+            // No intent covers the question: a plan of no stages, answered by the synthesizer
+            // with what this assistant can help with (crate::scope, docs/scope.md).
+            Plan {
+                intent: query.parsed.intent.clone(),
+                pipeline: None,
+                stages: vec![],
+                current_stage: 0,
+                deadline_ms: 0,
+                flow: None,
+            }
+        } else {
+            match build_plan(&manifest, &query, now) {
+                Ok(plan) => plan,
+                Err(e) => return Err(StepError::Permanent(format!("no plan: {e}"))),
+            }
         };
         let deadline_at = query.accepted_at + chrono::Duration::milliseconds(plan.deadline_ms as i64);
         let mut routed = query.clone();
@@ -48,6 +64,7 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
                 "pipeline": plan.pipeline,
                 "stages": plan.stages.iter().map(|s| s.dispatches.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>()).collect::<Vec<_>>(),
                 "deadline_at": deadline_at,
+                "out_of_scope": out_of_scope,
             }),
         )];
         events.extend(dispatch_events(deps, &query, &plan, 0));
@@ -56,6 +73,11 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             return Ok(Attempt::Conflict);
         }
         routed.version = query.version + 1;
+        if out_of_scope {
+            info!("query out of scope; answered without an agent");
+            request_synthesis(deps, query_id).await?;
+            return Ok(Attempt::Done(()));
+        }
         info!(intent = %routed.parsed.intent, "query routed");
         send_stage(deps, &routed, 0).await?;
         arm_deadline(deps, query_id, deadline_at).await?;
@@ -71,6 +93,10 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
 /// the deadline (both idempotent downstream).
 async fn resend_outstanding(deps: &Deps, query: &QueryRecord) -> Result<(), StepError> {
     let Some(plan) = &query.plan else { return Ok(()) };
+    if plan.stages.is_empty() {
+        // Out of scope: the synth job may have been lost with the first delivery.
+        return request_synthesis(deps, &query.query_id).await;
+    }
     let Some(stage) = plan.stages.get(plan.current_stage) else { return Ok(()) };
     let mut resent = 0;
     for d in &stage.dispatches {

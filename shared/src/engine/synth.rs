@@ -6,7 +6,8 @@
 //! is taken over, so a synthesizer that crashed mid-run is resumed. The output and the final
 //! query record are written in one conditional write.
 //!
-//! Confidence bands are seed 001's, internal constants as that seed requires: ≥ 0.80
+//! The response confidence is the agents' confidence bounded by the router's
+//! ([`routed_confidence`]). Confidence bands are seed 001's, internal constants as that seed requires: ≥ 0.80
 //! `confidence_high`; 0.70–0.80 `confidence_medium_caveated`; 0.50–0.70
 //! `confidence_low_partial`; < 0.50 `confidence_too_low_clarify`.
 
@@ -44,6 +45,17 @@ pub fn band(confidence: f64) -> ConfidenceBand {
     } else {
         ConfidenceBand::ConfidenceTooLowClarify
     }
+}
+
+/// The answer's confidence given the agents' and the router's: as sure as the agents, and no
+/// surer than the geometric mean of the two — `min(agents, sqrt(agents × routing))`. A router
+/// at least as sure as the agents changes nothing; a router that did not understand the
+/// question (routing confidence 0) leaves 0, so a fallback answer to a question nobody
+/// understood is never `confidence_high`. The rule is documented in docs/confidence.md.
+pub fn routed_confidence(agents: f64, routing: f64) -> f64 {
+    let agents = agents.clamp(0.0, 1.0);
+    let routing = routing.clamp(0.0, 1.0);
+    agents.min((agents * routing).sqrt())
 }
 
 /// Handle a synth job (a stage completed).
@@ -349,6 +361,9 @@ pub fn build_output(
         flow: None,
     };
     let plan = query.plan.as_ref().unwrap_or(&empty);
+    if query.scope.as_ref().is_some_and(crate::scope::ScopeCheck::is_out_of_scope) && plan.stages.is_empty() {
+        return out_of_scope_output(manifest, query, now);
+    }
     let ran: Vec<&PlannedDispatch> =
         plan.stages.iter().take(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).collect();
     let handoff_of = |d: &PlannedDispatch| handoffs.iter().find(|h| h.handoff.dispatch_id == d.dispatch.dispatch_id);
@@ -448,6 +463,7 @@ pub fn build_output(
             0.0
         }
     };
+    let response_confidence = routed_confidence(response_confidence, query.parsed.confidence);
     let mut response_confidence = (response_confidence * 1_000.0).round() / 1_000.0;
     let shaped = shape(manifest, plan, handoffs, now);
     if let Some(s) = &shaped {
@@ -577,6 +593,7 @@ pub fn build_output(
         _ => answers.join("\n\n"),
     };
     let mut orchestration = None;
+    let out_of_scope = shaped.as_ref().is_some_and(|s| s.out_of_scope);
     if let Some(s) = shaped {
         if let Some(text) = s.text {
             response_text = text;
@@ -599,6 +616,7 @@ pub fn build_output(
             ConfidenceBand::ConfidenceTooLowClarify => caveats.push(format!(
                 "Confidence is too low ({response_confidence:.2}) to rely on this answer. Could you clarify the question — the product, region, metric or period you mean?"
             )),
+            ConfidenceBand::OutOfScope => {}
         }
     }
 
@@ -629,11 +647,48 @@ pub fn build_output(
         total_latency_ms: (now - query.accepted_at).num_milliseconds().max(0) as u64,
         timestamp: now,
         intent: query.parsed.intent.clone(),
-        final_reason: Some(band).filter(|_| matches!(status, OutputStatus::Success | OutputStatus::Partial)),
+        final_reason: if out_of_scope {
+            Some(ConfidenceBand::OutOfScope)
+        } else {
+            Some(band).filter(|_| matches!(status, OutputStatus::Success | OutputStatus::Partial))
+        },
         caveats,
         warnings: query.warnings.clone(),
         error,
         qc_report,
         orchestration,
+    }
+}
+
+/// The output of a question outside the manifest's domain: `failed`, `final_reason:
+/// out_of_scope`, confidence 0, and a reply listing what this assistant can help with.
+fn out_of_scope_output(
+    manifest: &Manifest,
+    query: &QueryRecord,
+    now: chrono::DateTime<chrono::Utc>,
+) -> OrchestratorOutput {
+    let score = query.scope.map(|s| s.score).unwrap_or(0.0);
+    OrchestratorOutput {
+        query_id: query.query_id.clone(),
+        status: OutputStatus::Failed,
+        response_text: crate::scope::reply(manifest),
+        response_confidence: 0.0,
+        agents_dispatched: vec![],
+        agent_results: vec![],
+        citations: vec![],
+        visualizations: vec![],
+        follow_up_suggestions: vec![],
+        total_latency_ms: (now - query.accepted_at).num_milliseconds().max(0) as u64,
+        timestamp: now,
+        intent: query.parsed.intent.clone(),
+        final_reason: Some(ConfidenceBand::OutOfScope),
+        caveats: vec![],
+        warnings: query.warnings.clone(),
+        error: Some(OutputError {
+            category: ErrorCategory::OutOfScope,
+            message: format!("scope score {score:.2} is below the manifest's threshold"),
+        }),
+        qc_report: None,
+        orchestration: None,
     }
 }

@@ -138,6 +138,39 @@ pub struct ClassifierSettings {
     /// the utterances use, each value lists words users write for it (`hcp: [physician,
     /// doctor, prescriber]`). Single words; phrases belong in an intent's `keywords`.
     pub synonyms: BTreeMap<String, Vec<String>>,
+    /// Whether a question belongs to this manifest's domain at all (see [`ScopeSettings`]).
+    pub scope: ScopeSettings,
+}
+
+/// The scope check of the embedded classifier: a question whose scope score (how much of it
+/// the manifest's vocabulary and entities account for, 0.0 – 1.0) is below `threshold` is out
+/// of scope and ends politely without an agent (`final_reason: out_of_scope`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScopeSettings {
+    /// Least scope score of an in-scope question; 0 turns the check off.
+    pub threshold: f64,
+    /// Width of the band below `threshold` whose questions go to the cascaded classifier
+    /// (`classifier.llm`) before being rejected; without one they are out of scope.
+    pub borderline: f64,
+    /// Questions this manifest does not answer: the words they use count less as evidence
+    /// of the domain (a word seen here and in the intents is shared, not domain-specific).
+    pub negative_examples: Vec<String>,
+}
+
+/// Default [`ScopeSettings::threshold`].
+pub const DEFAULT_SCOPE_THRESHOLD: f64 = 0.35;
+/// Default [`ScopeSettings::borderline`].
+pub const DEFAULT_SCOPE_BORDERLINE: f64 = 0.15;
+
+impl Default for ScopeSettings {
+    fn default() -> Self {
+        ScopeSettings {
+            threshold: DEFAULT_SCOPE_THRESHOLD,
+            borderline: DEFAULT_SCOPE_BORDERLINE,
+            negative_examples: Vec::new(),
+        }
+    }
 }
 
 impl Default for ClassifierSettings {
@@ -148,6 +181,7 @@ impl Default for ClassifierSettings {
             cascade_below: None,
             llm: None,
             synonyms: BTreeMap::new(),
+            scope: ScopeSettings::default(),
         }
     }
 }

@@ -49,6 +49,10 @@ const MAX_DEADLINE_SLACK: Dur = Dur::from_millis(60_000);
 const MIN_RECORD_TTL: Dur = Dur::from_millis(3_600_000);
 /// Longest agent id (`^[a-z][a-z0-9_]{0,63}$`).
 const MAX_AGENT_ID_CHARS: usize = 64;
+/// At most this many `classifier.scope.negative_examples` (they are learnt at start-up).
+const MAX_NEGATIVE_EXAMPLES: usize = 1_000;
+/// Longest negative example, in characters (a question, not a document).
+const MAX_NEGATIVE_EXAMPLE_CHARS: usize = 500;
 
 /// Every problem in the manifest; empty when it is valid.
 pub fn validate(manifest: &Manifest) -> Vec<Problem> {
@@ -169,6 +173,38 @@ impl<'m> Check<'m> {
         self.unit_interval("classifier.ambiguity_margin".into(), "margin", c.ambiguity_margin);
         if let Some(below) = c.cascade_below {
             self.unit_interval("classifier.cascade_below".into(), "threshold", below);
+        }
+        self.scope();
+    }
+
+    /// `classifier.scope`: threshold and borderline band in [0, 1] (a band wider than the
+    /// threshold reaches down to 0), and negative examples that are short, non-empty questions.
+    fn scope(&mut self) {
+        let s = &self.m.classifier.scope;
+        let (threshold, borderline) = (s.threshold, s.borderline);
+        self.unit_interval("classifier.scope.threshold".into(), "threshold", threshold);
+        self.unit_interval("classifier.scope.borderline".into(), "band", borderline);
+
+        let examples = self.m.classifier.scope.negative_examples.clone();
+        if examples.len() > MAX_NEGATIVE_EXAMPLES {
+            self.report(
+                "classifier.scope.negative_examples",
+                format!("{} negative examples; at most {MAX_NEGATIVE_EXAMPLES} are read", examples.len()),
+            );
+        }
+        for (i, text) in examples.iter().enumerate() {
+            let path = format!("classifier.scope.negative_examples[{i}]");
+            if text.trim().is_empty() {
+                self.report(path, "a negative example is empty; write a question this manifest does not answer");
+            } else if text.chars().count() > MAX_NEGATIVE_EXAMPLE_CHARS {
+                self.report(
+                    path,
+                    format!(
+                        "a negative example is {} characters long; at most {MAX_NEGATIVE_EXAMPLE_CHARS}",
+                        text.chars().count()
+                    ),
+                );
+            }
         }
     }
 

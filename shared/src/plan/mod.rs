@@ -128,6 +128,10 @@ pub struct ClassificationDecision {
     /// Set when the decided intent needs a role the caller lacks.
     #[serde(default)]
     pub forbidden_role: Option<String>,
+    /// Set when a question of borderline scope was not confirmed by the cascaded classifier
+    /// (no declared intent at `min_confidence` or more): it ends out of scope.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub out_of_scope: bool,
 }
 
 /// How the query is answered.

@@ -241,6 +241,7 @@ pub fn build_plan(manifest: &Manifest, query: &QueryRecord, now: DateTime<Utc>) 
         llm_intent: None,
         llm_confidence: None,
         forbidden_role: None,
+        out_of_scope: false,
     });
     if !intent.route.has_modes() && decision.is_none() {
         return plan::build(manifest, parsed, cid, now);
@@ -847,7 +848,12 @@ fn reclassify(
         _ => ("embedded", parsed.intent.clone(), parsed.confidence),
     };
     let intent = manifest.intent(&intent_id).ok_or_else(|| PlanError::UnknownIntent(intent_id.clone()))?;
-    let forbidden_role = intent.required_role.clone().filter(|r| !query.roles.iter().any(|have| have == r));
+    // A borderline question is in scope only if the cascade names a declared intent with
+    // confidence; otherwise it ends out of scope, and no role applies (crate::scope).
+    let out_of_scope = query.scope.is_some_and(|s| s.decision == crate::scope::ScopeDecision::Borderline)
+        && !(llm_wins && llm_confidence.is_some_and(|c| c >= manifest.classifier.min_confidence));
+    let forbidden_role =
+        intent.required_role.clone().filter(|r| !out_of_scope && !query.roles.iter().any(|have| have == r));
     let decision = ClassificationDecision {
         decided_by: decided_by.into(),
         intent: intent_id.clone(),
@@ -857,6 +863,7 @@ fn reclassify(
         llm_intent: llm_intent.clone(),
         llm_confidence,
         forbidden_role: forbidden_role.clone(),
+        out_of_scope,
     };
     let mut reparsed = parsed.clone();
     reparsed.intent = intent_id.clone();
@@ -870,7 +877,7 @@ fn reclassify(
         )],
         ..Next::default()
     };
-    if forbidden_role.is_none() {
+    if forbidden_role.is_none() && !out_of_scope {
         next.stages = first_stages(manifest, intent, &reparsed, &query.query_id, now)?;
     }
     next.parsed = Some(reparsed);
@@ -908,6 +915,8 @@ pub struct Shaped {
     pub caveats: Vec<String>,
     /// The output's `orchestration` block.
     pub orchestration: Value,
+    /// The question ended out of scope (`final_reason: out_of_scope`).
+    pub out_of_scope: bool,
 }
 
 const DEFAULT_SAFE_REPLY: &str = "I can't help with that request.";
@@ -919,6 +928,18 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], now: 
     let mut shaped = Shaped::default();
     if let Some(c) = &flow.classification {
         orch.insert("classification".into(), json!(c));
+        if c.out_of_scope {
+            shaped.status = Some(OutputStatus::Failed);
+            shaped.confidence = Some(0.0);
+            shaped.text = Some(crate::scope::reply(manifest));
+            shaped.out_of_scope = true;
+            shaped.error = Some(OutputError {
+                category: ErrorCategory::OutOfScope,
+                message: "the cascaded classifier did not confirm an intent for a question of borderline scope".into(),
+            });
+            shaped.orchestration = Value::Object(orch);
+            return Some(shaped);
+        }
         if let Some(role) = &c.forbidden_role {
             shaped.status = Some(OutputStatus::Failed);
             shaped.confidence = Some(0.0);

@@ -1,0 +1,124 @@
+//! Out-of-scope questions: the decision taken at intake and the polite reply that ends them.
+//!
+//! The embedded classifier gives every question a scope score ([`crate::classify`]): how much
+//! of it the manifest's vocabulary and entities account for. Intake turns the score into a
+//! [`ScopeCheck`] with [`check`] and records it with the query:
+//! - at or above `classifier.scope.threshold`: in scope, routed as usual;
+//! - within `classifier.scope.borderline` below it, when a cascaded classifier
+//!   (`classifier.llm`) is configured: borderline — the query is flagged ambiguous so the
+//!   cascade runs first, and it ends out of scope only if the cascade does not confirm an intent;
+//! - otherwise out of scope: the router ends the query at once, `failed` with
+//!   `final_reason: out_of_scope` and the reply of [`reply`], dispatching no agent. No role is
+//!   checked: a question no intent covers cannot be forbidden.
+//!
+//! Pre-parsed queries carry the caller's own classification and get no scope check.
+
+use crate::manifest::Manifest;
+use serde::{Deserialize, Serialize};
+
+/// The scope decision recorded with a query at intake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeDecision {
+    /// Routed as usual.
+    InScope,
+    /// Sent to the cascaded classifier before it is rejected.
+    Borderline,
+    /// Ended without an agent.
+    OutOfScope,
+}
+
+/// The scope score of a query and what intake decided from it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScopeCheck {
+    /// The classifier's scope score, 0.0 – 1.0.
+    pub score: f64,
+    /// The manifest's `classifier.scope.threshold` when it was checked.
+    pub threshold: f64,
+    /// The decision.
+    pub decision: ScopeDecision,
+}
+
+impl ScopeCheck {
+    /// Whether the router ends the query without routing it.
+    pub fn is_out_of_scope(&self) -> bool {
+        self.decision == ScopeDecision::OutOfScope
+    }
+
+    /// Whether the query is routed without its caller's roles checked first (the cascade or
+    /// the out-of-scope ending decides; a question no intent covers cannot be forbidden).
+    pub fn skips_role_check(&self) -> bool {
+        self.decision != ScopeDecision::InScope
+    }
+}
+
+/// The decision for a scope score under `manifest`'s scope settings.
+pub fn check(manifest: &Manifest, score: f64) -> ScopeCheck {
+    let settings = &manifest.classifier.scope;
+    let decision = if score >= settings.threshold {
+        ScopeDecision::InScope
+    } else if manifest.classifier.llm.is_some() && score >= settings.threshold - settings.borderline {
+        ScopeDecision::Borderline
+    } else {
+        ScopeDecision::OutOfScope
+    };
+    ScopeCheck { score, threshold: settings.threshold, decision }
+}
+
+/// The reply to an out-of-scope question: what this assistant can help with, one line per
+/// intent, from the intents' descriptions (their ids when a description is empty).
+pub fn reply(manifest: &Manifest) -> String {
+    let mut text = String::from(
+        "This question is outside what this assistant covers, so it was not sent to any agent. \
+         It can help with:",
+    );
+    for intent in &manifest.intents {
+        let name = intent.id.replace(['_', '-'], " ");
+        let description = intent.description.trim();
+        if description.is_empty() {
+            text.push_str(&format!("\n- {name}"));
+        } else {
+            text.push_str(&format!("\n- {name}: {description}"));
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest() -> Manifest {
+        Manifest::embedded().expect("the shipped manifest loads")
+    }
+
+    #[test]
+    fn a_score_at_the_threshold_is_in_scope_and_below_it_out_of_scope_without_a_cascade() {
+        let m = manifest();
+        let t = m.classifier.scope.threshold;
+        assert_eq!(check(&m, t).decision, ScopeDecision::InScope);
+        assert_eq!(check(&m, t - 0.01).decision, ScopeDecision::OutOfScope);
+        assert!(check(&m, 0.0).skips_role_check());
+        assert!(!check(&m, 1.0).skips_role_check());
+    }
+
+    #[test]
+    fn with_a_cascade_the_band_below_the_threshold_is_borderline() {
+        let mut m = manifest();
+        m.classifier.llm = Some("explainer".into());
+        let t = m.classifier.scope.threshold;
+        let b = m.classifier.scope.borderline;
+        assert_eq!(check(&m, t - b / 2.0).decision, ScopeDecision::Borderline);
+        assert_eq!(check(&m, t - b - 0.01).decision, ScopeDecision::OutOfScope);
+    }
+
+    #[test]
+    fn the_reply_lists_every_intent_with_its_description() {
+        let m = manifest();
+        let text = reply(&m);
+        for intent in &m.intents {
+            assert!(text.contains(intent.description.trim()), "{text}");
+        }
+        assert!(text.contains("- causal impact: "), "{text}");
+    }
+}
