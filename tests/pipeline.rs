@@ -510,3 +510,26 @@ async fn wait_returns_the_output_and_the_event_log_replays_every_step_in_order()
     let text = text_body(&r);
     assert!(text.starts_with("id: ") && text.contains("\nevent: final\ndata: {"), "{text}");
 }
+
+// ---- init: each function builds only what it uses -----------------------------------------
+
+/// Only intake classifies: the router, the workers and the synthesizer handle their jobs
+/// without ever building the classifier, and intake builds it on its first question.
+#[tokio::test(start_paused = true)]
+async fn only_intake_builds_the_classifier_and_only_when_it_first_classifies() {
+    let system = Embedded::new(Arc::new(scripted()), Default::default());
+    let deps = &system.deps;
+    assert!(!deps.classifier_built(), "building the dependencies must not build the classifier");
+    let route = JobMessage::new(Job::Route { query_id: uuid::Uuid::new_v4().to_string() }).to_body();
+    let synth = JobMessage::new(Job::Synthesize { query_id: uuid::Uuid::new_v4().to_string() }).to_body();
+    let _ = handle_sqs(deps, Function::Router, sqs_event(&[&route])).await;
+    let _ = handle_sqs(deps, Function::Synthesizer, sqs_event(&[&synth])).await;
+    assert!(!deps.classifier_built(), "the router and the synthesizer never classify");
+    let r = handle_http(
+        deps,
+        api_request("POST", "/v1/queries", "", Some(r#"{"query":"alpha steady question"}"#), "u1", ""),
+    )
+    .await;
+    assert!(json_body(&r)["query_id"].is_string(), "intake recorded the query");
+    assert!(deps.classifier_built(), "intake built the classifier for its first question");
+}

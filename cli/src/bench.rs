@@ -902,7 +902,12 @@ pub struct InitRow {
     pub binary_mb: f64,
     /// Size of `target/lambda/<bin>/bootstrap` (arm64, cargo lambda) if built, MB.
     pub bootstrap_mb: Option<f64>,
+    /// `init_p50_ms` over the bare `lambda_runtime` binary's, started in the same run.
+    pub vs_bare: f64,
 }
+
+/// The baseline binary (`bench/hello`): a bare `lambda_runtime` echo function.
+pub const BARE_LAMBDA: &str = "bare-lambda";
 
 /// The environment a function gets from the SAM template, with dummy values: init reads it but
 /// makes no AWS call.
@@ -992,16 +997,30 @@ fn start_once(binary: &Path, bin: &str) -> anyhow::Result<(Duration, u64)> {
     outcome
 }
 
+/// A function's median init as a multiple of the bare binary's (0 when the baseline took no
+/// measurable time, which only a broken clock would give).
+pub fn init_ratio(function_ms: f64, bare_ms: f64) -> f64 {
+    if bare_ms > 0.0 {
+        function_ms / bare_ms
+    } else {
+        0.0
+    }
+}
+
 fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
     let exe = std::env::current_exe()?;
     let dir = exe.parent().ok_or_else(|| anyhow::anyhow!("no directory for {}", exe.display()))?;
     let lambda_dir = dir.parent().map(|t| t.join("lambda"));
     let repeat = options.repeat.max(1);
-    let mut rows = Vec::new();
-    for bin in FUNCTIONS {
+    let mut rows: Vec<InitRow> = Vec::new();
+    // The bare binary first, so every function's row carries its ratio to it.
+    for bin in std::iter::once(BARE_LAMBDA).chain(FUNCTIONS) {
         let binary = dir.join(bin);
         if !binary.is_file() {
-            eprintln!("cold-start: {} is missing; build the workspace (cargo build --release) first", binary.display());
+            eprintln!(
+                "cold-start: {} is missing; build the workspace (cargo build --release --workspace) first",
+                binary.display()
+            );
             return Ok(1);
         }
         start_once(&binary, bin)?; // page cache warm, as on a Lambda host that has the code
@@ -1015,14 +1034,17 @@ fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
         inits.sort_by(f64::total_cmp);
         hwms.sort_by(f64::total_cmp);
         let size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len() as f64 / 1e6);
+        let init_p50_ms = quantile(&inits, 0.5);
+        let bare_ms = rows.first().map_or(init_p50_ms, |bare| bare.init_p50_ms);
         let row = InitRow {
             function: bin.to_string(),
             starts: repeat,
-            init_p50_ms: quantile(&inits, 0.5),
+            init_p50_ms,
             init_max_ms: inits.last().copied().unwrap_or(0.0),
             peak_rss_mb: quantile(&hwms, 0.5),
             binary_mb: size(&binary).unwrap_or(0.0),
             bootstrap_mb: lambda_dir.as_ref().and_then(|d| size(&d.join(bin).join("bootstrap"))),
+            vs_bare: init_ratio(init_p50_ms, bare_ms),
         };
         if options.json {
             println!("{}", serde_json::to_string(&row)?);
@@ -1036,14 +1058,14 @@ fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
             dir.display()
         );
         println!(
-            "{:<13} {:>10} {:>10} {:>14} {:>11} {:>15}",
-            "function", "init p50", "init max", "peak RSS", "binary", "arm64 bootstrap"
+            "{:<13} {:>10} {:>10} {:>8} {:>14} {:>11} {:>15}",
+            "function", "init p50", "init max", "vs bare", "peak RSS", "binary", "arm64 bootstrap"
         );
         for r in &rows {
             let boot = r.bootstrap_mb.map_or("not built".to_string(), |b| format!("{b:.2} MB"));
             println!(
-                "{:<13} {:>7.2} ms {:>7.2} ms {:>11.1} MB {:>8.2} MB {:>15}",
-                r.function, r.init_p50_ms, r.init_max_ms, r.peak_rss_mb, r.binary_mb, boot
+                "{:<13} {:>7.2} ms {:>7.2} ms {:>7.2}x {:>11.1} MB {:>8.2} MB {:>15}",
+                r.function, r.init_p50_ms, r.init_max_ms, r.vs_bare, r.peak_rss_mb, r.binary_mb, boot
             );
         }
     }
@@ -1053,6 +1075,13 @@ fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_init_is_reported_as_a_multiple_of_the_bare_binarys() {
+        assert_eq!(init_ratio(6.0, 2.0), 3.0);
+        assert_eq!(init_ratio(1.0, 2.0), 0.5);
+        assert_eq!(init_ratio(5.0, 0.0), 0.0);
+    }
 
     #[test]
     fn the_equivalent_state_machine_takes_k_plus_5_transitions() {

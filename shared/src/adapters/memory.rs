@@ -58,7 +58,8 @@ struct Counters {
 #[derive(Default)]
 struct Tables {
     queries: HashMap<String, QueryRecord>,
-    handoffs: HashMap<(String, String), HandoffRecord>,
+    /// By query, then by dispatch id: a query's handoffs are listed without scanning others'.
+    handoffs: HashMap<String, BTreeMap<String, HandoffRecord>>,
     outputs: HashMap<String, (OrchestratorOutput, i64)>,
     events: HashMap<String, BTreeMap<String, Event>>,
     idempotency: HashMap<(String, String), String>,
@@ -90,8 +91,30 @@ fn poisoned() -> StoreError {
     StoreError::Unavailable { message: "store lock poisoned by a panic".into(), source: None }
 }
 
+/// Counts the bytes written to it: an item's JSON size without building the JSON.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The size of `value` serialized as JSON, in bytes.
+fn json_size<T: serde::Serialize>(value: &T) -> usize {
+    let mut count = ByteCount(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
+}
+
 fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreError> {
-    let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
+    let size = json_size(value);
     if size > DYNAMODB_MAX_ITEM_BYTES {
         return Err(StoreError::TooLarge(format!(
             "{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}"
@@ -270,8 +293,8 @@ impl Store for MemoryStore {
         let completed = {
             let mut t = self.lock()?;
             let now = self.now_s();
-            let key = (record.query_id.clone(), record.handoff.dispatch_id.clone());
-            if t.handoffs.get(&key).is_some_and(|h| h.expires_at >= now) {
+            let dispatch_id = &record.handoff.dispatch_id;
+            if t.handoffs.get(&record.query_id).and_then(|m| m.get(dispatch_id)).is_some_and(|h| h.expires_at >= now) {
                 return Ok(HandoffWrite::Duplicate);
             }
             // Filling a slot updates the query's fan-in, which needs the query; a handoff that
@@ -292,7 +315,7 @@ impl Store for MemoryStore {
                     .map(|q| q.completed.clone())
                     .unwrap_or_default(),
             };
-            t.handoffs.insert(key, record.clone());
+            t.handoffs.entry(record.query_id.clone()).or_default().insert(dispatch_id.clone(), record.clone());
             Self::put_events(&mut t, events, now);
             completed
         };
@@ -318,23 +341,18 @@ impl Store for MemoryStore {
     async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
         self.read();
         let t = self.lock()?;
-        Ok(t.handoffs
-            .get(&(query_id.to_string(), dispatch_id.to_string()))
-            .filter(|h| self.live(h.expires_at))
-            .cloned())
+        Ok(t.handoffs.get(query_id).and_then(|m| m.get(dispatch_id)).filter(|h| self.live(h.expires_at)).cloned())
     }
 
     async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError> {
         self.read();
         let t = self.lock()?;
-        let mut list: Vec<HandoffRecord> = t
-            .handoffs
-            .iter()
-            .filter(|((q, _), h)| q == query_id && self.live(h.expires_at))
-            .map(|(_, h)| h.clone())
-            .collect();
-        list.sort_by(|a, b| a.handoff.dispatch_id.cmp(&b.handoff.dispatch_id));
-        Ok(list)
+        // Keyed by dispatch id, so already in its order.
+        let now = self.now_s();
+        Ok(t.handoffs
+            .get(query_id)
+            .map(|m| m.values().filter(|h| h.expires_at >= now).cloned().collect())
+            .unwrap_or_default())
     }
 
     async fn finish_query(
@@ -376,10 +394,11 @@ impl Store for MemoryStore {
     async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError> {
         self.read();
         let t = self.lock()?;
+        let now = self.now_s();
         let mut list: Vec<Event> = t
             .events
             .get(query_id)
-            .map(|m| m.values().filter(|e| self.live(e.expires_at)).cloned().collect())
+            .map(|m| m.values().filter(|e| e.expires_at >= now).cloned().collect())
             .unwrap_or_default();
         list.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
         Ok(list)
@@ -425,14 +444,40 @@ struct StoredMessage {
 
 #[derive(Debug, Default)]
 struct QueueState {
+    /// Messages that were sent without a delay or whose delay is over, in sending order
+    /// (visible, or in flight after a receive).
     messages: VecDeque<StoredMessage>,
+    /// Messages sent with a delay that has not passed, by (visible_at, send number): a receive
+    /// looks only at the first of them instead of scanning every deadline message waiting for
+    /// its time.
+    delayed: BTreeMap<(Instant, u64), StoredMessage>,
+}
+
+impl QueueState {
+    /// Move the delayed messages whose time has come behind the others.
+    fn release_due(&mut self, now: Instant) {
+        while let Some(entry) = self.delayed.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            self.messages.push_back(entry.remove());
+        }
+    }
+
+    /// When the next delayed message becomes visible.
+    fn next_due(&self) -> Option<Instant> {
+        self.delayed.keys().next().map(|(at, _)| *at)
+    }
 }
 
 /// The embedded queues: one per [`QueueId`] of the topology, each with its dead-letter queue.
 pub struct MemoryQueue {
     settings: BTreeMap<QueueId, QueueSettings>,
     state: Mutex<BTreeMap<QueueId, QueueState>>,
-    notify: Notify,
+    /// One per queue: a send wakes only the receivers of its own queue.
+    notify: BTreeMap<QueueId, Notify>,
+    /// For receives on a queue that does not exist (they fail on their first look).
+    no_queue: Notify,
     next_id: AtomicU64,
     sends: AtomicU64,
     receives: AtomicU64,
@@ -471,14 +516,18 @@ impl MemoryQueue {
     /// Queues with explicit settings (dead-letter queues are added for each).
     pub fn with_settings(settings: BTreeMap<QueueId, QueueSettings>) -> MemoryQueue {
         let mut state = BTreeMap::new();
+        let mut notify = BTreeMap::new();
         for id in settings.keys() {
-            state.insert(*id, QueueState::default());
-            state.insert(id.dlq(), QueueState::default());
+            for id in [*id, id.dlq()] {
+                state.insert(id, QueueState::default());
+                notify.insert(id, Notify::new());
+            }
         }
         MemoryQueue {
             settings,
             state: Mutex::new(state),
-            notify: Notify::new(),
+            notify,
+            no_queue: Notify::new(),
             next_id: AtomicU64::new(1),
             sends: AtomicU64::new(0),
             receives: AtomicU64::new(0),
@@ -505,7 +554,11 @@ impl MemoryQueue {
     pub fn peek(&self, queue: QueueId) -> Vec<String> {
         self.state
             .lock()
-            .map(|s| s.get(&queue).map(|q| q.messages.iter().map(|m| m.body.clone()).collect()).unwrap_or_default())
+            .map(|s| {
+                s.get(&queue)
+                    .map(|q| q.messages.iter().chain(q.delayed.values()).map(|m| m.body.clone()).collect())
+                    .unwrap_or_default()
+            })
             .unwrap_or_default()
     }
 
@@ -526,8 +579,12 @@ impl MemoryQueue {
             }
         }
         drop(s);
-        self.notify.notify_waiters();
+        self.notify_of(source).notify_waiters();
         n
+    }
+
+    fn notify_of(&self, queue: QueueId) -> &Notify {
+        self.notify.get(&queue).unwrap_or(&self.no_queue)
     }
 
     fn settings_of(&self, queue: QueueId) -> QueueSettings {
@@ -546,10 +603,11 @@ impl MemoryQueue {
         let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
         let mut out = Vec::new();
         let mut dead = Vec::new();
-        let mut next: Option<Instant> = None;
         let q = s
             .get_mut(&queue)
             .ok_or_else(|| QueueError::Unavailable { message: format!("no queue {}", queue.name()), source: None })?;
+        q.release_due(now);
+        let mut next: Option<Instant> = q.next_due();
         let mut i = 0;
         while i < q.messages.len() {
             let m = &mut q.messages[i];
@@ -602,14 +660,15 @@ impl Queue for MemoryQueue {
         if size > SQS_MAX_MESSAGE_BYTES {
             return Err(QueueError::TooLarge(size));
         }
-        let id = format!("m-{:08}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let number = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = format!("m-{number:08}");
         {
             let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
             let q = s.get_mut(&queue).ok_or_else(|| QueueError::Unavailable {
                 message: format!("no queue {}", queue.name()),
                 source: None,
             })?;
-            q.messages.push_back(StoredMessage {
+            let stored = StoredMessage {
                 message_id: id.clone(),
                 body: message.body,
                 attributes: message.attributes,
@@ -617,10 +676,15 @@ impl Queue for MemoryQueue {
                 receive_count: 0,
                 receipt: None,
                 delayed: !message.delay.is_zero(),
-            });
+            };
+            if stored.delayed {
+                q.delayed.insert((stored.visible_at, number), stored);
+            } else {
+                q.messages.push_back(stored);
+            }
         }
         self.sends.fetch_add(1, Ordering::Relaxed);
-        self.notify.notify_waiters();
+        self.notify_of(queue).notify_waiters();
         Ok(id)
     }
 
@@ -628,7 +692,7 @@ impl Queue for MemoryQueue {
         let max = max.clamp(1, 10);
         let deadline = Instant::now() + wait;
         loop {
-            let notified = self.notify.notified();
+            let notified = self.notify_of(queue).notified();
             let (messages, next) = self.take(queue, max)?;
             if !messages.is_empty() {
                 self.receives.fetch_add(1, Ordering::Relaxed);
@@ -674,7 +738,7 @@ impl Queue for MemoryQueue {
                 .ok_or(QueueError::InvalidReceipt)?;
             m.visible_at = Instant::now() + timeout;
         }
-        self.notify.notify_waiters();
+        self.notify_of(queue).notify_waiters();
         Ok(())
     }
 
@@ -682,7 +746,7 @@ impl Queue for MemoryQueue {
         let s = self.state.lock().map_err(|_| queue_poisoned())?;
         let now = Instant::now();
         let mut depth = QueueDepth::default();
-        for m in s.get(&queue).map(|q| q.messages.iter()).into_iter().flatten() {
+        for m in s.get(&queue).map(|q| q.messages.iter().chain(q.delayed.values())).into_iter().flatten() {
             if m.visible_at <= now {
                 depth.visible += 1;
             } else if m.delayed {

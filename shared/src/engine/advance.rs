@@ -27,7 +27,8 @@ pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         if query.status != QueryStatus::Routed {
             return Ok(Attempt::Done(()));
         }
-        let Some(plan) = query.plan.clone() else { return Ok(Attempt::Done(())) };
+        // Borrowed: most calls find the stage incomplete or ask for the synthesis.
+        let Some(plan) = query.plan.as_ref() else { return Ok(Attempt::Done(())) };
         let Some(stage) = plan.stages.get(plan.current_stage) else { return Ok(Attempt::Done(())) };
         if !stage.is_complete(&query.completed) {
             return Ok(Attempt::Done(()));

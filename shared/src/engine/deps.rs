@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Tunables of the engine that are not part of the manifest.
@@ -49,8 +49,9 @@ impl Default for EngineSettings {
 pub struct Deps {
     /// The manifest, validated.
     pub manifest: Arc<Manifest>,
-    /// Built once from the manifest.
-    pub classifier: Arc<Classifier>,
+    /// Built from the manifest on first use: only intake classifies, so the router, the
+    /// workers and the synthesizer never pay for it at init.
+    classifier: OnceLock<Classifier>,
     /// Source of truth.
     pub store: Arc<dyn Store>,
     /// Pointer messages.
@@ -86,11 +87,10 @@ impl Deps {
         agents: Arc<dyn AgentRuntime>,
         settings: EngineSettings,
     ) -> Deps {
-        let classifier = Arc::new(Classifier::new(&manifest));
         let fingerprint = manifest.fingerprint();
         Deps {
             manifest,
-            classifier,
+            classifier: OnceLock::new(),
             store,
             queue,
             clock,
@@ -101,6 +101,16 @@ impl Deps {
             versions: Mutex::new(BTreeMap::new()),
             manifest_stored: AtomicBool::new(false),
         }
+    }
+
+    /// The classifier of `manifest`, built on the first call (once per process).
+    pub fn classifier(&self) -> &Classifier {
+        self.classifier.get_or_init(|| Classifier::new(&self.manifest))
+    }
+
+    /// Whether the classifier has been built yet (init checks: only intake builds it).
+    pub fn classifier_built(&self) -> bool {
+        self.classifier.get().is_some()
     }
 
     /// Fingerprint of the manifest new queries start on.

@@ -135,7 +135,7 @@ pub async fn submit(
     let (mut parsed, stage, scope) = match request.parsed {
         Some(parsed) => (parsed, "pre-parsed", None),
         None => {
-            let c = deps.classifier.classify(&request.text);
+            let c = deps.classifier().classify(&request.text);
             let scope = crate::scope::check(&deps.manifest, c.scope_score);
             alternatives = c.alternatives.iter().map(|a| json!({ "intent": a.intent, "score": a.score })).collect();
             let max = deps.manifest.query.max_entities;

@@ -108,7 +108,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
         return close_after_the_end(deps, &query, &planned).await;
     }
     let manifest = deps.manifest_for(&query).await?;
-    let Some(agent) = manifest.agent(&planned.dispatch.target_agent).cloned() else {
+    let Some(agent) = manifest.agent(&planned.dispatch.target_agent) else {
         let now = deps.clock.now();
         let failure = Failure {
             error_type: "agent_error",
@@ -125,7 +125,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     let started = tokio::time::Instant::now();
     let ran = tokio::time::timeout(
         Duration::from_millis(job.timeout_ms.max(1)),
-        deps.agents.run(&agent, &planned.dispatch, job.attempt),
+        deps.agents.run(agent, &planned.dispatch, job.attempt),
     )
     .await;
     let completed_at = deps.clock.now();
@@ -144,7 +144,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
         Ok(Err(e)) => Err(failure("agent_error", e.message, e.recoverable, false)),
         Ok(Ok(AgentReply::Malformed(raw))) => Err(failure("malformed_handoff", malformed_message(&raw), true, false)),
         Ok(Ok(AgentReply::Answer(value))) => {
-            match handoff_from_answer(value, &agent, &planned, started_at, completed_at, latency_ms) {
+            match handoff_from_answer(value, agent, &planned, started_at, completed_at, latency_ms) {
                 Ok(h) if matches!(h.execution.status, HandoffStatus::Failed | HandoffStatus::Timeout) => {
                     let recoverable = h.errors.recoverable;
                     let message =
@@ -158,13 +158,13 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     };
     match outcome {
         Ok(handoff) => {
-            let record = record_for(deps, &query, &planned, &agent, handoff, job.attempt);
+            let record = record_for(deps, &query, &planned, agent, handoff, job.attempt);
             finalize(deps, &query, &planned, record).await
         }
         Err(f) if f.recoverable && job.attempt <= planned.dispatch.routing.retry_count => {
-            schedule_retry(deps, &manifest, &query, &planned, &agent, job, f).await
+            schedule_retry(deps, &manifest, &query, &planned, agent, job, f).await
         }
-        Err(f) => give_up(deps, &manifest, &query, &planned, Some(&agent), job.attempt, f).await,
+        Err(f) => give_up(deps, &manifest, &query, &planned, Some(agent), job.attempt, f).await,
     }
 }
 
