@@ -322,9 +322,10 @@ impl Store for MemoryStore {
         self.transact(1 + usize::from(record.slot.is_some()) + events.len());
         let completed = match (&record.slot, &self.lost_fan_in_answers) {
             (Some(slot), Some(lost)) if lost(&record.query_id) => {
-                // The answer never came: other writers run, then the same write is sent again
-                // and its answer is the one used.
-                tokio::task::yield_now().await;
+                // The answer never came: the same write is sent again and its answer is the one
+                // used. (No await between the two: a future dropped there — a crashed or aborted
+                // invocation — would leave an applied write that no caller or observer saw, which
+                // the simulation's write accounting rightly reports; seed 379 found it.)
                 let again = {
                     let mut t = self.lock()?;
                     let arrivals = t.arrivals.entry(record.query_id.clone()).or_default();
