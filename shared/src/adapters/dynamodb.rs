@@ -599,6 +599,18 @@ fn rfc3339(at: &DateTime<Utc>) -> String {
 }
 
 /// `Q#<query_id>`.
+/// The query record's fields at the version after `expected_version`, with the events the
+/// write carries packed into that version's event attribute.
+fn record_fields(query: &QueryRecord, expected_version: u64, events: &[Event]) -> Result<Item, StoreError> {
+    let next = next_version(expected_version)?;
+    let mut fields = query_fields(query, next)?;
+    let events = unique_events(events);
+    if !events.is_empty() {
+        fields.insert(events_attribute(next), packed_events(&events, query.expires_at)?);
+    }
+    Ok(fields)
+}
+
 fn query_pk(query_id: &str) -> String {
     format!("Q#{query_id}")
 }
@@ -1045,12 +1057,7 @@ impl Store for DynamoStore {
         expected_version: u64,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        let next = next_version(expected_version)?;
-        let mut fields = query_fields(query, next)?;
-        let events = unique_events(events);
-        if !events.is_empty() {
-            fields.insert(events_attribute(next), packed_events(&events, query.expires_at)?);
-        }
+        let fields = record_fields(query, expected_version, events)?;
         self.update_meta(
             &query.query_id,
             fields,
@@ -1096,13 +1103,8 @@ impl Store for DynamoStore {
         expected_version: u64,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        let next = next_version(expected_version)?;
-        let mut fields = query_fields(query, next)?;
+        let mut fields = record_fields(query, expected_version, events)?;
         fields.insert(OUT.into(), packed("output", output)?);
-        let events = unique_events(events);
-        if !events.is_empty() {
-            fields.insert(events_attribute(next), packed_events(&events, query.expires_at)?);
-        }
         self.update_meta(
             &query.query_id,
             fields,
