@@ -82,8 +82,10 @@ pub enum EntitySource {
     Exact,
     /// The text contains a near spelling of the entity.
     Fuzzy,
-    /// Not written in the text; derived from a relative expression or context.
+    /// Not written in the text; derived from a relative expression ("last quarter").
     Inferred,
+    /// Not in this turn: carried over from an earlier turn of the conversation.
+    Context,
 }
 
 fn one() -> f64 {

@@ -55,12 +55,14 @@
 //! - `entities`: gazetteer, pattern and time-period extraction.
 
 mod entities;
+mod followup;
 mod scope;
 mod text;
 
 use crate::contracts::ParsedEntity;
 use crate::manifest::{ClassifierSettings, Manifest};
 use entities::EntityExtractor;
+pub use followup::PriorTurn;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;

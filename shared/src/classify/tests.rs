@@ -277,3 +277,21 @@ fn print_unknown_words() {
     let words: Vec<String> = unknown.iter().map(|(w, n)| format!("{w}x{n}")).collect();
     println!("{} unknown: {}", words.len(), words.join(" "));
 }
+
+#[test]
+fn a_follow_up_naming_only_a_brand_keeps_the_intent_and_replaces_the_brand() {
+    let c = shipped();
+    let first = c.classify("What was the causal impact of the speaker program on Kisqali TRx in the Northeast?");
+    assert_eq!(first.intent, "causal_impact");
+    let history = [PriorTurn { question: "q1".into(), intent: first.intent.clone(), entities: first.entities.clone() }];
+    let alone = c.classify("And for Fabhalta?");
+    let follow = c.classify_in_context("And for Fabhalta?", &history);
+    assert_eq!(follow.intent, "causal_impact", "alone it was {} at {:.2}", alone.intent, alone.confidence);
+    let brands: Vec<_> = follow.entities.iter().filter(|e| e.entity_type == EntityType::Brand).collect();
+    assert_eq!(brands.len(), 1);
+    assert_eq!((brands[0].value.as_str(), brands[0].source), ("Fabhalta", EntitySource::Exact));
+    let region = follow.entities.iter().find(|e| e.entity_type == EntityType::Region).expect("region carried over");
+    assert_eq!(region.source, EntitySource::Context);
+    // No history: the same as classifying alone.
+    assert_eq!(c.classify_in_context("And for Fabhalta?", &[]).intent, alone.intent);
+}
