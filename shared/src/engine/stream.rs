@@ -2,10 +2,11 @@
 //!
 //! An answer is streamed when its agent's `llm.stream` names the output field that holds the
 //! answer's text (the worker's agents), or by the synthesis agent (the synthesizer). Its text
-//! goes to the log in `token` events, each the text that arrived within
-//! `tokens.flush_interval` of the batch's first piece or `tokens.flush_chars` characters,
-//! so any function instance serving the log sees it and the writes per answer stay bounded:
-//! about `answer chars / flush_chars + answer seconds / flush_interval` puts.
+//! goes to the log in `token` events: the first piece at once (so the time to first token is
+//! the model's), then each event the text that arrived within `tokens.flush_interval` of the
+//! batch's first piece or `tokens.flush_chars` characters, so any function instance serving
+//! the log sees it and the writes per answer stay bounded: at most
+//! `1 + answer chars / flush_chars + answer seconds / flush_interval` puts.
 //!
 //! Every token event names its `stream` (`<dispatch id>-a<attempt>` for an agent's attempt,
 //! `synthesis-v<claim version>` for the synthesis agent) and its `seq` within it. A retried
@@ -101,6 +102,11 @@ pub async fn write_tokens(
             },
         };
         match next {
+            Next::Piece(piece) if writes.events + writes.failed == 0 && pending.is_empty() => {
+                // The answer's first words go out at once: the time to first token is the
+                // model's, not the flush interval's. Batching starts with the second piece.
+                flush(deps, query, tag, piece, &mut writes).await;
+            }
             Next::Piece(piece) => {
                 if pending.is_empty() {
                     due = Some(Instant::now() + interval);
