@@ -6,7 +6,8 @@
 //! notes the instant the query's first `token` event is appended and the instant its output is
 //! written. Time to first token is submit → first token event in the log (what a reader of the
 //! log can see first), next to the model's own first word (one `pace`), the whole answer, and
-//! the token events (store writes) per answer.
+//! the token events (store writes) per answer. Each queue's poller runs 16 handlers at once:
+//! with more queries in flight than that, the figure includes the wait for a free worker.
 
 use crate::bench::{quantile, submit, BenchOptions, K_AGENTS_MANIFEST};
 use shared::adapters::hooked::{Applied, HookedStore, StoreHooks, StoreOp};
@@ -153,7 +154,10 @@ pub async fn run(options: &BenchOptions) -> anyhow::Result<u8> {
             "{:>14.1} {:>14.1} {:>16.1} {:>22.1}",
             row.ttft_p50_ms, row.ttft_p99_ms, row.answer_p50_ms, row.token_events_per_answer
         );
-        println!("(the model's own first word comes after one pace, {pace_ms} ms: the rest is orchestration and the log write)");
+        println!("(the model's own first word comes after one pace, {pace_ms} ms: the rest is orchestration and the log write;");
+        println!(
+            " each queue's poller runs 16 handlers at once, so above 16 in flight a query also waits for a worker)"
+        );
     }
     Ok(0)
 }
