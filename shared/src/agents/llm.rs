@@ -716,6 +716,42 @@ mod tests {
         assert!(!missing.is_retryable());
     }
 
+    #[tokio::test]
+    async fn the_scripted_model_streams_its_reply_word_by_word_at_its_pace() {
+        let responses: BTreeMap<String, Vec<ScriptedModelReply>> =
+            serde_json::from_value(json!({ "answer_question": [ { "reply": { "answer": "Up to five days." } } ] }))
+                .expect("responses");
+        let model = ScriptedModel::new(responses).with_pace(Duration::from_millis(20));
+        let started = tokio::time::Instant::now();
+        let pieces = std::sync::Mutex::new(Vec::new());
+        let on_text = |p: &str| pieces.lock().expect("pieces").push((p.to_string(), started.elapsed()));
+        let response = model.stream(&request("answer_question", "q"), &on_text).await.expect("reply");
+        let pieces = pieces.into_inner().expect("pieces");
+        assert_eq!(pieces.iter().map(|(p, _)| p.as_str()).collect::<String>(), response.text);
+        assert_eq!(pieces.len(), 4, "{pieces:?}");
+        assert!(pieces[0].1 >= Duration::from_millis(20), "the first word waits one pace: {pieces:?}");
+        assert!(pieces[3].1 >= Duration::from_millis(80), "each word waits one pace: {pieces:?}");
+    }
+
+    #[test]
+    fn openai_stream_chunks_that_are_not_json_or_report_an_error_fail_the_stream() {
+        let ignore = |_: &str| {};
+        let mut state = ChunkState::default();
+        state.take(r#"{"choices":[{"delta":{"content":"{\"a"}}]}"#, &ignore);
+        state.take("not json", &ignore);
+        assert_eq!(state.text, "{\"a");
+        assert_eq!(state.error.as_deref(), Some("a stream chunk is not JSON"));
+        let mut state = ChunkState::default();
+        state.take(r#"{"error":{"message":"overloaded","type":"server_error"}}"#, &ignore);
+        assert_eq!(state.error.as_deref(), Some("the stream reported an error: overloaded"));
+        let mut state = ChunkState::default();
+        state.take(r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":null}"#, &ignore);
+        state.take(r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#, &ignore);
+        state.take("[DONE]", &ignore);
+        assert!(state.finished && state.done && state.error.is_none());
+        assert_eq!((state.input_tokens, state.output_tokens), (7, 3));
+    }
+
     #[test]
     fn placeholders_are_filled_from_the_fields_and_unknown_ones_left_empty() {
         let fields = json!({ "question": "Why?", "order": { "sku": "HG-40" } });
