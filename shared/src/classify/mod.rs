@@ -62,7 +62,7 @@ mod text;
 use crate::contracts::ParsedEntity;
 use crate::manifest::{ClassifierSettings, Manifest};
 use entities::EntityExtractor;
-pub use followup::PriorTurn;
+pub use followup::{FollowUp, PriorTurn};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -119,6 +119,10 @@ pub struct Classification {
     pub entities: Vec<ParsedEntity>,
     /// The best intents, best first, **including the top one**; at most five.
     pub alternatives: Vec<Alternative>,
+    /// How the conversation shaped this classification; `None` when it was classified alone
+    /// ([`Classifier::classify`], or no earlier turn to follow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<FollowUp>,
 }
 
 /// One ranked intent of a classification.
@@ -405,15 +409,23 @@ impl Classifier {
     /// and entities. Never panics: empty or symbol-only text answers the manifest's fallback
     /// intent (else the first) with confidence 0 and the ambiguity flag set.
     pub fn classify(&self, text: &str) -> Classification {
+        self.classify_parts(text).0
+    }
+
+    /// [`Classifier::classify`], also returning the probability of every intent (manifest
+    /// order; `None` when nothing in the text scored) and the follow-up cues of the text, which
+    /// [`Classifier::classify_in_context`] combines with the conversation.
+    fn classify_parts(&self, text: &str) -> (Classification, Option<Vec<f64>>, followup::Cues) {
         let tokens = tokenize(text, MAX_ENTITY_TOKENS);
         let (entities, named) = self.entities.extract(text, &tokens);
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
         let scope = self.scope(&tokens[..n], &named[..n], &entities);
+        let cues = followup::Cues::read(&tokens[..n], &named[..n], scope.content_words);
         let Some(probabilities) = self.probabilities(&scores) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
-            return Classification {
+            let c = Classification {
                 alternatives: vec![Alternative { intent: intent.clone(), score: 0.0 }],
                 intent,
                 confidence: 0.0,
@@ -421,27 +433,40 @@ impl Classifier {
                 in_scope: false,
                 scope_score: scope.score,
                 entities,
+                follow_up: None,
             };
+            return (c, None, cues);
         };
-        let mut ranked: Vec<(usize, f64)> = probabilities.into_iter().enumerate().collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let (best, confidence) = ranked[0];
-        let runner_up = ranked.get(1).map(|r| r.1).unwrap_or(0.0);
-        let ambiguity_flag =
-            confidence - runner_up < self.settings.ambiguity_margin || confidence < self.settings.min_confidence;
-        Classification {
-            intent: self.intents[best].clone(),
-            confidence,
-            ambiguity_flag,
+        let mut c = Classification {
+            intent: String::new(),
+            confidence: 0.0,
+            ambiguity_flag: true,
             in_scope: scope.in_scope,
             scope_score: scope.score,
             entities,
-            alternatives: ranked
-                .iter()
-                .take(MAX_ALTERNATIVES)
-                .map(|&(i, p)| Alternative { intent: self.intents[i].clone(), score: p })
-                .collect(),
-        }
+            alternatives: Vec::new(),
+            follow_up: None,
+        };
+        self.rank(&mut c, &probabilities);
+        (c, Some(probabilities), cues)
+    }
+
+    /// Sets the intent, confidence, ambiguity flag and alternatives of `c` from the
+    /// probability of every intent (manifest order).
+    fn rank(&self, c: &mut Classification, probabilities: &[f64]) {
+        let mut ranked: Vec<(usize, f64)> = probabilities.iter().copied().enumerate().collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let Some(&(best, confidence)) = ranked.first() else { return };
+        let runner_up = ranked.get(1).map(|r| r.1).unwrap_or(0.0);
+        c.ambiguity_flag =
+            confidence - runner_up < self.settings.ambiguity_margin || confidence < self.settings.min_confidence;
+        c.intent = self.intents[best].clone();
+        c.confidence = confidence;
+        c.alternatives = ranked
+            .iter()
+            .take(MAX_ALTERNATIVES)
+            .map(|&(i, p)| Alternative { intent: self.intents[i].clone(), score: p })
+            .collect();
     }
 
     /// Whether a slower classifier should be consulted behind this one: the classification is
