@@ -24,7 +24,7 @@
 //! Only the latest few turns are read (the latest one whose intent the manifest knows), and
 //! only their intent and entities: it runs inside the embedded classifier's microsecond budget.
 
-use super::text::{is_request_word, Token};
+use super::text::Token;
 use super::{Classification, Classifier};
 use crate::contracts::{EntitySource, EntityType, ParsedEntity};
 use serde::Serialize;
@@ -35,9 +35,9 @@ use serde::Serialize;
 const LOOKBACK: usize = 3;
 /// Prior probability that a turn opening like a continuation ("and …", "what about …",
 /// "same …", "… instead") keeps the earlier turn's intent.
-const CARRY_PRIOR_CONTINUATION: f64 = 0.92;
+const CARRY_PRIOR_CONTINUATION: f64 = 0.95;
 /// Prior probability that any other follow-up keeps the earlier turn's intent.
-const CARRY_PRIOR_PLAIN: f64 = 0.55;
+const CARRY_PRIOR_PLAIN: f64 = 0.25;
 /// A follow-up that is out of scope alone counts as in scope when its scope score reaches this
 /// share of `classifier.scope.threshold`.
 const FOLLOW_UP_SCOPE_SHARE: f64 = 0.7;
@@ -106,6 +106,11 @@ fn points_back(word: &str) -> bool {
     matches!(word, "that" | "this" | "it" | "its" | "those" | "these" | "them" | "they" | "their" | "same" | "such")
 }
 
+/// Words before the opening that say nothing: "ok, and for Fabhalta?".
+fn is_politeness(word: &str) -> bool {
+    matches!(word, "please" | "pls" | "kindly" | "ok" | "okay" | "hey" | "hi" | "so" | "well" | "right" | "thanks")
+}
+
 fn is_be(word: &str) -> bool {
     matches!(word, "is" | "are" | "was" | "were" | "be" | "been" | "isn't" | "aren't")
 }
@@ -124,7 +129,7 @@ impl Cues {
             .filter(|(t, named)| !**named && t.text.chars().any(char::is_alphabetic))
             .map(|(t, _)| t.text.as_str())
             .collect();
-        let mut opening = words.iter().copied().skip_while(|w| is_request_word(w));
+        let mut opening = words.iter().copied().skip_while(|w| is_politeness(w));
         let first = opening.next();
         let continuation = first.is_some_and(|f| opens_continuation(f, opening.next()))
             || words.iter().any(|w| marks_variation(w))

@@ -741,11 +741,27 @@ fn softmax(scores: &[f64], temperature: f64) -> Option<Vec<f64>> {
 /// Times [`Classifier::classify`] on each query, `rounds` times, and reports the median and
 /// 99th percentile of one call (what `switchyard bench classify` prints).
 pub fn bench(classifier: &Classifier, queries: &[String], rounds: usize) -> BenchReport {
+    time_each(queries, rounds, |q| classifier.classify(q))
+}
+
+/// Times [`Classifier::classify_in_context`] on each query as the next turn after `history`,
+/// `rounds` times (what `switchyard bench classify` prints beside [`bench`]).
+pub fn bench_in_context(
+    classifier: &Classifier,
+    queries: &[String],
+    history: &[PriorTurn],
+    rounds: usize,
+) -> BenchReport {
+    time_each(queries, rounds, |q| classifier.classify_in_context(q, history))
+}
+
+/// Median and 99th percentile of `classify` over `queries`, `rounds` times.
+fn time_each(queries: &[String], rounds: usize, classify: impl Fn(&str) -> Classification) -> BenchReport {
     let mut samples: Vec<f64> = Vec::with_capacity(queries.len() * rounds.max(1));
     for _ in 0..rounds.max(1) {
         for q in queries {
             let started = Instant::now();
-            let c = classifier.classify(q);
+            let c = classify(q);
             samples.push(started.elapsed().as_secs_f64() * 1e6);
             std::hint::black_box(c);
         }
