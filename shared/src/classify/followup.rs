@@ -35,9 +35,12 @@ use serde::Serialize;
 const LOOKBACK: usize = 3;
 /// Prior probability that a turn opening like a continuation ("and …", "what about …",
 /// "same …", "… instead") keeps the earlier turn's intent.
-const CARRY_PRIOR_CONTINUATION: f64 = 0.95;
+const CARRY_PRIOR_CONTINUATION: f64 = 0.97;
 /// Prior probability that any other follow-up keeps the earlier turn's intent.
-const CARRY_PRIOR_PLAIN: f64 = 0.25;
+const CARRY_PRIOR_PLAIN: f64 = 0.17;
+/// Prior probability that a question about the previous answer ("how did you get that?")
+/// asks for the manifest's fallback intent.
+const ANSWER_PRIOR: f64 = 0.75;
 /// A follow-up that is out of scope alone counts as in scope when its scope score reaches this
 /// share of `classifier.scope.threshold`.
 const FOLLOW_UP_SCOPE_SHARE: f64 = 0.7;
@@ -85,6 +88,9 @@ pub(super) struct Cues {
     refers_back: bool,
     /// It asks (a question word) without any content word: "why?", "how so?".
     bare_question: bool,
+    /// It asks the assistant about what it said: a question word, "you" and a word pointing
+    /// back ("How did you get those figures?", "Why did you pick that method?").
+    about_answer: bool,
     /// It has no content word at all, only entities, periods and function words ("And in Q1?").
     no_content: bool,
 }
@@ -141,8 +147,10 @@ impl Cues {
                     && !(i > 0 && is_be(words[i - 1]))
                     && !words.get(i + 1).is_some_and(|next| is_be(next)))
         });
-        let bare_question = content_words == 0 && words.iter().any(|w| is_question_word(w));
-        Cues { continuation, refers_back, bare_question, no_content: content_words == 0 }
+        let asks = words.iter().any(|w| is_question_word(w));
+        let bare_question = content_words == 0 && asks;
+        let about_answer = asks && refers_back && words.iter().any(|w| matches!(*w, "you" | "your"));
+        Cues { continuation, refers_back, bare_question, about_answer, no_content: content_words == 0 }
     }
 }
 
@@ -164,7 +172,9 @@ impl Classifier {
         let alone_in_scope = c.in_scope;
         if !c.in_scope {
             let follows = cues.continuation || cues.refers_back || cues.bare_question || !c.entities.is_empty();
-            let close = cues.no_content || c.scope_score >= self.settings.scope.threshold * FOLLOW_UP_SCOPE_SHARE;
+            let close = cues.no_content
+                || (cues.about_answer && self.answer_intent.is_some())
+                || c.scope_score >= self.settings.scope.threshold * FOLLOW_UP_SCOPE_SHARE;
             if !(follows && close) {
                 return c;
             }
@@ -173,9 +183,15 @@ impl Classifier {
         let (alone_intent, alone_confidence) = (c.intent.clone(), c.confidence);
 
         let k = self.intents.len();
-        let carry = if cues.continuation { CARRY_PRIOR_CONTINUATION } else { CARRY_PRIOR_PLAIN };
+        // The intent the prior favours: the earlier turn's, or for a question about the answer
+        // the manifest's fallback intent (the one that explains).
+        let (favoured, carry) = match self.answer_intent.filter(|_| cues.about_answer) {
+            Some(answer) => (answer, ANSWER_PRIOR),
+            None if cues.continuation => (last_index, CARRY_PRIOR_CONTINUATION),
+            None => (last_index, CARRY_PRIOR_PLAIN),
+        };
         let other = if k > 1 { (1.0 - carry) / (k - 1) as f64 } else { 0.0 };
-        let prior = |i: usize| if i == last_index { carry } else { other };
+        let prior = |i: usize| if i == favoured { carry } else { other };
         let mut posterior: Vec<f64> = match &probabilities {
             Some(p) => p.iter().enumerate().map(|(i, p)| p * prior(i)).collect(),
             None => (0..k).map(prior).collect(),

@@ -162,6 +162,9 @@ pub struct Classifier {
     settings: ClassifierSettings,
     /// Intent answered when the text has no usable word.
     fallback: usize,
+    /// The manifest's `query.fallback_intent`, when it names one: where a question about the
+    /// previous answer goes ("how did you get that number?", follow-up resolution).
+    answer_intent: Option<usize>,
     /// Unigram stems and "stem stem" bigrams → term id.
     vocab: HashMap<String, u32>,
     /// Per term, whether it is a bigram.
@@ -250,6 +253,11 @@ impl Classifier {
             intents,
             settings,
             fallback,
+            answer_intent: manifest
+                .query
+                .fallback_intent
+                .as_ref()
+                .and_then(|f| manifest.intents.iter().position(|i| i.id == *f)),
             vocab: HashMap::new(),
             is_bigram: Vec::new(),
             trigram_index: HashMap::new(),

@@ -347,7 +347,7 @@ fn a_turn_with_no_intent_evidence_takes_the_carry_prior_as_its_confidence() {
     assert!(!alone.in_scope && alone.confidence == 0.0, "alone it is nothing: {alone:?}");
     let next = c.classify_in_context("And in Q1?", &[turn(q1, &first)]);
     assert_eq!((next.intent.as_str(), next.in_scope), ("causal_impact", true));
-    assert!((next.confidence - 0.95).abs() < 1e-9, "the continuation prior, got {}", next.confidence);
+    assert!((next.confidence - 0.97).abs() < 1e-9, "the continuation prior, got {}", next.confidence);
     assert_eq!(values(&next, EntityType::TimePeriod).len(), 1, "the new period replaces the old one");
     assert_eq!(values(&next, EntityType::Brand), [("Fabhalta", EntitySource::Context)]);
     assert_eq!(values(&next, EntityType::Kpi), [("conversion_rate", EntitySource::Context)]);
@@ -411,4 +411,16 @@ fn hostile_histories_are_read_only_as_far_as_the_latest_few_turns_and_bounded() 
     let r = c.classify_in_context("And for Fabhalta?", &[flooded]);
     assert_eq!(r.follow_up.as_ref().map(|f| f.carried_entities), Some(20));
     assert_eq!(r.entities.len(), 21);
+}
+
+#[test]
+fn a_question_about_the_previous_answer_goes_to_the_fallback_intent_and_stays_in_scope() {
+    let c = shipped();
+    let q1 = "What was the impact of the speaker program on Kisqali TRx in the Northeast?";
+    let history = [turn(q1, &c.classify(q1))];
+    let r = c.classify_in_context("How did you get to that answer?", &history);
+    assert_eq!((r.intent.as_str(), r.in_scope), ("explanation", true), "{r:?}");
+    // Without "you" it is not about the answer: "that" alone is a plain back-reference.
+    let r = c.classify_in_context("Is the platform healthy after that?", &history);
+    assert_eq!(r.intent, "health_check");
 }
