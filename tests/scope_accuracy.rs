@@ -23,10 +23,13 @@ const OUT_OF_SCOPE_BLIND_FLOOR: f64 = 0.90;
 /// number?"), so this ceiling is a regression bound above that, not the issue's bar.
 const IN_SCOPE_REJECTED_CEILING: f64 = 0.045;
 /// With the conversation (each question the second turn of one): regression bound on the
-/// in-scope blind questions rejected.
-const IN_CONTEXT_IN_SCOPE_REJECTED_CEILING: f64 = 0.045;
-/// With the conversation: regression floor on the blind off-domain questions rejected.
-const IN_CONTEXT_OUT_OF_SCOPE_FLOOR: f64 = 0.80;
+/// in-scope blind questions rejected (reached: 2.2 %, against 3.9 % alone: "how did you arrive
+/// at that number?" is kept as a question about the previous answer).
+const IN_CONTEXT_IN_SCOPE_REJECTED_CEILING: f64 = 0.03;
+/// With the conversation: regression floor on the blind off-domain questions rejected
+/// (reached: 89.1 %, against 92.2 % alone: two adversarial questions that point back or name a
+/// year now pass as follow-ups).
+const IN_CONTEXT_OUT_OF_SCOPE_FLOOR: f64 = 0.87;
 /// Issue 18's bar: answers with confidence >= 0.9 are right at least 99 % of the time
 /// (reached: 99.3 % on the blind sets).
 const SURE_PRECISION_FLOOR: f64 = 0.99;
