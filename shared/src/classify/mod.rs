@@ -53,6 +53,9 @@
 //!
 //! - `text`: tokeniser, stop words, stemmer, edit distance.
 //! - `entities`: gazetteer, pattern and time-period extraction.
+//! - `scope`: the scope score.
+//! - `followup`: a turn classified with the conversation before it
+//!   ([`Classifier::classify_in_context`], docs/conversations.md).
 
 mod entities;
 mod followup;
