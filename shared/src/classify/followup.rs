@@ -159,7 +159,10 @@ impl Classifier {
     /// classification combined with the latest turn of the conversation whose intent the
     /// manifest knows (module docs). With no such turn this is [`Classifier::classify`].
     pub fn classify_in_context(&self, text: &str, history: &[PriorTurn]) -> Classification {
-        let (mut c, probabilities, cues) = self.classify_parts(text);
+        if history.is_empty() {
+            return self.classify(text);
+        }
+        let (mut c, probabilities, cues) = self.classify_parts(text, true);
         let Some((turns_back, last, last_index)) = history
             .iter()
             .rev()

@@ -420,20 +420,24 @@ impl Classifier {
     /// and entities. Never panics: empty or symbol-only text answers the manifest's fallback
     /// intent (else the first) with confidence 0 and the ambiguity flag set.
     pub fn classify(&self, text: &str) -> Classification {
-        self.classify_parts(text).0
+        self.classify_parts(text, false).0
     }
 
     /// [`Classifier::classify`], also returning the probability of every intent (manifest
-    /// order; `None` when nothing in the text scored) and the follow-up cues of the text, which
-    /// [`Classifier::classify_in_context`] combines with the conversation.
-    fn classify_parts(&self, text: &str) -> (Classification, Option<Vec<f64>>, followup::Cues) {
+    /// order; `None` when nothing in the text scored) and, when `cues`, the follow-up cues of
+    /// the text, which [`Classifier::classify_in_context`] combines with the conversation.
+    fn classify_parts(&self, text: &str, cues: bool) -> (Classification, Option<Vec<f64>>, followup::Cues) {
         let tokens = tokenize(text, MAX_ENTITY_TOKENS);
         let (entities, named) = self.entities.extract(text, &tokens);
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
         let scope = self.scope(&tokens[..n], &named[..n], &entities);
-        let cues = followup::Cues::read(&tokens[..n], &named[..n], scope.content_words);
+        let cues = if cues {
+            followup::Cues::read(&tokens[..n], &named[..n], scope.content_words)
+        } else {
+            followup::Cues::default()
+        };
         let Some(probabilities) = self.probabilities(&scores) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
             let c = Classification {
