@@ -31,6 +31,15 @@ pub async fn handle(
     Ok(to_lambda(reply))
 }
 
+/// Serve invocations from the Lambda Runtime API (`AWS_LAMBDA_RUNTIME_API`) until the process
+/// ends: what `main` runs once its dependencies are built.
+pub async fn run(deps: &Deps, verifier: &JwtVerifier) -> Result<(), Error> {
+    lambda_runtime::run(lambda_runtime::service_fn(|event: LambdaEvent<ApiGatewayV2httpRequest>| {
+        handle(deps, verifier, event)
+    }))
+    .await
+}
+
 /// A [`StreamReply`] in the runtime's streaming shape.
 pub fn to_lambda(reply: StreamReply) -> Streamed {
     let mut headers = HeaderMap::new();

@@ -1,7 +1,7 @@
 //! events-stream: Function URL (RESPONSE_STREAM) → verify the JWT, check ownership, follow
 //! the query's event log as server-sent events until it ends.
 
-use lambda_runtime::{run, service_fn, Error, LambdaEvent};
+use lambda_runtime::Error;
 use shared::jwt::JwtVerifier;
 use shared::system::AwsSystem;
 
@@ -10,6 +10,5 @@ async fn main() -> Result<(), Error> {
     shared::telemetry::init("events-stream", shared::telemetry::LogOutput::JsonStdout, "info");
     let verifier = JwtVerifier::from_env()?;
     let system = AwsSystem::from_env(Default::default()).await?;
-    let (deps, verifier) = (&system.deps, &verifier);
-    run(service_fn(|event: LambdaEvent<_>| events_stream::handle(deps, verifier, event))).await
+    events_stream::run(&system.deps, &verifier).await
 }
