@@ -1616,6 +1616,33 @@ intents:
     }
 
     #[test]
+    fn a_buffered_or_iam_guarded_events_url_and_a_missing_jwks_are_reported() {
+        let m = shipped();
+        let text =
+            edit_after(&render(&m), "EventsStreamFunction", "InvokeMode: RESPONSE_STREAM", "InvokeMode: BUFFERED");
+        let text = edit_after(&text, "EventsStreamFunction", "AuthType: NONE", "AuthType: AWS_IAM");
+        let text = edit_after(&text, "EventsStreamFunction", "          SWITCHYARD_JWT_JWKS: !Ref JwtJwks\n", "");
+        let problems = check(&text, &m);
+        assert_eq!(
+            problems,
+            [
+                "EventsStreamFunction: environment variable SWITCHYARD_JWT_JWKS is missing (want !Ref JwtJwks)",
+                "EventsStreamFunction: FunctionUrlConfig.InvokeMode must be RESPONSE_STREAM; a buffered URL delivers the live events only when the query ends",
+                "EventsStreamFunction: FunctionUrlConfig.AuthType must be NONE: callers present the JWT the HTTP API accepts, and the function verifies it",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_live_stream_ends_before_its_function_times_out() {
+        let follow = shared::engine::follow::FollowSettings::default();
+        assert!(follow.max_duration.as_secs() + 30 <= STREAM_FUNCTION_TIMEOUT_S, "{follow:?}");
+        let f = functions(&shipped(), &Topology::for_manifest(&shipped()));
+        let stream = f.iter().find(|f| f.streaming).expect("events-stream");
+        assert_eq!((stream.binary, stream.timeout_s, stream.sends_to.len()), ("events-stream", 900, 0));
+    }
+
+    #[test]
     fn a_router_that_cannot_send_to_synth_and_a_synthesizer_that_may_send_to_a_tier_are_both_reported() {
         let m = shipped();
         let synth = "            - !GetAtt SynthQueue.Arn\n";
