@@ -398,6 +398,8 @@ async fn missing_bad_expired_and_forged_tokens_are_refused_with_401_naming_the_r
         ),
         (Some(format!("Bearer {}", issuer.sign(&es, &with("exp", json!(now - 120))))), "expired"),
         (Some(format!("Bearer {}", issuer.sign(&es, &with("nbf", json!(now + 600))))), "not valid yet"),
+        (Some(format!("Bearer {}", issuer.sign(&es, &with("exp", Value::Null)))), "has no exp"),
+        (Some(format!("Bearer {}", issuer.sign(&es, &with("aud", json!([]))))), "aud is not an accepted audience"),
         (Some(format!("Bearer {}", issuer.sign(&es, &with("sub", json!(""))))), "has no sub"),
     ];
     for (authorization, rule) in cases {

@@ -72,7 +72,7 @@ pub enum JwtError {
     #[error("the token's aud is not an accepted audience")]
     WrongAudience,
     /// `exp` has passed (or is missing).
-    #[error("the token has expired (exp)")]
+    #[error("the token has expired (exp), or has no exp")]
     Expired,
     /// `nbf` is in the future.
     #[error("the token is not valid yet (nbf)")]
