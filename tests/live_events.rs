@@ -1,4 +1,4 @@
-//! The live events endpoint (`shared::engine::stream` over `shared::engine::follow`): events
+//! The live events endpoint (`shared::engine::live` over `shared::engine::follow`): events
 //! arrive while the query runs, `Last-Event-ID` resumes, idle streams get heartbeats, the
 //! stream ends after `final`, a client that leaves loses nothing, and hostile requests (bad
 //! `Last-Event-ID`, someone else's query, bad, expired or forged tokens) are refused before
@@ -8,7 +8,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use shared::engine::follow::{FollowSettings, HEARTBEAT_FRAME};
 use shared::engine::handlers::handle_http;
-use shared::engine::stream::{handle_stream, Identity, StreamReply};
+use shared::engine::live::{handle_stream, Identity, StreamReply};
 use shared::engine::EngineSettings;
 use shared::ports::Store;
 use shared::system::Embedded;

@@ -1,7 +1,7 @@
 //! The local HTTP server behind `switchyard serve`: each request becomes an API Gateway HTTP
 //! API event for the intake handler; `GET …/events` with `Accept: text/event-stream` follows the
 //! event log as server-sent events until the query ends, through the same streamed route as
-//! the `events-stream` Lambda function (`shared::engine::stream`, `shared::engine::follow`). `/`, `/console.js` and `/console.css`
+//! the `events-stream` Lambda function (`shared::engine::live`, `shared::engine::follow`). `/`, `/console.js` and `/console.css`
 //! are the web console ([`crate::console`]).
 
 use crate::ask::api_event;
@@ -12,7 +12,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use shared::engine::handlers::{error_response, handle_http};
 use shared::engine::intake::IntakeError;
-use shared::engine::stream::{self, Identity, StreamReply};
+use shared::engine::live::{self, Identity, StreamReply};
 use shared::engine::Deps;
 use shared::validation::{FieldError, ValidationError};
 use std::sync::Arc;
@@ -67,8 +67,8 @@ async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
         Ok(e) => e,
         Err(_) => return refuse(invalid("request", "could not be read as an API Gateway event")),
     };
-    if sse && stream::is_stream_route(&path) {
-        return to_streamed(stream::handle_stream(&system, Identity::Gateway, &event).await);
+    if sse && live::is_stream_route(&path) {
+        return to_streamed(live::handle_stream(&system, Identity::Gateway, &event).await);
     }
     to_response(handle_http(&system, event).await)
 }

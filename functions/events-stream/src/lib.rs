@@ -1,4 +1,4 @@
-//! events-stream: the streamed routes (`shared::engine::stream`) as a Lambda function with
+//! events-stream: the streamed routes (`shared::engine::live`) as a Lambda function with
 //! response streaming, behind a Function URL with `InvokeMode: RESPONSE_STREAM`.
 //!
 //! A Function URL has no JWT authorizer, so the caller's token is verified here
@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use lambda_runtime::streaming::Response;
 use lambda_runtime::{Error, LambdaEvent, MetadataPrelude};
-use shared::engine::stream::{handle_stream, Identity, StreamReply};
+use shared::engine::live::{handle_stream, Identity, StreamReply};
 use shared::engine::Deps;
 use shared::jwt::JwtVerifier;
 use std::convert::Infallible;

@@ -16,12 +16,13 @@
 //!   the handoff; fan in; advance pipelines through their QC gates.
 //! - [`synth`]: claim, merge the handoffs into the output with its confidence band
 //!   (docs/routing.md#confidence-bands), write it once; the deadline that ends every query.
+//! - [`stream`]: a streamed answer's text written to the log as batched `token` events.
 //! - [`advance`]: move a query on when a stage completes — the next pipeline stage, the next
 //!   step of an orchestration mode (what that step is, is decided by the pure
 //!   [`crate::plan::modes`]), or the synthesis.
 //! - [`listing`]: the caller's recent queries and the manifest's routing table, for people.
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
-//! - [`stream`]: the routes answered with a streamed response (the live events endpoint), for
+//! - [`live`]: the routes answered with a streamed response (the live events endpoint), for
 //!   `switchyard serve` and the `events-stream` function; [`follow`] follows a query's log as
 //!   server-sent events for them.
 //!
@@ -29,8 +30,8 @@
 //!
 //! ```text
 //! handlers ─► intake, router, worker, synth
-//! stream ─► handlers, intake, follow
-//!             worker, synth ─► advance
+//! live ─► handlers, intake, follow
+//!             worker, synth ─► advance, stream
 //!             intake, router, worker, synth, advance ─► effects ─► deps
 //! ```
 //!
@@ -46,6 +47,7 @@ pub mod follow;
 pub mod handlers;
 pub mod intake;
 pub mod listing;
+pub mod live;
 pub mod reflection;
 pub mod router;
 pub mod stream;

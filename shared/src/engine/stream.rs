@@ -1,163 +1,345 @@
-//! The routes answered with a streamed response: today the live events endpoint
-//! (`GET /v1/queries/{id}/events` following the log until the query ends). `switchyard serve`
-//! sends these through its HTTP server; on AWS the `events-stream` function sends them through
-//! Lambda response streaming behind a Function URL (docs/operations.md#streaming-on-aws).
+//! Streamed answers in the event log: `token` events, written in batches while a model writes.
 //!
-//! A route here answers a status, headers and a body that is a stream of chunks; errors are
-//! answered by [`super::handlers::error_response`] like every other route. New streamed routes
-//! (an OpenAI-compatible `POST /v1/chat/completions` with `stream: true`) join
-//! [`STREAM_ROUTES`] and the match in [`handle_stream`]; the function, its URL and the template
-//! do not change.
+//! An answer is streamed when its agent's `llm.stream` names the output field that holds the
+//! answer's text (the worker's agents), or by the synthesis agent (the synthesizer). Its text
+//! goes to the log in `token` events: the first piece at once (so the time to first token is
+//! the model's), then each event the text that arrived within `tokens.flush_interval` of the
+//! batch's first piece or `tokens.flush_chars` characters, so any function instance serving
+//! the log sees it and the writes per answer stay bounded: at most
+//! `1 + answer chars / flush_chars + answer seconds / flush_interval` puts.
+//!
+//! Every token event names its `stream` (`<dispatch id>-a<attempt>` for an agent's attempt,
+//! `synthesis-v<claim version>` for the synthesis agent) and its `seq` within it. A retried
+//! attempt or a critic's re-draft is a new stream; the `synthesis` event's `answer_stream`
+//! names the one whose text is the output's `response_text`, so a reader concatenates the
+//! `text` of that stream's events and drops the others (a broken or rejected draft).
 
-use super::follow::{self, LAST_EVENT_ID};
-use super::handlers::{self, error_response};
-use super::intake::{self, Caller, IntakeError};
-use super::Deps;
-use crate::jwt::JwtVerifier;
-use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
-use aws_lambda_events::encodings::Body;
-use aws_lambda_events::http::Method;
-use bytes::Bytes;
-use futures::stream::BoxStream;
-use futures::StreamExt;
+use super::deps::Deps;
+use super::effects::Entry;
+use crate::manifest::{Agent, TokenSettings};
+use crate::ports::{AgentError, AgentReply, QueryRecord, TokenSink};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
 
-/// The routes [`handle_stream`] serves: (method, path template).
-pub const STREAM_ROUTES: [(&str, &str); 1] = [("GET", "/v1/queries/{id}/events")];
-
-/// Where a streamed route's caller comes from.
-#[derive(Debug, Clone, Copy)]
-pub enum Identity<'a> {
-    /// Verify the `Authorization: Bearer` JWT here (a Function URL has no authorizer).
-    Jwt(&'a JwtVerifier),
-    /// Trust the request as [`handlers::caller`] does: an API Gateway authorizer's claims, or
-    /// the dev identity headers of `switchyard serve`.
-    Gateway,
+/// Which answer a set of token events belongs to.
+#[derive(Debug, Clone)]
+pub struct StreamTag {
+    /// The log entry the events are written as (in a stage, or at the end of the query).
+    pub entry: Entry,
+    /// Stage of the events.
+    pub stage: usize,
+    /// Unique id of this streamed answer within the query.
+    pub stream: String,
+    /// Fields every event of the stream carries (agent, dispatch, attempt).
+    pub detail: Value,
 }
 
-/// A streamed response: status and headers first, then the body as it is produced.
-pub struct StreamReply {
-    /// HTTP status.
-    pub status: u16,
-    /// Response headers.
-    pub headers: Vec<(String, String)>,
-    /// The body's chunks.
-    pub body: BoxStream<'static, Bytes>,
-}
-
-impl std::fmt::Debug for StreamReply {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamReply").field("status", &self.status).field("headers", &self.headers).finish()
+impl StreamTag {
+    /// The stream of one attempt of a dispatch.
+    pub fn attempt(stage: usize, agent: &str, dispatch_id: &str, attempt: u32) -> StreamTag {
+        StreamTag {
+            entry: Entry::Token,
+            stage,
+            stream: stream_id(dispatch_id, attempt),
+            detail: json!({ "agent": agent, "dispatch_id": dispatch_id, "attempt": attempt, "draft": stage }),
+        }
     }
-}
 
-impl StreamReply {
-    /// A whole (buffered) response sent as a one-chunk stream: how errors are answered.
-    pub fn from_response(response: ApiGatewayV2httpResponse) -> StreamReply {
-        let body = match response.body {
-            Some(Body::Text(t)) => Bytes::from(t),
-            Some(Body::Binary(b)) => Bytes::from(b),
-            _ => Bytes::new(),
-        };
-        let headers = response
-            .headers
-            .iter()
-            .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string())))
-            .collect();
-        StreamReply {
-            status: u16::try_from(response.status_code).unwrap_or(500),
-            headers,
-            body: futures::stream::once(async move { body }).boxed(),
+    /// The synthesis agent's stream under the synthesizer's claim `version`.
+    pub fn synthesis(agent: &str, version: u64) -> StreamTag {
+        StreamTag {
+            entry: Entry::AnswerToken,
+            stage: 0,
+            stream: format!("synthesis-v{version}"),
+            detail: json!({ "agent": agent, "synthesis": true }),
         }
     }
 }
 
-fn header<'a>(request: &'a ApiGatewayV2httpRequest, name: &str) -> Option<&'a str> {
-    request.headers.get(name).and_then(|v| v.to_str().ok())
+/// Stream id of one attempt of a dispatch.
+pub fn stream_id(dispatch_id: &str, attempt: u32) -> String {
+    format!("{dispatch_id}-a{attempt}")
 }
 
-fn caller(deps: &Deps, identity: Identity<'_>, request: &ApiGatewayV2httpRequest) -> Result<Caller, IntakeError> {
-    match identity {
-        Identity::Gateway => handlers::caller(deps, request).ok_or(IntakeError::Unauthenticated),
-        Identity::Jwt(verifier) => {
-            let now = deps.clock.now().timestamp();
-            match verifier.verify_authorization(header(request, "authorization"), now) {
-                Ok(token) => Ok(Caller { user_id: token.subject, roles: token.roles }),
-                Err(e) => {
-                    tracing::info!(reason = %e, "refused: bad bearer token");
-                    Err(IntakeError::BadToken(e.to_string()))
+/// What writing one stream cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamWrites {
+    /// Token events written (one store write each).
+    pub events: u32,
+    /// Characters streamed.
+    pub chars: usize,
+    /// Writes that failed (logged; the answer itself is unaffected).
+    pub failed: u32,
+}
+
+/// Write the pieces arriving on `pieces` as token events until the sender is dropped.
+pub async fn write_tokens(
+    deps: &Deps,
+    query: &QueryRecord,
+    tag: &StreamTag,
+    settings: &TokenSettings,
+    mut pieces: UnboundedReceiver<String>,
+) -> StreamWrites {
+    enum Next {
+        Piece(String),
+        Closed,
+        Due,
+    }
+    let interval = settings.flush_interval.as_std().max(Duration::from_millis(1));
+    let max_chars = settings.flush_chars.max(1);
+    let mut pending = String::new();
+    let mut pending_chars = 0usize;
+    let mut due: Option<Instant> = None;
+    let mut writes = StreamWrites::default();
+    loop {
+        let next = match due {
+            None => pieces.recv().await.map_or(Next::Closed, Next::Piece),
+            Some(at) => tokio::select! {
+                piece = pieces.recv() => piece.map_or(Next::Closed, Next::Piece),
+                _ = tokio::time::sleep_until(at) => Next::Due,
+            },
+        };
+        match next {
+            Next::Piece(piece) if writes.events + writes.failed == 0 && pending.is_empty() => {
+                // The answer's first words go out at once: the time to first token is the
+                // model's, not the flush interval's. Batching starts with the second piece.
+                flush(deps, query, tag, piece, &mut writes).await;
+            }
+            Next::Piece(piece) => {
+                if pending.is_empty() {
+                    due = Some(Instant::now() + interval);
+                }
+                pending_chars += piece.chars().count();
+                pending.push_str(&piece);
+                while pending_chars >= max_chars {
+                    let cut = pending.char_indices().nth(max_chars).map_or(pending.len(), |(i, _)| i);
+                    let rest = pending.split_off(cut);
+                    flush(deps, query, tag, std::mem::replace(&mut pending, rest), &mut writes).await;
+                    pending_chars -= max_chars.min(pending_chars);
+                    due = (!pending.is_empty()).then(|| Instant::now() + interval);
                 }
             }
-        }
-    }
-}
-
-/// Whether `path` is a route [`handle_stream`] serves (any method).
-pub fn is_stream_route(path: &str) -> bool {
-    route(path).is_some()
-}
-
-/// The route template `path` matches, with its `{id}`.
-fn route(path: &str) -> Option<(&'static str, Option<String>)> {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    STREAM_ROUTES.iter().find_map(|(_, template)| {
-        let parts: Vec<&str> = template.split('/').filter(|s| !s.is_empty()).collect();
-        if parts.len() != segments.len() {
-            return None;
-        }
-        let mut id = None;
-        for (t, s) in parts.iter().zip(&segments) {
-            if t.starts_with('{') && !s.is_empty() {
-                id = Some((*s).to_string());
-            } else if t != s {
-                return None;
+            Next::Due => {
+                flush(deps, query, tag, std::mem::take(&mut pending), &mut writes).await;
+                pending_chars = 0;
+                due = None;
+            }
+            Next::Closed => {
+                if !pending.is_empty() {
+                    flush(deps, query, tag, pending, &mut writes).await;
+                }
+                return writes;
             }
         }
-        Some((*template, id))
-    })
-}
-
-/// Serve a streamed route: route, caller, ownership and input are checked before the first
-/// byte, so every refusal is an ordinary JSON error with its status.
-pub async fn handle_stream(deps: &Deps, identity: Identity<'_>, request: &ApiGatewayV2httpRequest) -> StreamReply {
-    let request_id = request.request_context.request_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    match open(deps, identity, request).await {
-        Ok(reply) => reply,
-        Err(e) => StreamReply::from_response(error_response(&e, &request_id)),
     }
 }
 
-async fn open(
-    deps: &Deps,
-    identity: Identity<'_>,
-    request: &ApiGatewayV2httpRequest,
-) -> Result<StreamReply, IntakeError> {
-    let path = request.raw_path.clone().or_else(|| request.request_context.http.path.clone()).unwrap_or_default();
-    let (template, id) = route(&path).ok_or(IntakeError::UnknownRoute)?;
-    let method = &request.request_context.http.method;
-    if !STREAM_ROUTES.iter().any(|(m, t)| *t == template && *m == method.as_str()) {
-        return Err(IntakeError::MethodNotAllowed { allowed: "GET" });
+async fn flush(deps: &Deps, query: &QueryRecord, tag: &StreamTag, text: String, writes: &mut StreamWrites) {
+    let seq = writes.events + writes.failed;
+    let mut detail = tag.detail.clone();
+    if let Value::Object(map) = &mut detail {
+        map.insert("stream".into(), json!(tag.stream));
+        map.insert("seq".into(), json!(seq));
+        map.insert("text".into(), json!(text));
     }
-    let caller = caller(deps, identity, request)?;
-    match (method, template) {
-        (&Method::GET, "/v1/queries/{id}/events") => {
-            let id = id.unwrap_or_default();
-            let resume_after = match header(request, LAST_EVENT_ID) {
-                None => None,
-                Some(value) => Some(follow::parse_last_event_id(value).map_err(IntakeError::Invalid)?),
-            };
-            intake::owned_query(deps, &caller, &id).await?;
-            let body = follow::follow(deps.store.clone(), id, resume_after, deps.settings.follow).boxed();
-            Ok(StreamReply {
-                status: 200,
-                headers: vec![
-                    ("content-type".into(), "text/event-stream".into()),
-                    ("cache-control".into(), "no-cache".into()),
-                    // Proxies that buffer by default (nginx) pass the stream through.
-                    ("x-accel-buffering".into(), "no".into()),
-                ],
-                body,
-            })
+    let id = format!("{}-{seq:05}", tag.stream);
+    let event = deps.event(query, tag.entry, tag.stage, &id, detail);
+    match deps.store.append_events(&[event]).await {
+        Ok(()) => {
+            writes.events += 1;
+            writes.chars += text.chars().count();
         }
-        _ => Err(IntakeError::MethodNotAllowed { allowed: "GET" }),
+        Err(e) => {
+            writes.failed += 1;
+            tracing::warn!(query_id = %query.query_id, stream = %tag.stream, seq, error = %e, "a token batch was not written");
+        }
     }
+}
+
+/// Run `agent` under `timeout`, streaming its answer into the log when its settings name a
+/// streamed field; `Err(())` when it ran out of time.
+pub async fn run_agent(
+    deps: &Deps,
+    query: &QueryRecord,
+    tag: StreamTag,
+    agent: &Agent,
+    dispatch: &crate::contracts::AgentDispatch,
+    attempt: u32,
+    timeout: Duration,
+) -> Result<Result<AgentReply, AgentError>, ()> {
+    if agent.llm.as_ref().and_then(|l| l.stream.as_ref()).is_none() {
+        return tokio::time::timeout(timeout, deps.agents.run(agent, dispatch, attempt)).await.map_err(|_| ());
+    }
+    let (sink, pieces) = TokenSink::channel();
+    let run = async move {
+        let sink = sink;
+        tokio::time::timeout(timeout, deps.agents.run_streaming(agent, dispatch, attempt, &sink)).await
+        // `sink` drops here, which ends the writer once it has flushed.
+    };
+    let manifest = deps.manifest_for(query).await.ok();
+    let settings = manifest.map(|m| m.tokens.clone()).unwrap_or_default();
+    let (ran, writes) = tokio::join!(run, write_tokens(deps, query, &tag, &settings, pieces));
+    tracing::info!(
+        query_id = %query.query_id,
+        stream = %tag.stream,
+        token_events = writes.events,
+        chars = writes.chars,
+        failed = writes.failed,
+        "answer streamed"
+    );
+    ran.map_err(|_| ())
+}
+
+/// Which answer the output carries: the synthesis agent's or the deterministic synthesis's,
+/// and the stream whose tokens spell it (when it was streamed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnswerSource {
+    /// The stream whose token texts concatenate to `response_text`, if one does.
+    pub stream: Option<String>,
+    /// `orchestration.synthesis` for the output, when a synthesis agent is configured.
+    pub report: Option<Value>,
+}
+
+/// Let the manifest's synthesis agent write the answer of `output` (already built by the
+/// deterministic synthesis, bands and caveats included), streaming it; keep the
+/// deterministic text when it is not configured for this query, fails, times out, answers
+/// with no text, or drops every citation. Then name the stream the final text came from.
+pub async fn synthesize_answer(
+    deps: &Deps,
+    manifest: &crate::manifest::Manifest,
+    query: &QueryRecord,
+    handoffs: &[crate::ports::HandoffRecord],
+    output: &mut crate::contracts::OrchestratorOutput,
+    deadline_passed: bool,
+) -> AnswerSource {
+    let mut report = None;
+    if let Some(s) = &manifest.synthesis {
+        let applies = s.intents.is_empty() || s.intents.contains(&output.intent);
+        let answered =
+            matches!(output.status, crate::contracts::OutputStatus::Success | crate::contracts::OutputStatus::Partial)
+                && output.final_reason != Some(crate::contracts::ConfidenceBand::OutOfScope);
+        if applies && answered {
+            let why_not = if deadline_passed {
+                Err("the query's deadline had passed".to_string())
+            } else {
+                run_synthesis_agent(deps, manifest, s, query, handoffs, output).await
+            };
+            report = Some(match why_not {
+                Ok(stream) => {
+                    return AnswerSource {
+                        stream: Some(stream),
+                        report: Some(json!({ "answered_by": "synthesis_agent", "agent": s.agent })),
+                    }
+                }
+                Err(reason) => {
+                    tracing::info!(query_id = %query.query_id, reason = %reason, "the deterministic synthesis answers");
+                    json!({ "answered_by": "deterministic", "agent": s.agent, "fallback_reason": reason })
+                }
+            });
+        }
+    }
+    AnswerSource { stream: streamed_handoff(manifest, handoffs, &output.response_text), report }
+}
+
+/// The stream of the latest streamed handoff whose field holds exactly `text`.
+fn streamed_handoff(
+    manifest: &crate::manifest::Manifest,
+    handoffs: &[crate::ports::HandoffRecord],
+    text: &str,
+) -> Option<String> {
+    handoffs
+        .iter()
+        .filter(|h| h.handoff.execution.status.is_usable())
+        .filter(|h| {
+            let field = manifest.agent(&h.handoff.agent_id).and_then(|a| a.llm.as_ref()).and_then(|l| l.stream.clone());
+            field.is_some_and(|f| h.handoff.result.primary_output.get(&f).and_then(Value::as_str) == Some(text))
+        })
+        .max_by_key(|h| h.handoff.execution.completed_at)
+        .map(|h| stream_id(&h.handoff.dispatch_id, h.attempts))
+}
+
+/// Run the synthesis agent; its stream id when its answer replaced the output's text.
+async fn run_synthesis_agent(
+    deps: &Deps,
+    manifest: &crate::manifest::Manifest,
+    settings: &crate::manifest::SynthesisSettings,
+    query: &QueryRecord,
+    handoffs: &[crate::ports::HandoffRecord],
+    output: &mut crate::contracts::OrchestratorOutput,
+) -> Result<String, String> {
+    use crate::contracts::{AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting};
+    let agent = manifest.agent(&settings.agent).ok_or_else(|| format!("agent `{}` is not declared", settings.agent))?;
+    let field = agent
+        .llm
+        .as_ref()
+        .and_then(|l| l.stream.clone())
+        .ok_or_else(|| format!("agent `{}` names no streamed field", agent.id))?;
+    let answers: Vec<Value> = output
+        .agent_results
+        .iter()
+        .filter(|r| r.status.is_usable())
+        .map(|r| {
+            let evidence = handoffs
+                .iter()
+                .find(|h| h.handoff.dispatch_id == r.dispatch_id)
+                .map(|h| serde_json::to_value(&h.handoff.result.evidence).unwrap_or(Value::Null))
+                .unwrap_or(Value::Null);
+            json!({ "agent": r.agent_id, "confidence": r.confidence, "answer": r.result, "evidence": evidence })
+        })
+        .collect();
+    let citations: Vec<Value> =
+        output.citations.iter().map(|c| json!({ "source_id": c.source_id, "text": c.text })).collect();
+    let context = json!({
+        "question": query.parsed.raw_query,
+        "conversation": query.parsed.context,
+        "handoffs": answers,
+        "draft_answer": output.response_text,
+        "citations": citations,
+        "confidence": output.response_confidence,
+        "caveats": output.caveats,
+    });
+    let timeout = settings.timeout.as_std();
+    let dispatch = AgentDispatch {
+        dispatch_id: format!("{}-synthesis-v{}", query.query_id, query.version),
+        query_id: query.query_id.clone(),
+        target_agent: agent.id.clone(),
+        target_tier: agent.tier,
+        payload: DispatchPayload {
+            intent: output.intent.clone(),
+            entities: query.parsed.entities.clone(),
+            context,
+            constraints: DispatchConstraints { max_latency_ms: timeout.as_millis() as u64, required_confidence: 0.0 },
+        },
+        routing: DispatchRouting {
+            priority: 0,
+            timeout_ms: timeout.as_millis() as u64,
+            retry_count: 0,
+            fallback_agent: None,
+        },
+        metadata: DispatchMetadata { dispatched_at: deps.clock.now(), correlation_id: query.query_id.clone() },
+    };
+    let tag = StreamTag::synthesis(&agent.id, query.version);
+    let stream = tag.stream.clone();
+    let reply = match run_agent(deps, query, tag, agent, &dispatch, 1, timeout).await {
+        Err(()) => return Err(format!("no answer within {} ms", timeout.as_millis())),
+        Ok(Err(e)) => return Err(format!("the synthesis agent failed: {}", e.message)),
+        Ok(Ok(AgentReply::Malformed(_))) => return Err("the synthesis agent's answer did not match its schema".into()),
+        Ok(Ok(AgentReply::Answer(v))) => v,
+    };
+    let text = reply
+        .pointer(&format!("/primary_output/{field}"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| format!("the synthesis agent's `{field}` is empty"))?;
+    if !output.citations.is_empty() && !output.citations.iter().any(|c| text.contains(&c.source_id)) {
+        return Err(format!(
+            "the synthesis agent's answer cites none of the {} sources (it must name their source ids)",
+            output.citations.len()
+        ));
+    }
+    output.response_text = text;
+    Ok(stream)
 }
