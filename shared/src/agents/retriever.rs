@@ -8,7 +8,7 @@
 //! its path, through [`RetrieverAgents::problems`], never at the first query.
 
 use crate::contracts::AgentDispatch;
-use crate::manifest::{Agent, Manifest, RetrieverSettings};
+use crate::manifest::{Agent, Manifest, RetrieverRole, RetrieverSettings};
 use crate::ports::{AgentError, AgentReply};
 use crate::retrieval::search::{compose, confidence, retrieve, Request};
 use crate::retrieval::Index;
@@ -33,7 +33,7 @@ impl RetrieverAgents {
     pub fn new(manifest: &Manifest) -> RetrieverAgents {
         let mut indexes = HashMap::new();
         for agent in &manifest.agents {
-            let Some(s) = &agent.retriever else { continue };
+            let Some(s) = agent.retriever.as_ref().filter(|s| s.role == RetrieverRole::Search) else { continue };
             let index = match (&s.corpus, &s.index) {
                 (Some(dir), _) => Index::from_folder(&manifest.resolve(dir), s.chunking),
                 (None, Some(file)) => Index::load(&manifest.resolve(file)),
@@ -70,6 +70,11 @@ impl RetrieverAgents {
         s: &RetrieverSettings,
         dispatch: &AgentDispatch,
     ) -> Result<AgentReply, AgentError> {
+        match s.role {
+            RetrieverRole::Search => {}
+            RetrieverRole::Rerank => return given::rerank(dispatch),
+            RetrieverRole::Answer => return given::answer(agent, s, dispatch),
+        }
         let index = match self.indexes.get(&agent.id) {
             Some(Ok(index)) => index,
             Some(Err(e)) => return Err(AgentError { message: e.clone(), recoverable: false }),
@@ -117,6 +122,7 @@ impl RetrieverAgents {
                 json!({
                     "chunk_id": c.chunk_id, "score": c.score, "source": c.source, "date": c.date,
                     "title": c.title, "rrf": c.rrf, "match_score": c.match_score, "recency": c.recency,
+                    "text": c.text,
                 })
             })
             .collect();
@@ -143,6 +149,121 @@ impl RetrieverAgents {
             "evidence": evidence,
             "caveats": caveats,
             "model_used": "retriever",
+        })))
+    }
+}
+
+/// The `rerank` and `answer` roles: work on the `candidates` a route's merge put in the
+/// dispatch, without an index.
+mod given {
+    use super::*;
+    use crate::retrieval::merge::{term_coverage, MAX_LIST};
+    use crate::retrieval::search::Candidate;
+
+    /// The dispatch's candidates, each with a `chunk_id` and a `text` or `summary`.
+    fn candidates(dispatch: &AgentDispatch) -> Result<Vec<Candidate>, AgentError> {
+        let bad = |message: String| AgentError { message, recoverable: false };
+        let items = match dispatch.payload.context.get("candidates") {
+            Some(Value::Array(items)) => items,
+            None | Some(Value::Null) => {
+                return Err(bad("the dispatch has no `candidates` (a route's merge hands them over)".into()))
+            }
+            Some(other) => return Err(bad(format!("`candidates` must be a list, got {}", kind(other)))),
+        };
+        if items.len() > MAX_LIST {
+            return Err(bad(format!("`candidates` lists {} chunks; at most {MAX_LIST}", items.len())));
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for (n, item) in items.iter().enumerate() {
+            let field = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_string);
+            let Some(chunk_id) = field("chunk_id").filter(|c| !c.trim().is_empty()) else {
+                return Err(bad(format!("`candidates[{n}].chunk_id` is missing or empty")));
+            };
+            let Some(text) = field("text").or_else(|| field("summary")) else {
+                return Err(bad(format!("`candidates[{n}]` has neither `text` nor `summary`")));
+            };
+            out.push(Candidate {
+                chunk_id,
+                doc_id: String::new(),
+                title: field("title").unwrap_or_default(),
+                source: field("source").unwrap_or_default(),
+                date: field("date"),
+                text,
+                score: item.get("score").and_then(Value::as_f64).unwrap_or(0.0),
+                rrf: 0.0,
+                match_score: 0.0,
+                recency: 0.0,
+            });
+        }
+        Ok(out)
+    }
+
+    fn queries(req: &Request) -> Vec<&str> {
+        std::iter::once(req.question.as_str()).chain(req.revised_query.as_deref()).collect()
+    }
+
+    /// Score each candidate by the share of the question's (or revised query's) terms it holds.
+    pub(super) fn rerank(dispatch: &AgentDispatch) -> Result<AgentReply, AgentError> {
+        let req = request(&dispatch.payload.context).map_err(|message| AgentError { message, recoverable: false })?;
+        let given = candidates(dispatch)?;
+        let q = queries(&req);
+        let scores: Vec<Value> = given
+            .iter()
+            .map(|c| json!({ "chunk_id": c.chunk_id, "score": (term_coverage(&q, &c.text) * 1000.0).round() / 1000.0 }))
+            .collect();
+        Ok(AgentReply::Answer(json!({
+            "status": "success",
+            "primary_output": { "scores": scores, "method": "term coverage of the question and revised query" },
+            "confidence": if given.is_empty() { 0.0 } else { 0.9 },
+            "model_used": "retriever:rerank",
+        })))
+    }
+
+    /// Answer extractively from the candidates, citing each one used by its `chunk_id`.
+    pub(super) fn answer(
+        agent: &Agent,
+        s: &RetrieverSettings,
+        dispatch: &AgentDispatch,
+    ) -> Result<AgentReply, AgentError> {
+        let req = request(&dispatch.payload.context).map_err(|message| AgentError { message, recoverable: false })?;
+        let given = candidates(dispatch)?;
+        let hydrated = dispatch.payload.context.get("hydrated").and_then(Value::as_bool).unwrap_or(true);
+        let q = queries(&req);
+        let coverage: Vec<f64> = given.iter().take(3).map(|c| term_coverage(&q, &c.text)).collect();
+        let text = compose(&req, &given, s.answer_sentences);
+        let (status, response, confidence) = match text {
+            Some(t) => {
+                let mean = coverage.iter().sum::<f64>() / coverage.len().max(1) as f64;
+                ("success", t, ((0.35 + 0.6 * mean) * if hydrated { 1.0 } else { 0.9 }).clamp(0.0, 0.95))
+            }
+            None => ("partial", "The retrieved documents hold nothing that answers this question.".to_string(), 0.2),
+        };
+        let evidence: Vec<Value> = given
+            .iter()
+            .map(|c| {
+                json!({
+                    "source_type": agent.citation_source,
+                    "source_id": c.chunk_id,
+                    "text": c.text,
+                    "relevance": (c.score * 1000.0).round() / 1000.0,
+                })
+            })
+            .collect();
+        let mut caveats = Vec::new();
+        if !hydrated {
+            caveats.push("answered from summary-only references; full chunks load when the critic asks".to_string());
+        }
+        Ok(AgentReply::Answer(json!({
+            "status": status,
+            "primary_output": {
+                "response": response,
+                "candidates_used": given.len(),
+                "hydrated": hydrated,
+            },
+            "confidence": (confidence * 1000.0).round() / 1000.0,
+            "evidence": evidence,
+            "caveats": caveats,
+            "model_used": "retriever:answer",
         })))
     }
 }
