@@ -405,6 +405,73 @@ async fn malformed_requested_years_fail_the_retriever_with_the_field_named() {
     }
 }
 
+/// The shipped rag-manager with `lazy: true` and a critic that accepts only an answer quoting a
+/// sentence that is not the first of its chunk (so a summary-only answer cannot have it).
+fn lazy_rag_manager() -> Manifest {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/rag-manager");
+    let text = std::fs::read_to_string(dir.join("routing.yaml")).expect("manifest");
+    let text = text
+        .replace(
+            "        top_k: 4\n      guardrails:",
+            "        top_k: 4\n        lazy: true\n      critic: {agent: evidence_critic, max_retries: 1}\n      guardrails:",
+        )
+        .replace(
+            "      check_output:",
+            "      evaluate_evidence:\n        - when: fastest of any segment\n          reply: {verdict: accept, critique: the answer quotes the full passage}\n        - reply: {verdict: reject, critique: the answer rests on one-sentence summaries}\n      check_output:",
+        )
+        .replace(
+            "  - id: output_guard",
+            "  - id: evidence_critic\n    tier: 1\n    kind: llm\n    inputs: [question]\n    llm:\n      provider: offline\n      system: Reject answers that rest on summaries.\n      prompt: \"Question: {question}\\n\\nAnswer: {answer}\"\n      output_schema:\n        name: evaluate_evidence\n        schema: {type: object, required: [verdict]}\n  - id: output_guard",
+        );
+    let mut manifest = Manifest::from_yaml(&text, "lazy-rag-manager.yaml").unwrap_or_else(|e| panic!("{e}"));
+    manifest.base_dir = Some(dir);
+    manifest
+}
+
+#[tokio::test(start_paused = true)]
+async fn lazy_hydration_answers_from_summaries_first_and_loads_full_chunks_when_the_critic_asks() {
+    // GIVEN a merge route with `lazy: true` and a critic
+    let h = Harness::start(lazy_rag_manager());
+    // WHEN a question is asked
+    let output = ask_as(&h, "How did revenue grow by segment?", "").await;
+    assert_eq!(output.status, OutputStatus::Success, "{output:#?}");
+    let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
+    let answers: Vec<Value> = query
+        .plan
+        .expect("plan")
+        .all_dispatches()
+        .filter(|d| d.dispatch.target_agent == "report_answerer")
+        .map(|d| d.dispatch.payload.context.clone())
+        .collect();
+    // THEN the first answer got summary-only references: chunk ids and one sentence, no text
+    assert_eq!(answers.len(), 2, "one answer, one revision");
+    assert_eq!(answers[0]["hydrated"], false);
+    let first = answers[0]["candidates"].as_array().expect("candidates");
+    assert_eq!(first.len(), 4);
+    assert!(first.iter().all(|c| c.get("text").is_none() && c["summary"].is_string()), "{first:?}");
+    // AND after the critic's rejection the revision got the same chunks in full
+    assert_eq!(answers[1]["hydrated"], true);
+    let second = answers[1]["candidates"].as_array().expect("candidates");
+    let ids = |l: &[Value]| l.iter().map(|c| c["chunk_id"].clone()).collect::<Vec<_>>();
+    assert_eq!(ids(first), ids(second));
+    for (s, f) in first.iter().zip(second) {
+        let (summary, text) = (s["summary"].as_str().expect("summary"), f["text"].as_str().expect("text"));
+        assert!(text.starts_with(summary) && text.len() > summary.len(), "{summary} / {text}");
+    }
+    // AND the hydrated answer quotes what only the full chunk says, and the critic accepted it
+    assert!(output.response_text.contains("fastest of any segment"), "{}", output.response_text);
+    let log = events(&h, &output).await;
+    let verdicts: Vec<&Value> =
+        log.iter().filter(|e| e.kind == EventKind::Critique).map(|e| &e.detail["verdict"]).collect();
+    assert_eq!(verdicts, [&json!("reject"), &json!("accept")]);
+    let hydrate = log.iter().find(|e| e.detail["step"] == "hydrate").map(|e| &e.detail).expect("a hydrate event");
+    assert_eq!(hydrate["chunks"].as_array().map(Vec::len), Some(4));
+    assert!(hydrate["full_chars"].as_u64() > hydrate["summary_chars"].as_u64(), "{hydrate}");
+    // AND the citations are the merged chunks, each once
+    let cited: Vec<Value> = output.citations.iter().map(|c| json!(c.source_id)).collect();
+    assert_eq!(cited, ids(second));
+}
+
 #[test]
 fn a_retriever_whose_corpus_or_index_is_missing_or_corrupt_is_reported_at_init_with_the_path() {
     let text =

@@ -19,6 +19,8 @@ use std::sync::Arc;
 /// Longest question searched, in characters (intake already bounds queries; this bounds a
 /// revised query coming from a model).
 const MAX_QUERY_CHARS: usize = 2_000;
+/// Longest candidate text a merge may hand over (a merged chunk is cut at 4 000).
+const MAX_CANDIDATE_CHARS: usize = 8_000;
 /// Most years a request may ask for.
 const MAX_REQUESTED_YEARS: usize = 20;
 
@@ -159,29 +161,37 @@ mod given {
     use super::*;
     use crate::retrieval::merge::{term_coverage, MAX_LIST};
     use crate::retrieval::search::Candidate;
+    use crate::retrieval::text::trigram_overlap;
 
     /// The dispatch's candidates, each with a `chunk_id` and a `text` or `summary`.
     fn candidates(dispatch: &AgentDispatch) -> Result<Vec<Candidate>, AgentError> {
-        let bad = |message: String| AgentError { message, recoverable: false };
-        let items = match dispatch.payload.context.get("candidates") {
+        candidates_in(&dispatch.payload.context).map_err(|message| AgentError { message, recoverable: false })
+    }
+
+    /// The `candidates` of a dispatch context.
+    pub(super) fn candidates_in(context: &Value) -> Result<Vec<Candidate>, String> {
+        let items = match context.get("candidates") {
             Some(Value::Array(items)) => items,
             None | Some(Value::Null) => {
-                return Err(bad("the dispatch has no `candidates` (a route's merge hands them over)".into()))
+                return Err("the dispatch has no `candidates` (a route's merge hands them over)".into())
             }
-            Some(other) => return Err(bad(format!("`candidates` must be a list, got {}", kind(other)))),
+            Some(other) => return Err(format!("`candidates` must be a list, got {}", kind(other))),
         };
         if items.len() > MAX_LIST {
-            return Err(bad(format!("`candidates` lists {} chunks; at most {MAX_LIST}", items.len())));
+            return Err(format!("`candidates` lists {} chunks; at most {MAX_LIST}", items.len()));
         }
         let mut out = Vec::with_capacity(items.len());
         for (n, item) in items.iter().enumerate() {
             let field = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_string);
             let Some(chunk_id) = field("chunk_id").filter(|c| !c.trim().is_empty()) else {
-                return Err(bad(format!("`candidates[{n}].chunk_id` is missing or empty")));
+                return Err(format!("`candidates[{n}].chunk_id` is missing or empty"));
             };
             let Some(text) = field("text").or_else(|| field("summary")) else {
-                return Err(bad(format!("`candidates[{n}]` has neither `text` nor `summary`")));
+                return Err(format!("`candidates[{n}]` has neither `text` nor `summary`"));
             };
+            if text.chars().count() > MAX_CANDIDATE_CHARS {
+                return Err(format!("`candidates[{n}].text` is longer than {MAX_CANDIDATE_CHARS} characters"));
+            }
             out.push(Candidate {
                 chunk_id,
                 doc_id: String::new(),
@@ -202,18 +212,23 @@ mod given {
         std::iter::once(req.question.as_str()).chain(req.revised_query.as_deref()).collect()
     }
 
-    /// Score each candidate by the share of the question's (or revised query's) terms it holds.
+    /// Score each candidate: the better of the share of the question's (or revised query's)
+    /// terms it holds and its spelling-tolerant trigram overlap with the question (so a
+    /// misspelled question still ranks the chunks that match it).
     pub(super) fn rerank(dispatch: &AgentDispatch) -> Result<AgentReply, AgentError> {
         let req = request(&dispatch.payload.context).map_err(|message| AgentError { message, recoverable: false })?;
         let given = candidates(dispatch)?;
         let q = queries(&req);
         let scores: Vec<Value> = given
             .iter()
-            .map(|c| json!({ "chunk_id": c.chunk_id, "score": (term_coverage(&q, &c.text) * 1000.0).round() / 1000.0 }))
+            .map(|c| {
+                let score = term_coverage(&q, &c.text).max(trigram_overlap(&req.question, &c.text));
+                json!({ "chunk_id": c.chunk_id, "score": (score * 1000.0).round() / 1000.0 })
+            })
             .collect();
         Ok(AgentReply::Answer(json!({
             "status": "success",
-            "primary_output": { "scores": scores, "method": "term coverage of the question and revised query" },
+            "primary_output": { "scores": scores, "method": "term coverage and trigram overlap with the question" },
             "confidence": if given.is_empty() { 0.0 } else { 0.9 },
             "model_used": "retriever:rerank",
         })))
@@ -249,10 +264,6 @@ mod given {
                 })
             })
             .collect();
-        let mut caveats = Vec::new();
-        if !hydrated {
-            caveats.push("answered from summary-only references; full chunks load when the critic asks".to_string());
-        }
         Ok(AgentReply::Answer(json!({
             "status": status,
             "primary_output": {
@@ -262,7 +273,6 @@ mod given {
             },
             "confidence": (confidence * 1000.0).round() / 1000.0,
             "evidence": evidence,
-            "caveats": caveats,
             "model_used": "retriever:answer",
         })))
     }
@@ -342,6 +352,36 @@ fn kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_candidates_that_are_missing_malformed_or_oversized_are_refused_with_the_field_named() {
+        let ok = given::candidates_in(&json!({"candidates": [{"chunk_id": "a#c1", "summary": "S.", "date": "2024"}]}))
+            .expect("ok");
+        assert_eq!((ok[0].chunk_id.as_str(), ok[0].text.as_str()), ("a#c1", "S."));
+        let huge = "x".repeat(MAX_CANDIDATE_CHARS + 1);
+        let many: Vec<Value> = (0..101).map(|n| json!({"chunk_id": format!("c{n}"), "text": "t"})).collect();
+        for (ctx, message) in [
+            (json!({}), "the dispatch has no `candidates` (a route's merge hands them over)".to_string()),
+            (json!({"candidates": "a#c1"}), "`candidates` must be a list, got text".to_string()),
+            (json!({"candidates": [{"text": "t"}]}), "`candidates[0].chunk_id` is missing or empty".to_string()),
+            (
+                json!({"candidates": [{"chunk_id": " ", "text": "t"}]}),
+                "`candidates[0].chunk_id` is missing or empty".to_string(),
+            ),
+            (json!({"candidates": [7]}), "`candidates[0].chunk_id` is missing or empty".to_string()),
+            (
+                json!({"candidates": [{"chunk_id": "a"}]}),
+                "`candidates[0]` has neither `text` nor `summary`".to_string(),
+            ),
+            (
+                json!({"candidates": [{"chunk_id": "a", "text": huge}]}),
+                format!("`candidates[0].text` is longer than {MAX_CANDIDATE_CHARS} characters"),
+            ),
+            (json!({ "candidates": many }), "`candidates` lists 101 chunks; at most 100".to_string()),
+        ] {
+            assert_eq!(given::candidates_in(&ctx).expect_err("bad"), message, "{ctx}");
+        }
+    }
 
     #[test]
     fn years_come_from_preferences_or_the_top_level_and_bad_ones_name_the_field() {
