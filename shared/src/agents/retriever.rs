@@ -7,10 +7,12 @@
 //! runtime is built — at function init — so a missing or corrupt index is reported then, with
 //! its path, through [`RetrieverAgents::problems`], never at the first query.
 
+use super::embeddings::Embedder;
+use super::http_client::HttpClient;
 use crate::contracts::AgentDispatch;
 use crate::manifest::{Agent, Manifest, RetrieverRole, RetrieverSettings};
 use crate::ports::{AgentError, AgentReply};
-use crate::retrieval::search::{compose, confidence, retrieve, Request};
+use crate::retrieval::search::{compose, confidence, query_texts, retrieve_with, Request};
 use crate::retrieval::Index;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -24,15 +26,61 @@ const MAX_CANDIDATE_CHARS: usize = 8_000;
 /// Most years a request may ask for.
 const MAX_REQUESTED_YEARS: usize = 20;
 
-/// The indexes of every `retriever` agent of a manifest.
+/// The indexes (and embedding providers) of every `retriever` agent of a manifest.
 #[derive(Debug, Clone, Default)]
 pub struct RetrieverAgents {
     indexes: HashMap<String, Result<Arc<Index>, String>>,
+    embedders: HashMap<String, Arc<Embedder>>,
 }
 
 impl RetrieverAgents {
     /// Build or load each retriever's index.
     pub fn new(manifest: &Manifest) -> RetrieverAgents {
+        RetrieverAgents::with_http(manifest, &HttpClient::new())
+    }
+
+    /// Build or load each retriever's index; embedding providers share `http`. A retriever
+    /// whose provider cannot be built, or whose index holds no embeddings of the provider's
+    /// model, is a problem at init.
+    pub fn with_http(manifest: &Manifest, http: &HttpClient) -> RetrieverAgents {
+        let mut agents = RetrieverAgents::indexes_only(manifest);
+        for agent in &manifest.agents {
+            let Some(e) = agent.retriever.as_ref().and_then(|s| s.embeddings.as_ref()) else { continue };
+            let Some(Ok(index)) = agents.indexes.get(&agent.id) else { continue };
+            let built = manifest
+                .providers
+                .iter()
+                .find(|p| p.id == e.provider)
+                .ok_or_else(|| format!("provider `{}` is not declared", e.provider))
+                .and_then(|p| Embedder::from_provider(p, e.model.as_deref(), http));
+            let checked = built.and_then(|embedder| match index.embedding_model() {
+                None => Err("its index holds no embeddings; build it with `switchyard index build --embeddings`".to_string()),
+                Some((provider, model, _)) if provider != embedder.provider() || model != embedder.model() => Err(format!(
+                    "its index holds `{provider}` embeddings of `{model}`, but the retriever embeds queries with `{}` `{}`",
+                    embedder.provider(),
+                    embedder.model()
+                )),
+                Some(_) => Ok(embedder),
+            });
+            match checked {
+                Ok(embedder) => {
+                    agents.embedders.insert(agent.id.clone(), Arc::new(embedder));
+                }
+                Err(e) => {
+                    agents.indexes.insert(agent.id.clone(), Err(e));
+                }
+            }
+        }
+        agents
+    }
+
+    /// Replace retriever `id`'s embedding provider (tests: a client aimed at loopback).
+    pub fn with_embedder(mut self, id: &str, embedder: Embedder) -> RetrieverAgents {
+        self.embedders.insert(id.to_string(), Arc::new(embedder));
+        self
+    }
+
+    fn indexes_only(manifest: &Manifest) -> RetrieverAgents {
         let mut indexes = HashMap::new();
         for agent in &manifest.agents {
             let Some(s) = agent.retriever.as_ref().filter(|s| s.role == RetrieverRole::Search) else { continue };
@@ -46,7 +94,7 @@ impl RetrieverAgents {
             };
             indexes.insert(agent.id.clone(), index.map(Arc::new).map_err(|e| e.to_string()));
         }
-        RetrieverAgents { indexes }
+        RetrieverAgents { indexes, embedders: HashMap::new() }
     }
 
     /// One line per retriever whose index could not be built or loaded.
@@ -66,7 +114,7 @@ impl RetrieverAgents {
     }
 
     /// Search and answer.
-    pub fn run(
+    pub async fn run(
         &self,
         agent: &Agent,
         s: &RetrieverSettings,
@@ -88,7 +136,26 @@ impl RetrieverAgents {
             }
         };
         let req = request(&dispatch.payload.context).map_err(|message| AgentError { message, recoverable: false })?;
-        let found = retrieve(index, &req, s);
+        let embedded = match self.embedders.get(&agent.id) {
+            None => Vec::new(),
+            Some(embedder) => embedder.embed(&query_texts(&req)).await.map_err(|e| AgentError {
+                message: format!("embedding the query with `{}`: {e}", embedder.model()),
+                recoverable: e.is_retryable(),
+            })?,
+        };
+        if let (Some(v), Some((_, model, dims))) = (embedded.first(), index.embedding_model()) {
+            if v.len() != dims {
+                return Err(AgentError {
+                    message: format!(
+                        "embedding the query with `{model}`: the query embedding has {} dimensions and the index's \
+                         embeddings {dims}: its dimensions differ",
+                        v.len()
+                    ),
+                    recoverable: false,
+                });
+            }
+        }
+        let found = retrieve_with(index, &req, s, &embedded);
         let conf = confidence(&found);
         let answer = compose(&req, &found.candidates, s.answer_sentences);
         let (status, response) = match answer {

@@ -22,7 +22,8 @@ pub use modes::{
     CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings,
 };
 pub use retrieval::{
-    MergeSettings, MergeStrategy, ReflectionSettings, RetrievalAttempt, RetrievalMode, RetrieverRole, RetrieverSettings,
+    EmbeddingSettings, MergeSettings, MergeStrategy, ReflectionSettings, RetrievalAttempt, RetrievalMode,
+    RetrieverRole, RetrieverSettings,
 };
 pub use validate::{validate, Problem};
 

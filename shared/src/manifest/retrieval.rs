@@ -46,6 +46,21 @@ pub struct RetrieverSettings {
     /// A `rerank` or `answer` retriever has no `corpus` or `index`.
     #[serde(default)]
     pub role: RetrieverRole,
+    /// Dense list from model embeddings: the provider that embeds the query, matching the
+    /// vectors stored in `index` by `switchyard index build --embeddings`.
+    #[serde(default)]
+    pub embeddings: Option<EmbeddingSettings>,
+}
+
+/// Which embedding provider a retriever's dense list uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingSettings {
+    /// A declared `openai` (`/embeddings`) or `bedrock` (Titan `InvokeModel`) provider.
+    pub provider: String,
+    /// The embedding model (default: the provider's `model`); must be the index's.
+    #[serde(default)]
+    pub model: Option<String>,
 }
 
 /// What a `retriever` agent does with a dispatch.

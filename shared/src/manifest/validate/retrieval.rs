@@ -1,7 +1,7 @@
 //! Checks of `retriever` agents and of routes' `reflection` blocks.
 
 use super::Check;
-use crate::manifest::{Agent, AgentKind, RetrieverRole};
+use crate::manifest::{Agent, AgentKind, ProviderKind, RetrieverRole};
 
 /// Largest `top_k` and `candidates`: more chunks than any answer can use.
 const MAX_CHUNKS: usize = 100;
@@ -37,6 +37,28 @@ impl Check<'_> {
         for (name, value) in [("corpus", &r.corpus), ("index", &r.index)] {
             if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
                 self.report(at(name), "is empty; name a path");
+            }
+        }
+        if let Some(e) = &r.embeddings {
+            match self.m.providers.iter().find(|p| p.id == e.provider) {
+                None => self.report(
+                    at("embeddings.provider"),
+                    format!("provider `{}` is not declared in `providers`", e.provider),
+                ),
+                Some(p) if p.kind == ProviderKind::Scripted => self.report(
+                    at("embeddings.provider"),
+                    format!("provider `{}` is `scripted`; embeddings need an `openai` or `bedrock` provider", p.id),
+                ),
+                Some(p) if p.model.is_none() && e.model.is_none() => {
+                    self.report(at("embeddings.model"), "name the embedding model (here or on the provider)")
+                }
+                Some(_) => {}
+            }
+            if r.index.is_none() || r.role != RetrieverRole::Search {
+                self.report(
+                    at("embeddings"),
+                    "model embeddings are stored in an `index` built with `switchyard index build --embeddings`; set `index`",
+                );
             }
         }
         if let Some(p) = r.chunking.problem() {
