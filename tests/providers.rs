@@ -608,3 +608,106 @@ async fn an_index_built_with_bedrock_titan_embeddings_is_searched_through_invoke
     assert_eq!(got[3].body["inputText"], LIQUIDITY);
     assert!(got[3].headers.contains("authorization: aws4-hmac-sha256"), "signed: {}", got[3].headers);
 }
+
+// ---- Amazon Bedrock Knowledge Bases Retrieve ---------------------------------------------------
+
+fn kb_agents(m: &Manifest) -> Agents {
+    use aws_sdk_bedrockruntime::config::{Credentials, Region, SharedCredentialsProvider};
+    let config = aws_config::SdkConfig::builder()
+        .region(Region::new("us-east-1"))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "AKIDEXAMPLE",
+            "wJalrXUtnFEMI/K7MDENG",
+            None,
+            None,
+            "test",
+        )))
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .build();
+    let retrievers =
+        shared::agents::retriever::RetrieverAgents::with_http(m, &shared::agents::http_client::HttpClient::new())
+            .with_aws_config(config);
+    Agents::new(m).with_retrievers(retrievers)
+}
+
+fn kb_manifest(base: &str) -> Manifest {
+    let yaml = format!(
+        r#"
+version: 1
+name: kb
+tiers:
+  - {{tier: 2, timeout: 5s, max_retries: 1, fallback: none}}
+agents:
+  - id: finder
+    tier: 2
+    kind: retriever
+    citation_source: document
+    retriever:
+      knowledge_base: {{id: KB12EXAMPL, endpoint_url: "{base}", search_type: hybrid}}
+      top_k: 3
+intents:
+  - {{id: review, route: {{primary: finder}}, keywords: [review]}}
+"#
+    );
+    Manifest::from_yaml(&yaml, "<kb>").unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn a_knowledge_base_retrieve_answer_becomes_ranked_candidates_signed_and_filtered_by_year() {
+    // GIVEN a recorded Retrieve answer on loopback
+    let (base, received) = serve(vec![ok(fixture_text("providers/bedrock-kb-retrieve.json"))]).await;
+    let m = kb_manifest(&base);
+    let agents = kb_agents(&m);
+    assert!(agents.problems().is_empty(), "{:?}", agents.problems());
+    // WHEN the retriever searches
+    let out = answer(
+        agents
+            .run(m.agent("finder").expect("agent"), &retrieval_dispatch("How did Cloud revenue grow?"), 1)
+            .await
+            .expect("ok"),
+    );
+    // THEN the results are the candidates, best first, cited by the knowledge base's chunk ids
+    assert_eq!(chunk_ids(&out), ["1%3A0%3AaBcD1234", "1%3A0%3AeFgH5678", "1%3A0%3AiJkL9012"]);
+    assert_eq!(out["evidence"][0]["source_id"], "1%3A0%3AaBcD1234");
+    assert!(out["primary_output"]["response"].as_str().is_some_and(|r| r.contains("Cloud revenue grew 41% in 2024")));
+    assert_eq!(out["primary_output"]["retrieval"]["attempts"][0]["setting"], "knowledge_base");
+    // AND the request was the Retrieve API's, SigV4-signed for `bedrock`
+    let got = received.lock().expect("log").clone();
+    assert_eq!(got[0].path, "/knowledgebases/KB12EXAMPL/retrieve");
+    assert_eq!(got[0].body["retrievalQuery"]["text"], "How did Cloud revenue grow?");
+    assert_eq!(got[0].body["retrievalConfiguration"]["vectorSearchConfiguration"]["overrideSearchType"], "HYBRID");
+    assert!(got[0].headers.contains("authorization: aws4-hmac-sha256 credential=akidexample/"), "{}", got[0].headers);
+    assert!(got[0].headers.contains("/us-east-1/bedrock/aws4_request"), "{}", got[0].headers);
+    // AND a year filter keeps only that year's results
+    let mut d = retrieval_dispatch("How did Cloud revenue grow?");
+    d.payload.context["preferences"] = json!({ "requested_years": [2023] });
+    let out = answer(agents.run(m.agent("finder").expect("agent"), &d, 1).await.expect("ok"));
+    assert_eq!(chunk_ids(&out), ["1%3A0%3AeFgH5678"]);
+}
+
+#[tokio::test]
+async fn a_knowledge_base_that_throttles_or_answers_nonsense_fails_the_agent_saying_why() {
+    for (recorded, message, recoverable) in [
+        (
+            Recorded {
+                status: 429,
+                headers: vec![],
+                body: "{\"message\":\"Rate exceeded\"}".into(),
+                delay: Duration::ZERO,
+            },
+            "Retrieve answered HTTP 429",
+            true,
+        ),
+        (ok("{\"results\": []}".into()), "Retrieve: the answer has no `retrievalResults` list", false),
+        (ok("<html>".into()), "Retrieve: not JSON", false),
+    ] {
+        let (base, _) = serve(vec![recorded]).await;
+        let m = kb_manifest(&base);
+        let e = kb_agents(&m)
+            .run(m.agent("finder").expect("agent"), &retrieval_dispatch("How did Cloud revenue grow?"), 1)
+            .await
+            .expect_err(message);
+        assert!(e.message.starts_with(message), "{} — wanted {message}", e.message);
+        assert_eq!(e.recoverable, recoverable);
+    }
+}

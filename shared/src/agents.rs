@@ -19,6 +19,7 @@
 mod bedrock;
 pub mod embeddings;
 pub mod http_client;
+pub mod knowledge_base;
 pub mod llm;
 pub mod remote;
 pub mod retriever;

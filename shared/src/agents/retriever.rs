@@ -9,9 +9,11 @@
 
 use super::embeddings::Embedder;
 use super::http_client::HttpClient;
+use super::knowledge_base;
 use crate::contracts::AgentDispatch;
 use crate::manifest::{Agent, Manifest, RetrieverRole, RetrieverSettings};
 use crate::ports::{AgentError, AgentReply};
+use crate::retrieval::search::Candidate;
 use crate::retrieval::search::{compose, confidence, query_texts, retrieve_with, Request};
 use crate::retrieval::Index;
 use serde_json::{json, Value};
@@ -31,6 +33,9 @@ const MAX_REQUESTED_YEARS: usize = 20;
 pub struct RetrieverAgents {
     indexes: HashMap<String, Result<Arc<Index>, String>>,
     embedders: HashMap<String, Arc<Embedder>>,
+    http: HttpClient,
+    /// AWS configuration for knowledge bases, loaded from the environment on first use.
+    aws: Arc<tokio::sync::OnceCell<aws_config::SdkConfig>>,
 }
 
 impl RetrieverAgents {
@@ -44,6 +49,7 @@ impl RetrieverAgents {
     /// model, is a problem at init.
     pub fn with_http(manifest: &Manifest, http: &HttpClient) -> RetrieverAgents {
         let mut agents = RetrieverAgents::indexes_only(manifest);
+        agents.http = http.clone();
         for agent in &manifest.agents {
             let Some(e) = agent.retriever.as_ref().and_then(|s| s.embeddings.as_ref()) else { continue };
             let Some(Ok(index)) = agents.indexes.get(&agent.id) else { continue };
@@ -74,6 +80,13 @@ impl RetrieverAgents {
         agents
     }
 
+    /// Use `config` for knowledge bases instead of the environment's (tests: static
+    /// credentials for a loopback endpoint).
+    pub fn with_aws_config(mut self, config: aws_config::SdkConfig) -> RetrieverAgents {
+        self.aws = Arc::new(tokio::sync::OnceCell::new_with(Some(config)));
+        self
+    }
+
     /// Replace retriever `id`'s embedding provider (tests: a client aimed at loopback).
     pub fn with_embedder(mut self, id: &str, embedder: Embedder) -> RetrieverAgents {
         self.embedders.insert(id.to_string(), Arc::new(embedder));
@@ -83,7 +96,11 @@ impl RetrieverAgents {
     fn indexes_only(manifest: &Manifest) -> RetrieverAgents {
         let mut indexes = HashMap::new();
         for agent in &manifest.agents {
-            let Some(s) = agent.retriever.as_ref().filter(|s| s.role == RetrieverRole::Search) else { continue };
+            let Some(s) =
+                agent.retriever.as_ref().filter(|s| s.role == RetrieverRole::Search && s.knowledge_base.is_none())
+            else {
+                continue;
+            };
             let index = match (&s.corpus, &s.index) {
                 (Some(dir), _) => Index::from_folder(&manifest.resolve(dir), s.chunking),
                 (None, Some(file)) => Index::load(&manifest.resolve(file)),
@@ -94,7 +111,7 @@ impl RetrieverAgents {
             };
             indexes.insert(agent.id.clone(), index.map(Arc::new).map_err(|e| e.to_string()));
         }
-        RetrieverAgents { indexes, embedders: HashMap::new() }
+        RetrieverAgents { indexes, embedders: HashMap::new(), http: HttpClient::new(), aws: Default::default() }
     }
 
     /// One line per retriever whose index could not be built or loaded.
@@ -124,6 +141,9 @@ impl RetrieverAgents {
             RetrieverRole::Search => {}
             RetrieverRole::Rerank => return given::rerank(dispatch),
             RetrieverRole::Answer => return given::answer(agent, s, dispatch),
+        }
+        if let Some(kb) = &s.knowledge_base {
+            return self.run_knowledge_base(agent, s, kb, dispatch).await;
         }
         let index = match self.indexes.get(&agent.id) {
             Some(Ok(index)) => index,
@@ -341,6 +361,107 @@ mod given {
             "confidence": (confidence * 1000.0).round() / 1000.0,
             "evidence": evidence,
             "model_used": "retriever:answer",
+        })))
+    }
+}
+
+impl RetrieverAgents {
+    /// Search a Bedrock knowledge base with `Retrieve` (the question, and the revised query
+    /// when there is one, fused with RRF), filter by the requested years, answer extractively.
+    async fn run_knowledge_base(
+        &self,
+        agent: &Agent,
+        s: &RetrieverSettings,
+        kb: &crate::manifest::KnowledgeBaseSettings,
+        dispatch: &AgentDispatch,
+    ) -> Result<AgentReply, AgentError> {
+        let req = request(&dispatch.payload.context).map_err(|message| AgentError { message, recoverable: false })?;
+        let timeout = std::time::Duration::from_millis(dispatch.routing.timeout_ms.clamp(1_000, 60_000));
+        let mut lists = Vec::new();
+        let mut found: Vec<knowledge_base::KbResult> = Vec::new();
+        let mut reports = Vec::new();
+        for (name, text) in ["question", "revised_query"].into_iter().zip(query_texts(&req)) {
+            let aws = self.aws.get_or_init(|| aws_config::defaults(aws_config::BehaviorVersion::latest()).load()).await;
+            let results = knowledge_base::retrieve(&self.http, aws, kb, &text, s.candidates, timeout)
+                .await
+                .map_err(|e| AgentError { message: e.message, recoverable: e.retryable })?;
+            reports.push(json!({ "list": format!("knowledge_base:{name}"), "hits": results.len() }));
+            lists.push(results.iter().map(|r| r.chunk_id.clone()).collect::<Vec<_>>());
+            for r in results {
+                if !found.iter().any(|f| f.chunk_id == r.chunk_id) {
+                    found.push(r);
+                }
+            }
+        }
+        let listed: usize = lists.iter().map(Vec::len).sum();
+        let fused = crate::retrieval::rrf::fuse(&lists, s.rrf_k);
+        let years = &req.requested_years;
+        let year_of = |r: &knowledge_base::KbResult| {
+            r.date.as_deref().and_then(|d| d.get(..4)).and_then(|y| y.parse::<i32>().ok())
+        };
+        let mut candidates: Vec<Candidate> = fused
+            .iter()
+            .filter_map(|(id, rrf)| found.iter().find(|r| &r.chunk_id == id).map(|r| (r, *rrf)))
+            .filter(|(r, _)| years.is_empty() || year_of(r).is_some_and(|y| years.contains(&y)))
+            .map(|(r, rrf)| Candidate {
+                chunk_id: r.chunk_id.clone(),
+                doc_id: r.source.clone(),
+                title: r.title.clone(),
+                source: r.source.clone(),
+                date: r.date.clone(),
+                text: r.text.clone(),
+                score: r.score,
+                rrf,
+                match_score: r.score,
+                recency: 0.0,
+            })
+            .collect();
+        let passed = candidates.len();
+        candidates.truncate(s.top_k.max(1));
+        let top: Vec<f64> = candidates.iter().take(3).map(|c| c.score.clamp(0.0, 1.0)).collect();
+        let conf =
+            if top.is_empty() { 0.0 } else { (0.35 + 0.6 * top.iter().sum::<f64>() / top.len() as f64).min(0.95) };
+        let reason = if passed == 0 {
+            "the knowledge base returned nothing for the requested years".to_string()
+        } else {
+            format!("{passed} of {} results kept", fused.len())
+        };
+        let (status, response) = match compose(&req, &candidates, s.answer_sentences) {
+            Some(text) => ("success", text),
+            None => ("partial", "The knowledge base holds nothing that answers this question.".to_string()),
+        };
+        let evidence: Vec<Value> = candidates
+            .iter()
+            .map(|c| json!({ "source_type": agent.citation_source, "source_id": c.chunk_id, "text": c.text, "relevance": (c.score * 1000.0).round() / 1000.0 }))
+            .collect();
+        let listed_candidates: Vec<Value> = candidates
+            .iter()
+            .map(|c| json!({ "chunk_id": c.chunk_id, "score": c.score, "source": c.source, "date": c.date, "title": c.title, "rrf": c.rrf, "text": c.text }))
+            .collect();
+        Ok(AgentReply::Answer(json!({
+            "status": status,
+            "primary_output": {
+                "response": response,
+                "candidates": listed_candidates,
+                "retrieval": {
+                    "year_mode": if years.is_empty() { "none" } else { "explicit" },
+                    "requested_years": years,
+                    "attempts": [{
+                        "setting": "knowledge_base",
+                        "mode": kb.search_type.map(|t| t.as_str()).unwrap_or("default"),
+                        "lists": reports,
+                        "listed": listed,
+                        "fused": fused.len(),
+                        "passed": passed,
+                        "accepted": passed > 0,
+                        "reason": reason,
+                    }],
+                    "merge": { "strategy": "rrf", "k": s.rrf_k, "listed": listed, "deduped": fused.len() },
+                },
+            },
+            "confidence": (conf * 1000.0).round() / 1000.0,
+            "evidence": evidence,
+            "model_used": "bedrock-knowledge-base",
         })))
     }
 }

@@ -22,8 +22,8 @@ pub use modes::{
     CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings,
 };
 pub use retrieval::{
-    EmbeddingSettings, MergeSettings, MergeStrategy, ReflectionSettings, RetrievalAttempt, RetrievalMode,
-    RetrieverRole, RetrieverSettings,
+    EmbeddingSettings, KbSearchType, KnowledgeBaseSettings, MergeSettings, MergeStrategy, ReflectionSettings,
+    RetrievalAttempt, RetrievalMode, RetrieverRole, RetrieverSettings,
 };
 pub use validate::{validate, Problem};
 

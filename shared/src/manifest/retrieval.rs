@@ -50,6 +50,48 @@ pub struct RetrieverSettings {
     /// vectors stored in `index` by `switchyard index build --embeddings`.
     #[serde(default)]
     pub embeddings: Option<EmbeddingSettings>,
+    /// Search an Amazon Bedrock knowledge base with `Retrieve` instead of an own index (one of
+    /// `corpus`, `index`, `knowledge_base`).
+    #[serde(default)]
+    pub knowledge_base: Option<KnowledgeBaseSettings>,
+}
+
+/// An Amazon Bedrock knowledge base searched with `Retrieve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnowledgeBaseSettings {
+    /// The knowledge base id (1 – 10 letters and digits).
+    pub id: String,
+    /// AWS region (default: the environment's).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Endpoint override (default: `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME`, `AWS_ENDPOINT_URL`,
+    /// or the regional endpoint).
+    #[serde(default)]
+    pub endpoint_url: Option<String>,
+    /// `hybrid` or `semantic` (default: the knowledge base's choice).
+    #[serde(default)]
+    pub search_type: Option<KbSearchType>,
+}
+
+/// `overrideSearchType` of `Retrieve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KbSearchType {
+    /// Vector and keyword search.
+    Hybrid,
+    /// Vector search only.
+    Semantic,
+}
+
+impl KbSearchType {
+    /// The API's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KbSearchType::Hybrid => "HYBRID",
+            KbSearchType::Semantic => "SEMANTIC",
+        }
+    }
 }
 
 /// Which embedding provider a retriever's dense list uses.

@@ -18,21 +18,36 @@ impl Check<'_> {
     pub(super) fn retriever(&mut self, i: usize, agent: &Agent) {
         let Some(r) = &agent.retriever else { return };
         let at = |f: &str| format!("agents[{i}].retriever.{f}");
-        match (&r.corpus, &r.index) {
-            (Some(_), Some(_)) => self.report(at("index"), "set `corpus` or `index`, not both"),
-            (Some(_), None) | (None, Some(_)) if r.role != RetrieverRole::Search => self.report(
-                at("role"),
-                format!(
-                    "a `{}` retriever works on the candidates a route's merge hands it; remove `corpus`/`index`",
-                    if r.role == RetrieverRole::Rerank { "rerank" } else { "answer" }
-                ),
-            ),
-            (None, None) if r.role != RetrieverRole::Search => {}
-            (None, None) => self.report(
+        let sources =
+            [r.corpus.is_some(), r.index.is_some(), r.knowledge_base.is_some()].iter().filter(|x| **x).count();
+        if r.role != RetrieverRole::Search {
+            if sources > 0 {
+                self.report(
+                    at("role"),
+                    format!(
+                        "a `{}` retriever works on the candidates a route's merge hands it; remove `corpus`/`index`/`knowledge_base`",
+                        if r.role == RetrieverRole::Rerank { "rerank" } else { "answer" }
+                    ),
+                );
+            }
+        } else if sources > 1 {
+            self.report(at("index"), "set one of `corpus`, `index` and `knowledge_base`, not several");
+        } else if sources == 0 {
+            self.report(
                 format!("agents[{i}].retriever"),
-                "set `corpus` (a folder of documents) or `index` (a file from `switchyard index build`)",
-            ),
-            _ => {}
+                "set `corpus` (a folder of documents), `index` (a file from `switchyard index build`) or `knowledge_base`",
+            );
+        }
+        if let Some(kb) = &r.knowledge_base {
+            if kb.id.is_empty() || kb.id.len() > 10 || !kb.id.chars().all(|c| c.is_ascii_alphanumeric()) {
+                self.report(
+                    at("knowledge_base.id"),
+                    format!("`{}` is not a knowledge base id (1 – 10 letters and digits)", kb.id),
+                );
+            }
+            if r.embeddings.is_some() {
+                self.report(at("embeddings"), "a knowledge base embeds on AWS; remove `embeddings`");
+            }
         }
         for (name, value) in [("corpus", &r.corpus), ("index", &r.index)] {
             if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
