@@ -395,3 +395,319 @@ async fn a_lambda_agent_invokes_the_function_with_the_dispatch_and_reports_funct
     let error = run(&agents, &m, "user_function", 2_000).await.expect_err("function error");
     assert!(error.recoverable && error.message.contains("Unhandled") && error.message.contains("boom"), "{error}");
 }
+
+// ---- embedding providers for the retriever's dense list --------------------------------------
+
+/// Three one-chunk documents; "cash" answers the question below without sharing a word with it.
+fn embedding_corpus(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("switchyard-embeddings-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    for (file, text) in [
+        ("cash.md", "date: 2024\n\nThe company ended the year holding more money in the bank than ever before."),
+        ("margin.md", "date: 2023\n\nOperating margin was 15.1% on a statutory basis."),
+        ("staff.md", "date: 2024\n\nHeadcount rose to 9,400 people across four regions."),
+    ] {
+        std::fs::write(dir.join(file), text).expect("write");
+    }
+    dir
+}
+
+const LIQUIDITY: &str = "What were the liquidity reserves?";
+
+fn embedding_manifest(provider: &str, index: &std::path::Path) -> Manifest {
+    let yaml = format!(
+        r#"
+version: 1
+name: embeddings
+tiers:
+  - {{tier: 2, timeout: 5s, max_retries: 1, fallback: none}}
+providers:
+  {provider}
+agents:
+  - id: finder
+    tier: 2
+    kind: retriever
+    retriever:
+      index: "{}"
+      embeddings: {{provider: emb}}
+      top_k: 2
+      attempts: [{{name: dense, mode: dense, min_score: 0.5}}]
+intents:
+  - {{id: review, route: {{primary: finder}}, keywords: [review]}}
+"#,
+        index.display()
+    );
+    Manifest::from_yaml(&yaml, "<embeddings>").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn retrieval_dispatch(question: &str) -> AgentDispatch {
+    let mut d = dispatch("finder", 5_000);
+    d.payload.context = json!({ "question": question });
+    d
+}
+
+fn chunk_ids(out: &Value) -> Vec<String> {
+    out["primary_output"]["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .map(|c| c["chunk_id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_index_built_with_openai_embeddings_finds_the_chunk_that_shares_no_word_with_the_question() {
+    // GIVEN recorded /embeddings answers: the three chunks, then the question
+    let (base, received) = serve(vec![
+        ok(fixture_text("providers/openai-embeddings-corpus.json")),
+        ok(fixture_text("providers/openai-embeddings-query.json")),
+    ])
+    .await;
+    let provider = format!(r#"- {{id: emb, kind: openai, base_url: "{base}/v1", model: text-embedding-3-small}}"#);
+    let dir = embedding_corpus("openai");
+    let index = dir.join("index.json");
+    // WHEN the index is built with embeddings (what `index build --embeddings emb` does)
+    let m = embedding_manifest(&provider, &index);
+    let http = shared::agents::http_client::HttpClient::new();
+    let embedder =
+        shared::agents::embeddings::Embedder::from_provider(m.provider("emb").expect("provider"), None, &http)
+            .expect("embedder");
+    let file = shared::retrieval::IndexFile::build(&dir, Default::default()).expect("build");
+    let file = shared::agents::embeddings::embed_index(file, &embedder).await.expect("embed");
+    file.write(&index).expect("write");
+    // AND the retriever searches it
+    let agents = Agents::new(&m);
+    assert!(agents.problems().is_empty(), "{:?}", agents.problems());
+    let out =
+        answer(agents.run(m.agent("finder").expect("agent"), &retrieval_dispatch(LIQUIDITY), 1).await.expect("ok"));
+    // THEN the dense list ranks the stored embeddings, and the money chunk comes first
+    assert_eq!(chunk_ids(&out)[0], "cash#c1", "{out:#}");
+    let lists = &out["primary_output"]["retrieval"]["attempts"][0]["lists"];
+    assert_eq!(lists[0]["list"], "embedding:question", "{lists}");
+    // AND the wire carried the chunks in one batch, then the question, with the model
+    let got = received.lock().expect("log").clone();
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|r| r.path == "/v1/embeddings"));
+    assert_eq!(got[0].body["model"], "text-embedding-3-small");
+    assert_eq!(got[0].body["input"].as_array().map(Vec::len), Some(3));
+    assert_eq!(got[1].body["input"], json!([LIQUIDITY]));
+    // AND the index file keeps the vectors, so loading it needs no provider
+    let loaded = shared::retrieval::Index::load(&index).expect("load");
+    assert_eq!(loaded.embedding_model(), Some(("openai", "text-embedding-3-small", 4)));
+}
+
+#[tokio::test]
+async fn bad_embedding_answers_and_mismatched_indexes_fail_with_what_was_wrong() {
+    let dir = embedding_corpus("bad");
+    let index = dir.join("index.json");
+    // An index without embeddings, for a retriever that wants them: an init problem.
+    shared::retrieval::IndexFile::build(&dir, Default::default()).expect("build").write(&index).expect("write");
+    let plain =
+        embedding_manifest(r#"- {id: emb, kind: openai, base_url: "http://127.0.0.1:9/v1", model: m1}"#, &index);
+    let problems = Agents::new(&plain).problems();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("its index holds no embeddings; build it with `switchyard index build --embeddings`"));
+    // An index embedded with another model: an init problem naming both.
+    let (base, _) = serve(vec![ok(fixture_text("providers/openai-embeddings-corpus.json"))]).await;
+    let provider = format!(r#"- {{id: emb, kind: openai, base_url: "{base}/v1", model: text-embedding-3-small}}"#);
+    let m = embedding_manifest(&provider, &index);
+    let http = shared::agents::http_client::HttpClient::new();
+    let embedder =
+        shared::agents::embeddings::Embedder::from_provider(m.provider("emb").expect("p"), None, &http).expect("e");
+    let file = shared::retrieval::IndexFile::build(&dir, Default::default()).expect("build");
+    shared::agents::embeddings::embed_index(file, &embedder).await.expect("embed").write(&index).expect("write");
+    let other = embedding_manifest(&provider.replace("text-embedding-3-small", "text-embedding-3-large"), &index);
+    let problems = Agents::new(&other).problems();
+    assert!(
+        problems[0].contains("holds `openai` embeddings of `text-embedding-3-small`, but the retriever embeds queries with `openai` `text-embedding-3-large`"),
+        "{problems:?}"
+    );
+    // Wrong count, wrong dimensions, not numbers, a server error: the agent fails, saying why;
+    // only the server error may be retried.
+    for (recorded, message, recoverable) in [
+        (
+            ok(fixture_text("providers/openai-embeddings-corpus.json")),
+            "the embedding provider's answer is unusable: 3 embeddings for 1 inputs",
+            false,
+        ),
+        (ok(json!({"data": [{"index": 0, "embedding": [0.1, 0.2]}]}).to_string()), "its dimensions differ", false),
+        (
+            ok(json!({"data": [{"index": 0, "embedding": [0.1, null, 0.3, 0.4]}]}).to_string()),
+            "`data[0].embedding` holds something that is not a number",
+            false,
+        ),
+        (
+            ok(json!({"data": [{"index": 0, "embedding": [0.0, 0.0, 0.0, 0.0]}]}).to_string()),
+            "embedding 0 is all zeros",
+            false,
+        ),
+        (
+            Recorded { status: 500, headers: vec![], body: "{\"error\":\"overloaded\"}".into(), delay: Duration::ZERO },
+            "the embedding provider answered HTTP 500",
+            true,
+        ),
+    ] {
+        let (base, _) = serve(vec![recorded]).await;
+        let m = embedding_manifest(
+            &format!(r#"- {{id: emb, kind: openai, base_url: "{base}/v1", model: text-embedding-3-small}}"#),
+            &index,
+        );
+        let agents = Agents::new(&m);
+        assert!(agents.problems().is_empty(), "{:?}", agents.problems());
+        let e =
+            agents.run(m.agent("finder").expect("agent"), &retrieval_dispatch(LIQUIDITY), 1).await.expect_err(message);
+        assert!(e.message.starts_with("embedding the query with `text-embedding-3-small`: "), "{}", e.message);
+        assert!(e.message.contains(message), "{} — wanted {message}", e.message);
+        assert_eq!(e.recoverable, recoverable, "{}", e.message);
+    }
+}
+
+#[tokio::test]
+async fn an_index_built_with_bedrock_titan_embeddings_is_searched_through_invoke_model() {
+    use aws_sdk_bedrockruntime::config::{BehaviorVersion, Credentials, Region};
+    // GIVEN recorded Titan InvokeModel answers: one per chunk, then the question's
+    let bodies: Vec<Value> =
+        serde_json::from_str(&fixture_text("providers/bedrock-titan-embeddings.json")).expect("fixture");
+    let (base, received) = serve(bodies.iter().map(|b| ok(b.to_string())).collect()).await;
+    let config = aws_sdk_bedrockruntime::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(&base)
+        .credentials_provider(Credentials::new("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG", None, None, "test"))
+        .retry_config(aws_sdk_bedrockruntime::config::retry::RetryConfig::disabled())
+        .build();
+    let client = aws_sdk_bedrockruntime::Client::from_conf(config);
+    let titan = || {
+        shared::agents::embeddings::Embedder::titan_from_client(
+            client.clone(),
+            "amazon.titan-embed-text-v2:0",
+            Duration::from_secs(2),
+        )
+    };
+    let dir = embedding_corpus("titan");
+    let index = dir.join("index.json");
+    let file = shared::retrieval::IndexFile::build(&dir, Default::default()).expect("build");
+    shared::agents::embeddings::embed_index(file, &titan()).await.expect("embed").write(&index).expect("write");
+    let m = embedding_manifest("- {id: emb, kind: bedrock, model: \"amazon.titan-embed-text-v2:0\"}", &index);
+    let retrievers =
+        shared::agents::retriever::RetrieverAgents::with_http(&m, &shared::agents::http_client::HttpClient::new())
+            .with_embedder("finder", titan());
+    let agents = Agents::new(&m).with_retrievers(retrievers);
+    assert!(agents.problems().is_empty(), "{:?}", agents.problems());
+    // WHEN the retriever searches
+    let out =
+        answer(agents.run(m.agent("finder").expect("agent"), &retrieval_dispatch(LIQUIDITY), 1).await.expect("ok"));
+    // THEN the Titan vectors rank the money chunk first
+    assert_eq!(chunk_ids(&out)[0], "cash#c1", "{out:#}");
+    // AND each text went to InvokeModel on its own, as Titan's `inputText`
+    let got = received.lock().expect("log").clone();
+    assert_eq!(got.len(), 4);
+    assert!(got.iter().all(|r| r.path == "/model/amazon.titan-embed-text-v2%3A0/invoke"), "{:?}", got[0].path);
+    assert!(got[0].body["inputText"].as_str().is_some_and(|t| t.contains("money in the bank")));
+    assert_eq!(got[3].body["inputText"], LIQUIDITY);
+    assert!(got[3].headers.contains("authorization: aws4-hmac-sha256"), "signed: {}", got[3].headers);
+}
+
+// ---- Amazon Bedrock Knowledge Bases Retrieve ---------------------------------------------------
+
+fn kb_agents(m: &Manifest) -> Agents {
+    use aws_sdk_bedrockruntime::config::{Credentials, Region, SharedCredentialsProvider};
+    let config = aws_config::SdkConfig::builder()
+        .region(Region::new("us-east-1"))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "AKIDEXAMPLE",
+            "wJalrXUtnFEMI/K7MDENG",
+            None,
+            None,
+            "test",
+        )))
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .build();
+    let retrievers =
+        shared::agents::retriever::RetrieverAgents::with_http(m, &shared::agents::http_client::HttpClient::new())
+            .with_aws_config(config);
+    Agents::new(m).with_retrievers(retrievers)
+}
+
+fn kb_manifest(base: &str) -> Manifest {
+    let yaml = format!(
+        r#"
+version: 1
+name: kb
+tiers:
+  - {{tier: 2, timeout: 5s, max_retries: 1, fallback: none}}
+agents:
+  - id: finder
+    tier: 2
+    kind: retriever
+    citation_source: document
+    retriever:
+      knowledge_base: {{id: KB12EXAMPL, endpoint_url: "{base}", search_type: hybrid}}
+      top_k: 3
+intents:
+  - {{id: review, route: {{primary: finder}}, keywords: [review]}}
+"#
+    );
+    Manifest::from_yaml(&yaml, "<kb>").unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn a_knowledge_base_retrieve_answer_becomes_ranked_candidates_signed_and_filtered_by_year() {
+    // GIVEN a recorded Retrieve answer on loopback
+    let (base, received) = serve(vec![ok(fixture_text("providers/bedrock-kb-retrieve.json"))]).await;
+    let m = kb_manifest(&base);
+    let agents = kb_agents(&m);
+    assert!(agents.problems().is_empty(), "{:?}", agents.problems());
+    // WHEN the retriever searches
+    let out = answer(
+        agents
+            .run(m.agent("finder").expect("agent"), &retrieval_dispatch("How did Cloud revenue grow?"), 1)
+            .await
+            .expect("ok"),
+    );
+    // THEN the results are the candidates, best first, cited by the knowledge base's chunk ids
+    assert_eq!(chunk_ids(&out), ["1%3A0%3AaBcD1234", "1%3A0%3AeFgH5678", "1%3A0%3AiJkL9012"]);
+    assert_eq!(out["evidence"][0]["source_id"], "1%3A0%3AaBcD1234");
+    assert!(out["primary_output"]["response"].as_str().is_some_and(|r| r.contains("Cloud revenue grew 41% in 2024")));
+    assert_eq!(out["primary_output"]["retrieval"]["attempts"][0]["setting"], "knowledge_base");
+    // AND the request was the Retrieve API's, SigV4-signed for `bedrock`
+    let got = received.lock().expect("log").clone();
+    assert_eq!(got[0].path, "/knowledgebases/KB12EXAMPL/retrieve");
+    assert_eq!(got[0].body["retrievalQuery"]["text"], "How did Cloud revenue grow?");
+    assert_eq!(got[0].body["retrievalConfiguration"]["vectorSearchConfiguration"]["overrideSearchType"], "HYBRID");
+    assert!(got[0].headers.contains("authorization: aws4-hmac-sha256 credential=akidexample/"), "{}", got[0].headers);
+    assert!(got[0].headers.contains("/us-east-1/bedrock/aws4_request"), "{}", got[0].headers);
+    // AND a year filter keeps only that year's results
+    let mut d = retrieval_dispatch("How did Cloud revenue grow?");
+    d.payload.context["preferences"] = json!({ "requested_years": [2023] });
+    let out = answer(agents.run(m.agent("finder").expect("agent"), &d, 1).await.expect("ok"));
+    assert_eq!(chunk_ids(&out), ["1%3A0%3AeFgH5678"]);
+}
+
+#[tokio::test]
+async fn a_knowledge_base_that_throttles_or_answers_nonsense_fails_the_agent_saying_why() {
+    for (recorded, message, recoverable) in [
+        (
+            Recorded {
+                status: 429,
+                headers: vec![],
+                body: "{\"message\":\"Rate exceeded\"}".into(),
+                delay: Duration::ZERO,
+            },
+            "Retrieve answered HTTP 429",
+            true,
+        ),
+        (ok("{\"results\": []}".into()), "Retrieve: the answer has no `retrievalResults` list", false),
+        (ok("<html>".into()), "Retrieve: not JSON", false),
+    ] {
+        let (base, _) = serve(vec![recorded]).await;
+        let m = kb_manifest(&base);
+        let e = kb_agents(&m)
+            .run(m.agent("finder").expect("agent"), &retrieval_dispatch("How did Cloud revenue grow?"), 1)
+            .await
+            .expect_err(message);
+        assert!(e.message.starts_with(message), "{} — wanted {message}", e.message);
+        assert_eq!(e.recoverable, recoverable);
+    }
+}

@@ -301,6 +301,38 @@ fn print_answer(
     for e in events.iter().filter(|e| e.kind == EventKind::Step && e.detail["step"] == "retrieval") {
         print_retrieval(&e.detail);
     }
+    for e in events.iter().filter(|e| e.kind == EventKind::Step) {
+        let d = &e.detail;
+        match d["step"].as_str() {
+            Some("merge") => println!(
+                "merge       {} k={} over {} : {} list entries → {} distinct chunks",
+                d["strategy"].as_str().unwrap_or("?"),
+                d["k"],
+                d["retrievers_answered"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|r| r.as_str()).collect::<Vec<_>>().join(" + "))
+                    .unwrap_or_default(),
+                d["listed"],
+                d["deduped"]
+            ),
+            Some("rerank") => println!(
+                "rerank      {} (recency boost {}): {}",
+                d["reranker"].as_str().unwrap_or("RRF order"),
+                d["recency_boost"],
+                d["top"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|c| c["chunk_id"].as_str()).collect::<Vec<_>>().join(", "))
+                    .unwrap_or_default()
+            ),
+            Some("hydrate") => println!(
+                "hydrate     {} full chunks after the critic asked ({} → {} characters)",
+                d["chunks"].as_array().map(Vec::len).unwrap_or(0),
+                d["summary_chars"],
+                d["full_chars"]
+            ),
+            _ => {}
+        }
+    }
     if let Some(o) = &output.orchestration {
         print_orchestration(o);
     }

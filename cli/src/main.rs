@@ -235,7 +235,7 @@ async fn main() -> ExitCode {
             Ok(m) => setup_cmd::run(backend, &m, &table, &prefix, &mut std::io::stdout().lock()).await,
             Err(e) => Err(e),
         },
-        Command::Index(command) => index_cmd::run(command, &mut std::io::stdout().lock()),
+        Command::Index(command) => index_cmd::run(command, &mut std::io::stdout().lock()).await,
         Command::Refit { signals, manifest, out } => {
             refit_cmd::run(&signals, &manifest, &out, &mut std::io::stdout().lock())
         }

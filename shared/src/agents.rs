@@ -17,7 +17,9 @@
 //! built once per process with every client the manifest needs.
 
 mod bedrock;
+pub mod embeddings;
 pub mod http_client;
+pub mod knowledge_base;
 pub mod llm;
 pub mod remote;
 pub mod retriever;
@@ -52,13 +54,19 @@ impl Agents {
             llm: llm::LlmAgents::new(manifest, &http),
             http: remote::HttpAgents::new(manifest, &http),
             lambda: Arc::new(remote::LambdaAgents::default()),
-            retriever: Arc::new(retriever::RetrieverAgents::new(manifest)),
+            retriever: Arc::new(retriever::RetrieverAgents::with_http(manifest, &http)),
         }
     }
 
     /// Replace the `llm` agents' providers (tests: a loopback or scripted provider).
     pub fn with_llm(mut self, llm: llm::LlmAgents) -> Agents {
         self.llm = llm;
+        self
+    }
+
+    /// Replace the retrievers (tests: an embedding provider aimed at loopback).
+    pub fn with_retrievers(mut self, retrievers: retriever::RetrieverAgents) -> Agents {
+        self.retriever = Arc::new(retrievers);
         self
     }
 
@@ -100,7 +108,7 @@ impl AgentRuntime for Agents {
                 self.lambda.run(agent, agent.lambda.as_ref().ok_or_else(|| missing(agent))?, dispatch).await
             }
             AgentKind::Retriever => {
-                self.retriever.run(agent, agent.retriever.as_ref().ok_or_else(|| missing(agent))?, dispatch)
+                self.retriever.run(agent, agent.retriever.as_ref().ok_or_else(|| missing(agent))?, dispatch).await
             }
         }
     }

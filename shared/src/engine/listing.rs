@@ -161,6 +161,14 @@ fn route_row(manifest: &Manifest, intent: &crate::manifest::Intent) -> RouteRow 
             add(format!("pipeline step {}", i + 1), &step.agent);
         }
     }
+    if let Some(m) = &route.merge {
+        for r in &m.retrievers {
+            add("retriever".into(), r);
+        }
+        if let Some(r) = &m.reranker {
+            add("reranker".into(), r);
+        }
+    }
     if let Some(primary) = &route.primary {
         add("primary".into(), primary);
     }

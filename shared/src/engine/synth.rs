@@ -522,9 +522,14 @@ pub fn build_output(
         }
     }
 
-    // Citations from evidence, de-duplicated by source id.
+    // Citations from evidence, de-duplicated by source id (a merge's retrievers are not cited:
+    // the answer cites the merged list it was given).
     let mut citations: Vec<Citation> = Vec::new();
-    for (_, h) in &slots {
+    let uncited = crate::plan::modes::uncited_slots(plan);
+    for (d, h) in &slots {
+        if uncited.contains(&d.slot.as_str()) {
+            continue;
+        }
         let Some(h) = h.filter(|h| h.handoff.execution.status.is_usable()) else { continue };
         let agent = manifest.agent(&h.handoff.agent_id);
         let default_type =

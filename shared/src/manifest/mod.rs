@@ -21,7 +21,10 @@ pub use kinds::{HttpSettings, LambdaSettings, LlmSettings, OutputSchema, Provide
 pub use modes::{
     CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings,
 };
-pub use retrieval::{ReflectionSettings, RetrievalAttempt, RetrievalMode, RetrieverSettings};
+pub use retrieval::{
+    EmbeddingSettings, KbSearchType, KnowledgeBaseSettings, MergeSettings, MergeStrategy, ReflectionSettings,
+    RetrievalAttempt, RetrievalMode, RetrieverRole, RetrieverSettings,
+};
 pub use validate::{validate, Problem};
 
 use crate::contracts::{CitationSourceType, EntityType, HandoffStatus};
@@ -632,13 +635,16 @@ pub struct Route {
     /// Reflection on the answer after synthesis (RAG manager).
     #[serde(default)]
     pub reflection: Option<ReflectionSettings>,
+    /// Retrievers fused at fan-in before the primary answers (`merge: {strategy: rrf, …}`).
+    #[serde(default)]
+    pub merge: Option<MergeSettings>,
 }
 
 impl Route {
-    /// Whether the route is carried out by the staged modes engine (any mode, critic or
-    /// guardrail).
+    /// Whether the route is carried out by the staged modes engine (any mode, critic,
+    /// guardrail or merge).
     pub fn has_modes(&self) -> bool {
-        self.mode.is_some() || self.critic.is_some() || self.guardrails.is_some()
+        self.mode.is_some() || self.critic.is_some() || self.guardrails.is_some() || self.merge.is_some()
     }
 }
 

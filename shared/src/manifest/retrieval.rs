@@ -41,6 +41,126 @@ pub struct RetrieverSettings {
     /// Sentences in the extractive answer.
     #[serde(default = "default_answer_sentences")]
     pub answer_sentences: usize,
+    /// What the agent does: `search` its index (the default), or work on the `candidates` a
+    /// route's merge hands it — `rerank` them (scores by term coverage) or `answer` from them.
+    /// A `rerank` or `answer` retriever has no `corpus` or `index`.
+    #[serde(default)]
+    pub role: RetrieverRole,
+    /// Dense list from model embeddings: the provider that embeds the query, matching the
+    /// vectors stored in `index` by `switchyard index build --embeddings`.
+    #[serde(default)]
+    pub embeddings: Option<EmbeddingSettings>,
+    /// Search an Amazon Bedrock knowledge base with `Retrieve` instead of an own index (one of
+    /// `corpus`, `index`, `knowledge_base`).
+    #[serde(default)]
+    pub knowledge_base: Option<KnowledgeBaseSettings>,
+}
+
+/// An Amazon Bedrock knowledge base searched with `Retrieve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnowledgeBaseSettings {
+    /// The knowledge base id (1 – 10 letters and digits).
+    pub id: String,
+    /// AWS region (default: the environment's).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Endpoint override (default: `AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME`, `AWS_ENDPOINT_URL`,
+    /// or the regional endpoint).
+    #[serde(default)]
+    pub endpoint_url: Option<String>,
+    /// `hybrid` or `semantic` (default: the knowledge base's choice).
+    #[serde(default)]
+    pub search_type: Option<KbSearchType>,
+}
+
+/// `overrideSearchType` of `Retrieve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KbSearchType {
+    /// Vector and keyword search.
+    Hybrid,
+    /// Vector search only.
+    Semantic,
+}
+
+impl KbSearchType {
+    /// The API's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KbSearchType::Hybrid => "HYBRID",
+            KbSearchType::Semantic => "SEMANTIC",
+        }
+    }
+}
+
+/// Which embedding provider a retriever's dense list uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingSettings {
+    /// A declared `openai` (`/embeddings`) or `bedrock` (Titan `InvokeModel`) provider.
+    pub provider: String,
+    /// The embedding model (default: the provider's `model`); must be the index's.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// What a `retriever` agent does with a dispatch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetrieverRole {
+    /// Search the agent's own index.
+    #[default]
+    Search,
+    /// Score the dispatch's `candidates` (a route's reranker).
+    Rerank,
+    /// Answer extractively from the dispatch's `candidates` (a route's answering agent).
+    Answer,
+}
+
+/// The only merge strategy: reciprocal rank fusion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeStrategy {
+    /// Reciprocal rank fusion.
+    Rrf,
+}
+
+/// A route's `merge`: several retriever agents run in parallel, their ranked lists are fused
+/// at fan-in with RRF (each `chunk_id` once), optionally reranked by a reranker agent and a
+/// recency boost, and the best `top_k` are handed to the route's `primary` agent, which
+/// answers from them and whose citations point to them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MergeSettings {
+    /// `rrf`.
+    pub strategy: MergeStrategy,
+    /// RRF constant `k` (default 60).
+    #[serde(default = "default_rrf_k")]
+    pub k: f64,
+    /// The retriever agents whose lists are fused (at least one; usually two, such as sparse
+    /// and dense).
+    pub retrievers: Vec<String>,
+    /// An agent that scores the merged candidates (answers `scores`).
+    #[serde(default)]
+    pub reranker: Option<String>,
+    /// Weight of the recency boost in the rerank (0 – 1; default 0).
+    #[serde(default)]
+    pub recency_boost: f64,
+    /// Years over which the recency boost fades to nothing.
+    #[serde(default = "default_recent_year_window")]
+    pub recent_year_window: u32,
+    /// Candidates handed to the answering agent.
+    #[serde(default = "default_merge_top_k")]
+    pub top_k: usize,
+    /// Lazy hydration: the answering agent first gets summary-only references; when the
+    /// route's critic rejects the answer, the revision gets the full chunks.
+    #[serde(default)]
+    pub lazy: bool,
+}
+
+fn default_merge_top_k() -> usize {
+    6
 }
 
 fn default_top_k() -> usize {

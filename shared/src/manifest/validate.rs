@@ -71,6 +71,7 @@ pub fn validate(manifest: &Manifest) -> Vec<Problem> {
     check.providers();
     check.cascade();
     check.reflections();
+    check.merges();
     check.streaming();
     check.problems
 }

@@ -14,6 +14,7 @@
 //! classify ─► guard_in ─► planner ─► body ─► critic ⇄ revise ─► guard_out ─► synthesis
 //!                                                                   (memory, in the background)
 //! body: answer                                   (primary + supporting)
+//!     | retrieve ─► [rerank] ─► answer             (merge: rrf)
 //!     | pipeline stages                          (QC gates as before)
 //!     | experts ─► orchestrator ⇄ consult ─► crafter           (mode: deliberate)
 //!     | sources ─► [evaluation] ─► synthesize                  (mode: sources)
@@ -48,15 +49,23 @@
 //!   (a `step` event); the synthesizer gets the kept `chunks` and the `contradictions`;
 //!   success / partial / failed by how many sources answered; the memory agent is dispatched
 //!   in the background with the answer and never waited for.
+//! - `retrieve` → `rerank` → `answer` (RAG manager, `merge: rrf`): the route's retrievers run
+//!   in parallel; at their fan-in [`crate::retrieval::merge`] fuses their ranked lists with RRF
+//!   (each `chunk_id` once; a `merge` event); the reranker, when declared, scores the merged
+//!   candidates (a `rerank` event); the primary gets the best `top_k` as `candidates` — as
+//!   summary-only references when `lazy`, hydrated to full chunks when the critic rejects the
+//!   answer (a `hydrate` event). Only the answer stage's evidence is cited.
 
 use super::evaluate::{self, Evaluation};
 use super::handoffs::{answer_text, slot_handoff};
 use crate::contracts::{ErrorCategory, HandoffStatus, OutputError, OutputStatus, ParsedQuery};
-use crate::manifest::{Agent, Intent, Manifest, RouteMode};
+use crate::manifest::{Agent, Intent, Manifest, MergeSettings, RouteMode};
 use crate::plan::{self, ClassificationDecision, DispatchRole, Flow, Plan, PlanError, PlannedDispatch, Stage};
 use crate::ports::{EventKind, HandoffRecord, QueryRecord};
+use crate::retrieval::merge::{self, MergeReport, Merged};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 
 /// Step names recorded in [`Stage::step`].
 pub mod step {
@@ -88,6 +97,10 @@ pub mod step {
     pub const REVISE: &str = "revise";
     /// The output guardrail.
     pub const GUARD_OUT: &str = "guard_out";
+    /// The retrievers of a route's `merge`, in parallel.
+    pub const RETRIEVE: &str = "retrieve";
+    /// The reranker of a route's `merge`.
+    pub const RERANK: &str = "rerank";
 }
 
 /// Steps whose handoffs are the answer.
@@ -178,7 +191,11 @@ pub fn estimate_ms(manifest: &Manifest, intent: &Intent) -> u64 {
         (Some(RouteMode::Sources), _, Some(s)) => s.budget.as_millis() + worst(manifest, &s.synthesizer),
         _ => {
             let ids = route.primary.iter().chain(route.supporting.iter());
-            let parallel = ids.map(|id| worst(manifest, id)).max().unwrap_or(0);
+            let mut parallel = ids.map(|id| worst(manifest, id)).max().unwrap_or(0);
+            if let Some(m) = &route.merge {
+                parallel += m.retrievers.iter().map(|id| worst(manifest, id)).max().unwrap_or(0)
+                    + m.reranker.as_deref().map(|id| worst(manifest, id)).unwrap_or(0);
+            }
             let pipeline = route
                 .pipeline
                 .as_deref()
@@ -323,6 +340,16 @@ fn body_start(
             }
             let until = now + chrono::Duration::milliseconds(s.budget.as_millis() as i64);
             Ok(vec![Stage { budget_until: Some(until), ..stage(step::SOURCES, dispatches) }])
+        }
+        _ if route.merge.is_some() => {
+            let m = route.merge.as_ref().map(|m| m.retrievers.as_slice()).unwrap_or_default();
+            let mut dispatches = Vec::new();
+            for id in m {
+                let a = agent(manifest, &intent.id, id)?;
+                let ctx = context_for(manifest, a, parsed, extra);
+                dispatches.push(planned(manifest, a, DispatchRole::Supporting, parsed, ctx, cid, now));
+            }
+            Ok(vec![stage(step::RETRIEVE, dispatches)])
         }
         _ => {
             let mut stages = plan::build(manifest, parsed, cid, now)?.stages;
@@ -486,6 +513,101 @@ fn evaluation(
     }
     let _ = manifest;
     Some((evaluate::evaluate(settings, chunks, now), answered, failed))
+}
+
+/// The planner's revised query, as the context field later steps carry.
+fn revised_extra(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<(&'static str, Value)> {
+    plan.stages
+        .iter()
+        .find(|s| is_step(s, step::PLANNER))
+        .and_then(|s| coherence(s, handoffs).2)
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| vec![("revised_query", Value::String(r))])
+        .unwrap_or_default()
+}
+
+/// A merge route's lists: what each retriever of the `retrieve` stage answered, fused with
+/// RRF. Returns the fused list, the report, and the retrievers that answered and failed.
+fn fused(
+    m: &MergeSettings,
+    plan: &Plan,
+    handoffs: &[HandoffRecord],
+) -> (Vec<Merged>, MergeReport, Vec<String>, Vec<String>) {
+    let mut lists = Vec::new();
+    let mut failed = Vec::new();
+    if let Some(stage) = plan.stages.iter().find(|s| is_step(s, step::RETRIEVE)) {
+        for (d, h) in slot_outputs(stage, handoffs) {
+            match usable(h) {
+                Some(out) => {
+                    let (list, skipped) = merge::ranked_list(out);
+                    lists.push((d.dispatch.target_agent.clone(), list, skipped));
+                }
+                None => failed.push(d.dispatch.target_agent.clone()),
+            }
+        }
+    }
+    let answered = lists.iter().map(|(r, _, _)| r.clone()).collect();
+    let (merged, report) = merge::fuse_lists(&lists, m.k);
+    (merged, report, answered, failed)
+}
+
+/// The recency window: the request's `recent_year_window` preference, else the merge's.
+fn window(m: &MergeSettings, manifest: &Manifest, parsed: &ParsedQuery) -> u32 {
+    let case = case(manifest, parsed);
+    let pref =
+        case.get("preferences").and_then(|p| p.get("recent_year_window")).or_else(|| case.get("recent_year_window"));
+    pref.and_then(Value::as_u64).filter(|n| *n <= 50).map(|n| n as u32).unwrap_or(m.recent_year_window)
+}
+
+/// The list the answering agent gets: the fused list reranked (with the reranker's scores
+/// when the `rerank` stage ran and answered) and cut to `top_k`.
+fn final_list(
+    m: &MergeSettings,
+    manifest: &Manifest,
+    parsed: &ParsedQuery,
+    plan: &Plan,
+    handoffs: &[HandoffRecord],
+) -> (Vec<Merged>, HashMap<String, f64>) {
+    let (all, _, _, _) = fused(m, plan, handoffs);
+    let scores = plan
+        .stages
+        .iter()
+        .find(|s| is_step(s, step::RERANK))
+        .and_then(|s| single(s, handoffs))
+        .map(merge::reranker_scores)
+        .unwrap_or_default();
+    (merge::rerank(all, &scores, m.recency_boost, window(m, manifest, parsed), m.top_k), scores)
+}
+
+/// The answer stage of a merge route: the primary with the merged `candidates`.
+fn merged_answer(
+    manifest: &Manifest,
+    intent: &Intent,
+    parsed: &ParsedQuery,
+    plan: &Plan,
+    handoffs: &[HandoffRecord],
+    top: &[Merged],
+    cid: &str,
+    now: DateTime<Utc>,
+) -> Result<Vec<Stage>, PlanError> {
+    let lazy = intent.route.merge.as_ref().is_some_and(|m| m.lazy);
+    let primary = intent.route.primary.as_deref().unwrap_or_default();
+    let a = agent(manifest, &intent.id, primary)?;
+    let mut extra = revised_extra(plan, handoffs);
+    extra.push(("candidates", merge::for_answer(top, !lazy)));
+    extra.push(("hydrated", Value::Bool(!lazy)));
+    let ctx = context_for(manifest, a, parsed, &extra);
+    Ok(vec![stage(step::ANSWER, vec![planned(manifest, a, DispatchRole::Primary, parsed, ctx, cid, now)])])
+}
+
+/// Slots whose evidence is not cited: a merge route's retrievers and reranker (the answer
+/// cites the merged list it was given).
+pub fn uncited_slots(plan: &Plan) -> Vec<&str> {
+    plan.stages
+        .iter()
+        .filter(|s| is_step(s, step::RETRIEVE) || is_step(s, step::RERANK))
+        .flat_map(|s| s.dispatches.iter().map(|d| d.slot.as_str()))
+        .collect()
 }
 
 // ------------------------------------------------------------------------------------------
@@ -675,6 +797,61 @@ pub fn next_step(
                 }
             }
         }
+        Some(step::RETRIEVE) => {
+            let m = route.merge.as_ref().ok_or_else(|| PlanError::UnknownIntent(intent.id.clone()))?;
+            let (all, report, answered, failed) = fused(m, plan, handoffs);
+            let (top, _) = final_list(m, manifest, parsed, plan, handoffs);
+            next.events.push((
+                EventKind::Step,
+                "merge",
+                json!({
+                    "step": "merge",
+                    "retrievers_answered": answered,
+                    "retrievers_failed": failed,
+                    "strategy": report.strategy,
+                    "k": report.k,
+                    "lists": report.lists,
+                    "listed": report.listed,
+                    "deduped": report.deduped,
+                    "fused": all.iter().take(20).map(|c| json!({ "chunk_id": c.chunk.chunk_id, "rrf": c.rrf, "found_by": c.found_by })).collect::<Vec<_>>(),
+                    "reranker": m.reranker,
+                }),
+            ));
+            if !answered.is_empty() {
+                next.stages = match &m.reranker {
+                    Some(id) => {
+                        let a = agent(manifest, &intent.id, id)?;
+                        let mut extra = revised_extra(plan, handoffs);
+                        let shown: Vec<Merged> = all.into_iter().take(merge::MAX_LIST / 2).collect();
+                        extra.push(("candidates", merge::for_answer(&shown, true)));
+                        let ctx = context_for(manifest, a, parsed, &extra);
+                        vec![stage(
+                            step::RERANK,
+                            vec![planned(manifest, a, DispatchRole::Primary, parsed, ctx, cid, now)],
+                        )]
+                    }
+                    None => merged_answer(manifest, intent, parsed, plan, handoffs, &top, cid, now)?,
+                };
+            }
+        }
+        Some(step::RERANK) => {
+            let m = route.merge.as_ref().ok_or_else(|| PlanError::UnknownIntent(intent.id.clone()))?;
+            let (top, scores) = final_list(m, manifest, parsed, plan, handoffs);
+            next.events.push((
+                EventKind::Step,
+                "rerank",
+                json!({
+                    "step": "rerank",
+                    "reranker": m.reranker,
+                    "reranker_answered": single(current, handoffs).is_some(),
+                    "scored": scores.len(),
+                    "recency_boost": m.recency_boost,
+                    "recent_year_window": window(m, manifest, parsed),
+                    "top": top.iter().map(|c| json!({ "chunk_id": c.chunk.chunk_id, "score": c.score, "rerank": c.rerank, "recency": c.recency, "rrf": c.rrf })).collect::<Vec<_>>(),
+                }),
+            ));
+            next.stages = merged_answer(manifest, intent, parsed, plan, handoffs, &top, cid, now)?;
+        }
         Some(step::CRITIC) => {
             let c = route.critic.as_ref().ok_or_else(|| PlanError::UnknownIntent(intent.id.clone()))?;
             let all = verdicts(plan, handoffs);
@@ -686,7 +863,11 @@ pub fn next_step(
                 json!({ "round": all.len(), "verdict": if accepted { "accept" } else { "reject" }, "critique": critique, "summary": summary }),
             ));
             if !accepted && revisions < c.max_retries {
-                next.stages = vec![revise(manifest, plan, handoffs, &critique, now)?];
+                let mut revision = revise(manifest, plan, handoffs, &critique, now)?;
+                if let Some(m) = route.merge.as_ref().filter(|m| m.lazy) {
+                    hydrate(m, manifest, parsed, plan, handoffs, &mut revision, &mut next);
+                }
+                next.stages = vec![revision];
             } else {
                 next.stages = after_critic(manifest, intent, parsed, plan, handoffs, cid, now)?;
             }
@@ -721,6 +902,40 @@ pub fn next_step(
         next.background = memory(manifest, intent, parsed, plan, handoffs, cid, now)?;
     }
     Ok(next)
+}
+
+/// Lazy hydration: when a revision's candidates are still summary-only references, replace
+/// them with the full chunks (recomputed from the retrievers' handoffs) and log it.
+fn hydrate(
+    m: &MergeSettings,
+    manifest: &Manifest,
+    parsed: &ParsedQuery,
+    plan: &Plan,
+    handoffs: &[HandoffRecord],
+    revision: &mut Stage,
+    next: &mut Next,
+) {
+    let (top, _) = final_list(m, manifest, parsed, plan, handoffs);
+    for d in &mut revision.dispatches {
+        let Value::Object(ctx) = &mut d.dispatch.payload.context else { continue };
+        if ctx.get("hydrated") != Some(&Value::Bool(false)) {
+            continue;
+        }
+        ctx.insert("candidates".into(), merge::for_answer(&top, true));
+        ctx.insert("hydrated".into(), Value::Bool(true));
+        let chars: usize = top.iter().map(|c| c.chunk.text.chars().count()).sum();
+        next.events.push((
+            EventKind::Step,
+            "hydrate",
+            json!({
+                "step": "hydrate",
+                "reason": "the critic asked for more evidence",
+                "chunks": top.iter().map(|c| &c.chunk.chunk_id).collect::<Vec<_>>(),
+                "summary_chars": top.iter().map(|c| merge::summary(&c.chunk.text).chars().count()).sum::<usize>(),
+                "full_chars": chars,
+            }),
+        ));
+    }
 }
 
 /// Re-run the agent that answered, with the critique.

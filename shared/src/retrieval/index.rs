@@ -64,6 +64,45 @@ pub struct IndexFile {
     pub documents: Vec<DocumentMeta>,
     /// The chunks.
     pub chunks: Vec<Chunk>,
+    /// Model embeddings of the chunks, when built with `index build --embeddings`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<StoredEmbeddings>,
+}
+
+/// Largest embedding accepted (Titan v2: 1024, OpenAI's largest: 3072).
+pub const MAX_EMBEDDING_DIMENSIONS: usize = 8_192;
+
+/// One model embedding per chunk, in chunk order, as an embedding provider returned them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredEmbeddings {
+    /// `openai` or `bedrock`.
+    pub provider: String,
+    /// The embedding model; queries must be embedded with the same one.
+    pub model: String,
+    /// Length of every vector.
+    pub dimensions: usize,
+    /// One vector per chunk.
+    pub vectors: Vec<Vec<f32>>,
+}
+
+/// Why a vector cannot be used: wrong length, not finite, or all zeros.
+pub fn vector_problem(v: &[f32], dimensions: usize) -> Option<String> {
+    if v.len() != dimensions {
+        return Some(format!("has {} dimensions, not {dimensions}", v.len()));
+    }
+    if v.iter().any(|x| !x.is_finite()) {
+        return Some("holds a value that is not a finite number".into());
+    }
+    if v.iter().all(|x| *x == 0.0) {
+        return Some("is all zeros".into());
+    }
+    None
+}
+
+fn unit(v: &[f32]) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / norm.max(f32::MIN_POSITIVE)).collect()
 }
 
 /// A loaded index, ready to search.
@@ -77,6 +116,8 @@ pub struct Index {
     /// Inverse document frequency of each vector bucket: a feature most chunks share (a
     /// common trigram) says little.
     weights: [f32; DIMENSIONS],
+    /// The stored model embeddings, normalized to unit length.
+    model_vectors: Option<Vec<Vec<f32>>>,
 }
 
 /// A chunk and a score from one ranked list.
@@ -103,7 +144,7 @@ impl IndexFile {
             }
             metas.push(DocumentMeta { doc_id: d.doc_id, title: d.title, date: d.date, year: d.year, source: d.source });
         }
-        IndexFile { format: FORMAT, chunking, documents: metas, chunks }
+        IndexFile { format: FORMAT, chunking, documents: metas, chunks, embeddings: None }
     }
 
     /// Read and chunk every document under `dir`.
@@ -168,7 +209,24 @@ impl Index {
             *w = (1.0 + n / (df + 1.0)).ln();
         }
         let vectors = vectors.into_iter().map(|v| weigh(v, &weights)).collect();
-        Ok(Index { file, df, lengths, avg_len: avg_len.max(1.0), vectors, weights })
+        let model_vectors = match &file.embeddings {
+            None => None,
+            Some(e) => {
+                if e.dimensions == 0 || e.dimensions > MAX_EMBEDDING_DIMENSIONS {
+                    return Err(format!("embeddings of {} dimensions; 1 – {MAX_EMBEDDING_DIMENSIONS}", e.dimensions));
+                }
+                if e.vectors.len() != file.chunks.len() {
+                    return Err(format!("{} embeddings for {} chunks", e.vectors.len(), file.chunks.len()));
+                }
+                for (v, c) in e.vectors.iter().zip(&file.chunks) {
+                    if let Some(p) = vector_problem(v, e.dimensions) {
+                        return Err(format!("the embedding of chunk `{}` {p}", c.chunk_id));
+                    }
+                }
+                Some(e.vectors.iter().map(|v| unit(v)).collect())
+            }
+        };
+        Ok(Index { file, df, lengths, avg_len: avg_len.max(1.0), vectors, weights, model_vectors })
     }
 
     /// Build from a folder of documents.
@@ -233,6 +291,40 @@ impl Index {
         }
         sort_hits(&mut hits);
         hits
+    }
+
+    /// The stored embeddings' provider and model, when the index has them.
+    pub fn embedding_model(&self) -> Option<(&str, &str, usize)> {
+        self.file.embeddings.as_ref().map(|e| (e.provider.as_str(), e.model.as_str(), e.dimensions))
+    }
+
+    /// Chunks by cosine similarity of their stored model embeddings to a query embedding,
+    /// best first (chunks with no similarity are left out); `None` when the index has no
+    /// embeddings or the query's dimensions differ.
+    pub fn dense_embedded(&self, query: &[f32], keep: &dyn Fn(usize) -> bool) -> Option<Vec<Hit>> {
+        let vectors = self.model_vectors.as_ref()?;
+        if vectors.first().is_some_and(|v| v.len() != query.len()) {
+            return None;
+        }
+        let q = unit(query);
+        let mut hits: Vec<Hit> = vectors
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| keep(*i))
+            .map(|(i, v)| Hit { chunk: i, score: f64::from(v.iter().zip(&q).map(|(a, b)| a * b).sum::<f32>()) })
+            .filter(|h| h.score > 0.0)
+            .collect();
+        sort_hits(&mut hits);
+        Some(hits)
+    }
+
+    /// Cosine similarity of chunk `n`'s stored embedding to a query embedding (0 without one).
+    pub fn similarity_embedded(&self, chunk: usize, query: &[f32]) -> f64 {
+        let Some(v) = self.model_vectors.as_ref().and_then(|m| m.get(chunk)).filter(|v| v.len() == query.len()) else {
+            return 0.0;
+        };
+        let q = unit(query);
+        f64::from(v.iter().zip(&q).map(|(a, b)| a * b).sum::<f32>())
     }
 
     /// Chunks by cosine similarity of hashed vectors to `query` text, best first; chunks with

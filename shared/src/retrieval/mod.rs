@@ -10,11 +10,14 @@
 //!   the file.
 //! - [`index`]: BM25 and hashed-vector search over the chunks; the index file.
 //! - [`rrf`]: reciprocal rank fusion (the merge and the dedupe by `chunk_id`).
+//! - [`merge`]: a route's fan-in merge of several retrievers' lists (`merge: rrf`), the
+//!   reranker's scores, the recency boost, summary-only references for lazy hydration.
 //! - [`search`]: one retrieval — lists, fusion, thresholds, fallback, rerank, answer.
 //! - [`reflect`]: the RAG manager design's reflection notes.
 
 pub mod corpus;
 pub mod index;
+pub mod merge;
 pub mod reflect;
 pub mod rrf;
 pub mod search;

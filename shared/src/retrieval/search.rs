@@ -122,8 +122,25 @@ pub struct Merge {
     pub recency_boost: f64,
 }
 
-/// Run the fallback order over `index`.
+/// Run the fallback order over `index`, the dense lists from its hashed vectors.
 pub fn retrieve(index: &Index, req: &Request, s: &RetrieverSettings) -> Retrieval {
+    retrieve_with(index, req, s, &[])
+}
+
+/// The texts [`retrieve_with`] searches, in order: the question, then the revised query when
+/// there is one and it differs. An embedding provider embeds exactly these.
+pub fn query_texts(req: &Request) -> Vec<String> {
+    let mut out = vec![req.question.clone()];
+    if let Some(r) = req.revised_query.as_deref().filter(|r| !r.trim().is_empty() && *r != req.question) {
+        out.push(r.to_string());
+    }
+    out
+}
+
+/// Run the fallback order over `index`; `embedded` holds the model embeddings of
+/// [`query_texts`] (empty: none), and where one is given the dense list ranks the index's
+/// stored embeddings (`embedding:question`) instead of the hashed vectors.
+pub fn retrieve_with(index: &Index, req: &Request, s: &RetrieverSettings, embedded: &[Vec<f32>]) -> Retrieval {
     let window = req.recent_year_window.unwrap_or(s.recent_year_window);
     let years = &req.requested_years;
     let keep = |chunk: usize| years.is_empty() || index.document(chunk).year.is_some_and(|y| years.contains(&y));
@@ -137,7 +154,7 @@ pub fn retrieve(index: &Index, req: &Request, s: &RetrieverSettings) -> Retrieva
     for (n, setting) in s.attempts.iter().enumerate() {
         let mut lists: Vec<Vec<String>> = Vec::new();
         let mut reports = Vec::new();
-        for ((name, q), qt) in queries.iter().zip(&query_terms) {
+        for (qn, ((name, q), qt)) in queries.iter().zip(&query_terms).enumerate() {
             let mut add = |kind: &str, hits: Vec<Hit>| {
                 let ids: Vec<String> =
                     hits.iter().take(s.candidates).map(|h| index.chunks()[h.chunk].chunk_id.clone()).collect();
@@ -148,7 +165,10 @@ pub fn retrieve(index: &Index, req: &Request, s: &RetrieverSettings) -> Retrieva
                 add("bm25", index.bm25(qt, &keep));
             }
             if setting.mode != RetrievalMode::Sparse {
-                add("vector", index.dense(q, &keep));
+                match embedded.get(qn).and_then(|v| index.dense_embedded(v, &keep)) {
+                    Some(hits) => add("embedding", hits),
+                    None => add("vector", index.dense(q, &keep)),
+                }
             }
         }
         let listed: usize = lists.iter().map(Vec::len).sum();
@@ -159,7 +179,14 @@ pub fn retrieve(index: &Index, req: &Request, s: &RetrieverSettings) -> Retrieva
             .filter_map(|(id, score)| position(id).map(|c| (c, *score)))
             .map(|(c, score)| {
                 let m = match setting.mode {
-                    RetrievalMode::Dense => queries.iter().map(|(_, q)| index.similarity(c, q)).fold(0.0, f64::max),
+                    RetrievalMode::Dense => queries
+                        .iter()
+                        .enumerate()
+                        .map(|(qn, (_, q))| match embedded.get(qn).filter(|_| index.embedding_model().is_some()) {
+                            Some(v) => index.similarity_embedded(c, v),
+                            None => index.similarity(c, q),
+                        })
+                        .fold(0.0, f64::max),
                     _ => query_terms.iter().map(|qt| index.coverage(c, qt)).fold(0.0, f64::max),
                 };
                 (c, score, m)

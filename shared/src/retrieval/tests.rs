@@ -211,7 +211,8 @@ fn a_missing_or_corrupt_index_file_is_an_error_naming_the_path() {
     assert!(e.to_string().starts_with(&dir.join("missing.json").display().to_string()), "{e}");
     let e = Index::load(&dir.join("broken.json")).expect_err("corrupt");
     assert!(e.to_string().contains("broken.json: cannot load the index: not a Switchyard index"), "{e}");
-    let file = IndexFile { format: 9, chunking: Chunking::default(), documents: vec![], chunks: vec![] };
+    let file =
+        IndexFile { format: 9, chunking: Chunking::default(), documents: vec![], chunks: vec![], embeddings: None };
     file.write(&dir.join("future.json")).expect("write");
     let e = Index::load(&dir.join("future.json")).expect_err("format");
     assert!(e.to_string().contains("index format 9 is not the supported 1"), "{e}");
