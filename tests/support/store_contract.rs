@@ -160,6 +160,8 @@ pub fn output(query_id: &str) -> OrchestratorOutput {
         qc_report: None,
         orchestration: None,
         reflection: None,
+        session_id: "sess".into(),
+        entities: vec![],
     }
 }
 

@@ -19,6 +19,7 @@
 //! - [`advance`]: move a query on when a stage completes — the next pipeline stage, the next
 //!   step of an orchestration mode (what that step is, is decided by the pure
 //!   [`crate::plan::modes`]), or the synthesis.
+//! - [`conversation`]: record a finished query as its session's next turn, once.
 //! - [`listing`]: the caller's recent queries and the manifest's routing table, for people.
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
 //!
@@ -27,6 +28,7 @@
 //! ```text
 //! handlers ─► intake, router, worker, synth
 //!             worker, synth ─► advance
+//!             synth ─► conversation
 //!             intake, router, worker, synth, advance ─► effects ─► deps
 //! ```
 //!
@@ -36,6 +38,7 @@
 //! [`crate::system`].
 
 pub mod advance;
+pub mod conversation;
 mod deps;
 pub mod effects;
 pub mod handlers;

@@ -73,7 +73,10 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
             .ok_or_else(|| StepError::Permanent(format!("synth job for unknown query {query_id}")))?;
         let now = deps.clock.now();
         match query.status {
-            QueryStatus::Done => return Ok(Attempt::Done(())),
+            QueryStatus::Done => {
+                super::conversation::ensure_turn(deps, &query).await?;
+                return Ok(Attempt::Done(()));
+            }
             QueryStatus::Accepted => {
                 return Err(StepError::Retryable("synth job before the query was routed".into()));
             }
@@ -139,6 +142,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         // Not written: another synthesizer finished it.
         if written(deps.store.finish_query(&output, &done, claimed.version, &events).await)? {
             info!(status = ?output.status, confidence = output.response_confidence, latency_ms = output.total_latency_ms, "query answered");
+            super::conversation::record_turn(deps, &manifest, &done, &output).await?;
         }
         Ok(Attempt::Done(()))
     })
@@ -660,6 +664,8 @@ pub fn build_output(
         qc_report,
         orchestration,
         reflection: None,
+        session_id: query.session_id.clone(),
+        entities: query.parsed.entities.clone(),
     }
 }
 
@@ -694,5 +700,7 @@ fn out_of_scope_output(
         qc_report: None,
         orchestration: None,
         reflection: None,
+        session_id: query.session_id.clone(),
+        entities: query.parsed.entities.clone(),
     }
 }
