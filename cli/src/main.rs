@@ -4,6 +4,7 @@
 mod ask;
 mod bench;
 mod bench_retrieval;
+mod chat;
 mod classify_cmd;
 mod console;
 mod index_cmd;
@@ -31,6 +32,8 @@ struct Cli {
 enum Command {
     /// Ask a question: runs intake → router → agent workers → synthesizer in one process.
     Ask(ask::AskArgs),
+    /// A conversation: one question per line (stdin), each turn continuing the session.
+    Chat(chat::ChatArgs),
     /// Serve the intake HTTP API on 127.0.0.1 with the workers running in-process.
     Serve(ask::ServeArgs),
     /// Classify a question (or JSON lines `{"query": …}` on stdin) without running it.
@@ -207,6 +210,10 @@ async fn main() -> ExitCode {
         Command::Ask(args) => {
             init_tracing(args.verbose);
             ask::ask(args).await
+        }
+        Command::Chat(args) => {
+            init_tracing(false);
+            chat::chat(args).await
         }
         Command::Serve(args) => {
             init_tracing(true);
