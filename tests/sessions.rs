@@ -267,3 +267,27 @@ fn the_context_section_is_validated_with_the_path_named() {
     let m = Manifest::from_yaml(&ok, "routing.yaml").expect("valid");
     assert_eq!((m.context.history_turns, m.context.summary.threshold_tokens, m.context.budgets.agent), (8, 900, 1_500));
 }
+
+#[tokio::test(start_paused = true)]
+async fn past_the_threshold_older_turns_are_summarized_by_the_configured_agent() {
+    // GIVEN a summarizer agent and a history of two raw turns at most
+    let mut m = shipped_manifest();
+    let summarizer = m.agents[0].id.clone();
+    m.context.summary.agent = Some(summarizer.clone());
+    m.context.history_turns = 2;
+    m.context.summary.keep_turns = 1;
+    let h = Harness::start(m);
+    let first = turn(&h, "What is the market share of Kisqali in the Northeast?", None, ANALYST).await;
+    turn(&h, "And for Fabhalta?", Some(&first.session_id), ANALYST).await;
+    let s = session_of(&h, ANALYST, &first.session_id).await.expect("session");
+    assert!(s.summary.is_none(), "two turns fit: nothing compacted");
+    // WHEN a third turn passes the limit
+    turn(&h, "And in the Midwest?", Some(&first.session_id), ANALYST).await;
+    // THEN the two oldest are summarized by the agent and the latest stays raw
+    let s = session_of(&h, ANALYST, &first.session_id).await.expect("session");
+    assert_eq!(s.turns.iter().map(|t| t.seq).collect::<Vec<_>>(), vec![3]);
+    let summary = s.summary.expect("a summary");
+    assert_eq!(summary.method, format!("agent:{summarizer}"));
+    assert_eq!(summary.through_turn, 2);
+    assert!(!summary.lines.is_empty());
+}
