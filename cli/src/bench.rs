@@ -79,9 +79,10 @@ pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
         "requests" => requests(options).await,
         "cold-start" => cold_start(options),
         "retrieval" => crate::bench_retrieval::run(options),
+        "context" => Ok(crate::bench_context::run(options.json)),
         "all" => {
             let mut code = 0;
-            for suite in ["classify", "pipeline", "cold-start", "retrieval"] {
+            for suite in ["classify", "pipeline", "cold-start", "retrieval", "context"] {
                 code = code.max(Box::pin(run(suite, options)).await?);
             }
             if endpoint().is_some() {
@@ -92,7 +93,7 @@ pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
             Ok(code)
         }
         other => Err(anyhow::anyhow!(
-            "unknown benchmark `{other}`; available: classify, pipeline, requests, cold-start, retrieval, all"
+            "unknown benchmark `{other}`; available: classify, pipeline, requests, cold-start, retrieval, context, all"
         )),
     }
 }

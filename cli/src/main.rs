@@ -3,6 +3,7 @@
 
 mod ask;
 mod bench;
+mod bench_context;
 mod bench_retrieval;
 mod chat;
 mod classify_cmd;
@@ -49,7 +50,8 @@ enum Command {
         /// `classify` (median and p99 per query), `pipeline` (embedded queries/s and latency for
         /// k = 1..4 agents), `requests` (requests per query and cost per million queries against
         /// the local endpoint in AWS_ENDPOINT_URL), `cold-start` (init time and peak RSS of the
-        /// function binaries beside this one), or `all`.
+        /// function binaries beside this one), `context` (tokenizer load, turn recording, snapshot and
+        /// selection of the conversation pipeline), or `all`.
         #[arg(default_value = "classify")]
         suite: String,
         /// Manifest for `classify` (default: the embedded routing.yaml).

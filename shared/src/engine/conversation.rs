@@ -144,11 +144,21 @@ async fn summarize(
     }
 }
 
-/// The text of a summarizer's answer: a string `primary_output` (top level or in `result`), or
-/// a `summary` string.
+/// The text of a summarizer's answer: its `primary_output` (top level or in `result`) read as
+/// the synthesizer reads any answer (a string, or its `response` / `summary` / `text` /
+/// `answer` field), or a top-level `summary` string.
 fn answer_text(v: &Value) -> Option<String> {
-    [&v["primary_output"], &v["result"]["primary_output"], &v["summary"]]
+    let text_of = |out: &Value| -> Option<String> {
+        for key in ["response", "summary", "text", "answer"] {
+            if let Some(s) = out.get(key).and_then(Value::as_str) {
+                return Some(s.to_string());
+            }
+        }
+        out.as_str().map(str::to_string)
+    };
+    [&v["primary_output"], &v["result"]["primary_output"]]
         .into_iter()
-        .find_map(|x| x.as_str().map(str::to_string))
+        .find_map(text_of)
+        .or_else(|| v["summary"].as_str().map(str::to_string))
         .filter(|s| !s.trim().is_empty())
 }
