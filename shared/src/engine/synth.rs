@@ -195,7 +195,12 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
     let Some(query) = query else {
         return Err(StepError::Permanent(format!("deadline for unknown query {query_id}")));
     };
-    if matches!(query.status, QueryStatus::Done | QueryStatus::Accepted) {
+    if query.status == QueryStatus::Done {
+        // This deadline may be the one that finished the query and stopped before its turn was
+        // recorded: finish that (nothing happens when the turn is there).
+        return super::conversation::ensure_turn(deps, &query).await;
+    }
+    if query.status == QueryStatus::Accepted {
         return Ok(());
     }
     let stage_budget = is_stage_budget(&query, fire_at);
