@@ -1,9 +1,9 @@
 //! Token counts with a real BPE tokenizer (cl100k_base, tiktoken-compatible, from the
 //! `tiktoken-rs` crate).
 //!
-//! The tokenizer's tables are parsed on first use (a one-off cost of some tens of
-//! milliseconds, measured by `switchyard bench context`), never at function init: a process
-//! that never sees a conversation with history never pays it.
+//! The tokenizer's tables are parsed on first use (a one-off cost per process: 1.4 s in a debug
+//! build; `switchyard bench context` prints it for the build at hand), never at function init:
+//! a process that never sees a conversation with history never pays it.
 
 use std::sync::OnceLock;
 
