@@ -5,6 +5,7 @@ mod ask;
 mod bench;
 mod bench_context;
 mod bench_retrieval;
+mod bench_ttft;
 mod chat;
 mod classify_cmd;
 mod console;
@@ -15,6 +16,7 @@ mod portable;
 mod refit_cmd;
 mod serve;
 mod setup_cmd;
+mod tokens_view;
 mod validate_cmd;
 
 use clap::{Parser, Subcommand};
@@ -48,10 +50,11 @@ enum Command {
     /// Benchmarks that print figures (build with --release for meaningful numbers).
     Bench {
         /// `classify` (median and p99 per query), `pipeline` (embedded queries/s and latency for
-        /// k = 1..4 agents), `requests` (requests per query and cost per million queries against
-        /// the local endpoint in AWS_ENDPOINT_URL), `cold-start` (init time and peak RSS of the
-        /// function binaries beside this one), `context` (tokenizer load, turn recording, snapshot and
-        /// selection of the conversation pipeline), or `all`.
+        /// k = 1..4 agents), `ttft` (time to first token of a streamed answer, embedded),
+        /// `requests` (requests per query and cost per million queries against the local
+        /// endpoint in AWS_ENDPOINT_URL, and the extra writes of a streamed answer), `cold-start` (init time and peak RSS of the
+        /// function binaries beside this one), `context` (tokenizer load, turn recording, snapshot
+        /// and selection of the conversation pipeline), or `all`.
         #[arg(default_value = "classify")]
         suite: String,
         /// Manifest for `classify` (default: the embedded routing.yaml).
