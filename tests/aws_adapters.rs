@@ -239,6 +239,11 @@ async fn dynamodb_refuses_oversized_items() {
 }
 
 #[tokio::test]
+async fn dynamodb_keeps_sessions_per_caller_under_versions_with_ttl() {
+    store_contract::a_session_is_written_under_versions_per_caller_and_expires(&store().await).await;
+}
+
+#[tokio::test]
 async fn dynamodb_keeps_one_manifest_version_per_fingerprint() {
     store_contract::a_manifest_version_is_kept_once_under_its_fingerprint(&store().await).await;
 }

@@ -110,6 +110,54 @@ async fn a_query_completes_through_every_function_and_leaves_consistent_records_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_turn_conversation_is_kept_in_dynamodb_with_ttl_and_resolves_the_follow_up() {
+    let s = setup().await;
+    let _p = pollers(s.system.deps.clone(), &s.system);
+    let deps = &s.system.deps;
+    let session = format!("conv-{}", uuid::Uuid::new_v4());
+    let ask = |question: &'static str| {
+        let body = json!({ "query": question, "session_id": session }).to_string();
+        async move {
+            let response = handle_http(deps, api_request("POST", "/v1/queries", "", Some(&body), "e2e-user", "")).await;
+            assert_eq!(response.status_code, 202, "{}", text_body(&response));
+            json_body(&response)["query_id"].as_str().expect("query id").to_string()
+        }
+    };
+    let first = ask("delta quartet of agents").await;
+    let first_out = wait_output(deps, &first).await;
+    assert_eq!(first_out.session_id, session);
+    let recorded = |id: String| {
+        let session = session.clone();
+        async move {
+            for _ in 0..100 {
+                let s = deps.store.get_session("e2e-user", &session).await.expect("store");
+                if s.as_ref().is_some_and(|s| s.has_recorded(&id)) {
+                    return s.expect("session");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("turn {id} was not recorded within 10 s");
+        }
+    };
+    recorded(first.clone()).await;
+    // The follow-up says nothing of its own: it is resolved with the first turn.
+    let second = ask("and once more please").await;
+    let second_out = wait_output(deps, &second).await;
+    assert_eq!(second_out.intent, first_out.intent, "{second_out:#?}");
+    let events = deps.store.list_events(&second).await.expect("store");
+    let context = events.iter().find(|e| e.kind == EventKind::Context).expect("a context event");
+    assert_eq!(context.detail["turn"], json!(2));
+    let stored = recorded(second.clone()).await;
+    assert_eq!(stored.turn_count, 2);
+    assert_eq!(stored.turns.iter().map(|t| t.query_id.clone()).collect::<Vec<_>>(), vec![first, second]);
+    let now = chrono::Utc::now().timestamp();
+    assert!(stored.expires_at > now + 3_600, "the session carries a TTL in the future: {}", stored.expires_at);
+    // Another caller with the same id sees none of it.
+    assert!(deps.store.get_session("e2e-other", &session).await.expect("store").is_none());
+    wait_drained(&s.system, Duration::from_secs(15)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_agent_is_retried_then_its_fallback_answers_on_the_real_queues() {
     let s = setup().await;
     let _p = pollers(s.system.deps.clone(), &s.system);
@@ -178,9 +226,10 @@ async fn every_message_sent_twice_to_the_real_queues_still_gives_one_output() {
 }
 
 /// Requests per completed query for k = 1..4 agents, counted by the adapters themselves
-/// (printed; targets: at most k + 3 SQS sends and 2k + 4 DynamoDB writes).
+/// (printed; targets: at most k + 3 SQS sends and 2k + 4 DynamoDB writes for the query, plus
+/// the one conditional write that records it as its session's turn — docs/conversations.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_per_query_stay_within_k_plus_3_sends_and_2k_plus_4_writes() {
+async fn requests_per_query_stay_within_k_plus_3_sends_and_2k_plus_5_writes_with_the_session_turn() {
     let s = setup().await;
     let _p = pollers(s.system.deps.clone(), &s.system);
     let deps = &s.system.deps;
@@ -213,6 +262,6 @@ async fn requests_per_query_stay_within_k_plus_3_sends_and_2k_plus_4_writes() {
             s1.transact_writes - s0.transact_writes
         );
         assert!(sends <= k + 3, "k={k}: {sends} SQS sends");
-        assert!(writes <= 2 * k + 4, "k={k}: {writes} DynamoDB writes");
+        assert!(writes <= 2 * k + 4 + 1, "k={k}: {writes} DynamoDB writes (2k + 4, + 1 session turn)");
     }
 }

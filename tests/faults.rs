@@ -206,6 +206,14 @@ impl Store for TrippedStore {
     async fn get_manifest(&self, f: &str) -> Result<Option<String>, StoreError> {
         self.inner.get_manifest(f).await
     }
+    async fn get_session(&self, u: &str, s: &str) -> Result<Option<shared::ports::SessionRecord>, StoreError> {
+        self.inner.get_session(u, s).await
+    }
+    async fn put_session(&self, s: &shared::ports::SessionRecord, v: u64) -> Result<(), StoreError> {
+        let f = self.before("put_session", None)?;
+        let r = self.inner.put_session(s, v).await;
+        self.after("put_session", f, r)
+    }
 }
 
 type SendRule = Box<dyn Fn(QueueId, &Job) -> bool + Send + Sync>;

@@ -87,6 +87,10 @@ pub struct AskArgs {
     /// `retriever` agent then only considers documents of those years).
     #[arg(long, value_delimiter = ',')]
     pub years: Vec<u16>,
+    /// Continue this conversation (the `session_id` of an earlier answer; on `--backend aws`
+    /// the session lives in the DynamoDB table, so it carries across runs).
+    #[arg(long)]
+    pub session: Option<String>,
 }
 
 /// Arguments of `switchyard serve`.
@@ -142,7 +146,7 @@ pub fn api_event(
     Ok(serde_json::from_value(event)?)
 }
 
-fn request(
+pub(crate) fn request(
     method: &str,
     path: &str,
     body: Option<String>,
@@ -153,7 +157,7 @@ fn request(
     api_event(method, path, "", &headers, body, Some((user, roles)))
 }
 
-fn body_text(r: &aws_lambda_events::apigw::ApiGatewayV2httpResponse) -> String {
+pub(crate) fn body_text(r: &aws_lambda_events::apigw::ApiGatewayV2httpResponse) -> String {
     match &r.body {
         Some(aws_lambda_events::encodings::Body::Text(t)) => t.clone(),
         Some(aws_lambda_events::encodings::Body::Binary(b)) => String::from_utf8_lossy(b).into_owned(),
@@ -166,12 +170,14 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
     let (deps, _pollers) = start_backend(args.backend, manifest, EngineSettings::default()).await?;
-    let body = if args.years.is_empty() {
-        serde_json::json!({ "query": args.question })
-    } else {
-        serde_json::json!({ "query": args.question, "preferences": { "requested_years": args.years } })
+    let mut body = serde_json::json!({ "query": args.question });
+    if !args.years.is_empty() {
+        body["preferences"] = serde_json::json!({ "requested_years": args.years });
     }
-    .to_string();
+    if let Some(session) = &args.session {
+        body["session_id"] = serde_json::Value::String(session.clone());
+    }
+    let body = body.to_string();
     let response = handle_http(&deps, request("POST", "/v1/queries", Some(body), &args.user, &args.roles)?).await;
     let text = body_text(&response);
     if response.status_code >= 400 {
@@ -298,6 +304,19 @@ fn print_answer(
         );
     }
     println!("route       {}", route.join(" → "));
+    if !output.entities.is_empty() {
+        let entities: Vec<String> = output
+            .entities
+            .iter()
+            .map(|e| {
+                let kind = serde_json::to_value(e.entity_type).ok().and_then(|v| v.as_str().map(str::to_string));
+                let carried = if e.source == shared::contracts::EntitySource::Context { " (from context)" } else { "" };
+                format!("{}={}{carried}", kind.unwrap_or_default(), e.value)
+            })
+            .collect();
+        println!("entities    {}", entities.join(", "));
+    }
+    println!("session     {} (ask a follow-up with --session {})", output.session_id, output.session_id);
     for e in events.iter().filter(|e| e.kind == EventKind::Step && e.detail["step"] == "retrieval") {
         print_retrieval(&e.detail);
     }

@@ -88,10 +88,11 @@ pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
         "requests" => requests(options).await,
         "cold-start" => cold_start(options),
         "retrieval" => crate::bench_retrieval::run(options),
+        "context" => Ok(crate::bench_context::run(options.json)),
         "ttft" => crate::bench_ttft::run(options).await,
         "all" => {
             let mut code = 0;
-            for suite in ["classify", "pipeline", "ttft", "cold-start", "retrieval"] {
+            for suite in ["classify", "pipeline", "ttft", "cold-start", "retrieval", "context"] {
                 code = code.max(Box::pin(run(suite, options)).await?);
             }
             if endpoint().is_some() {
@@ -102,7 +103,7 @@ pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
             Ok(code)
         }
         other => Err(anyhow::anyhow!(
-            "unknown benchmark `{other}`; available: classify, pipeline, ttft, requests, cold-start, retrieval, all"
+            "unknown benchmark `{other}`; available: classify, pipeline, ttft, requests, cold-start, retrieval, context, all"
         )),
     }
 }

@@ -3,8 +3,10 @@
 
 mod ask;
 mod bench;
+mod bench_context;
 mod bench_retrieval;
 mod bench_ttft;
+mod chat;
 mod classify_cmd;
 mod console;
 mod index_cmd;
@@ -33,6 +35,8 @@ struct Cli {
 enum Command {
     /// Ask a question: runs intake → router → agent workers → synthesizer in one process.
     Ask(ask::AskArgs),
+    /// A conversation: one question per line (stdin), each turn continuing the session.
+    Chat(chat::ChatArgs),
     /// Serve the intake HTTP API on 127.0.0.1 with the workers running in-process.
     Serve(ask::ServeArgs),
     /// Classify a question (or JSON lines `{"query": …}` on stdin) without running it.
@@ -49,7 +53,8 @@ enum Command {
         /// k = 1..4 agents), `ttft` (time to first token of a streamed answer, embedded),
         /// `requests` (requests per query and cost per million queries against the local
         /// endpoint in AWS_ENDPOINT_URL, and the extra writes of a streamed answer), `cold-start` (init time and peak RSS of the
-        /// function binaries beside this one), or `all`.
+        /// function binaries beside this one), `context` (tokenizer load, turn recording, snapshot
+        /// and selection of the conversation pipeline), or `all`.
         #[arg(default_value = "classify")]
         suite: String,
         /// Manifest for `classify` (default: the embedded routing.yaml).
@@ -210,6 +215,10 @@ async fn main() -> ExitCode {
         Command::Ask(args) => {
             init_tracing(args.verbose);
             ask::ask(args).await
+        }
+        Command::Chat(args) => {
+            init_tracing(false);
+            chat::chat(args).await
         }
         Command::Serve(args) => {
             init_tracing(true);

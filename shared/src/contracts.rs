@@ -362,6 +362,14 @@ pub struct OrchestratorOutput {
     /// 30 %). Metadata, never part of `response_text`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection: Option<crate::retrieval::reflect::Reflection>,
+    /// The conversation this answer belongs to (Switchyard addition): send it back as
+    /// `session_id` to ask a follow-up.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub session_id: String,
+    /// The entities the question was taken to mean (E2I `ParsedEntity`; `source: context` for
+    /// those carried over from earlier turns).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entities: Vec<ParsedEntity>,
 }
 
 /// Limits on what an agent may spend (E2I dispatch `payload.constraints`).

@@ -12,6 +12,8 @@
 //! # Layout
 //!
 //! - [`contracts`]: wire types, exactly the E2I design's fields.
+//! - [`context`]: conversations: the session record and the context pipeline (history view,
+//!   rolling summary, salience notes, token budgets).
 //! - [`manifest`]: the `routing.yaml` schema, loading and validation.
 //! - [`classify`]: embedded intent classifier and entity extractor.
 //! - [`validation`]: intake validation of incoming queries (the E2I design's table).
@@ -34,6 +36,7 @@
 pub mod adapters;
 pub mod agents;
 pub mod classify;
+pub mod context;
 pub mod contracts;
 pub mod engine;
 pub mod jobs;

@@ -10,6 +10,7 @@
 //! and each takes the event-log entries that the write causes, so the log and the records never
 //! disagree and a duplicate delivery that loses its condition writes no event either.
 
+pub use crate::context::SessionRecord;
 use crate::contracts::{AgentDispatch, AgentHandoff, OrchestratorOutput, OutputStatus, ParsedQuery};
 use crate::manifest::Agent;
 use crate::plan::Plan;
@@ -121,6 +122,8 @@ pub struct HandoffRecord {
 pub enum EventKind {
     /// Intake accepted the query.
     Accepted,
+    /// The conversation context was assembled (what was kept and dropped, token counts).
+    Context,
     /// Intent decided (stage, confidence).
     Route,
     /// Plan built.
@@ -286,6 +289,16 @@ pub trait Store: Send + Sync {
 
     /// The manifest stored under a fingerprint (its canonical JSON).
     async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError>;
+
+    /// The caller's session (strongly consistent). Sessions are keyed by `(user_id,
+    /// session_id)`: another caller's session with the same id is another record. Expired
+    /// sessions read as `None`.
+    async fn get_session(&self, user_id: &str, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Write the session on condition that the stored version equals `expected_version` (0:
+    /// no live session); the stored version becomes `expected_version + 1` (whatever
+    /// `session.version` says). `ConditionFailed` when another turn wrote first.
+    async fn put_session(&self, session: &SessionRecord, expected_version: u64) -> Result<(), StoreError>;
 }
 
 // ------------------------------------------------------------------------------------------

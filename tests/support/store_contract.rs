@@ -160,6 +160,8 @@ pub fn output(query_id: &str) -> OrchestratorOutput {
         qc_report: None,
         orchestration: None,
         reflection: None,
+        session_id: "sess".into(),
+        entities: vec![],
     }
 }
 
@@ -192,6 +194,39 @@ pub async fn all(store: &dyn Store) {
     events_are_listed_in_time_order_and_appended_once_per_key(store).await;
     a_manifest_version_is_kept_once_under_its_fingerprint(store).await;
     a_callers_recent_queries_are_listed_newest_first_and_only_theirs(store).await;
+    a_session_is_written_under_versions_per_caller_and_expires(store).await;
+}
+
+/// GIVEN a session of one caller, THEN it is written under optimistic versions (a stale or
+/// repeated first write fails), another caller's session with the same id is another record,
+/// and an expired session reads as absent and may be started again at version 0.
+pub async fn a_session_is_written_under_versions_per_caller_and_expires(store: &dyn Store) {
+    use shared::ports::SessionRecord;
+    let id = format!("s-{}", new_id());
+    let mut mine = SessionRecord::new("user#1", &id, chrono::Utc::now(), live());
+    assert!(store.get_session("user#1", &id).await.expect("get").is_none());
+    store.put_session(&mine, 0).await.expect("first write");
+    assert!(matches!(store.put_session(&mine, 0).await, Err(StoreError::ConditionFailed(_))), "a second first write");
+    let stored = store.get_session("user#1", &id).await.expect("get").expect("present");
+    assert_eq!(stored.version, 1);
+    mine.turn_count = 1;
+    store.put_session(&mine, 1).await.expect("second write");
+    assert!(matches!(store.put_session(&mine, 1).await, Err(StoreError::ConditionFailed(_))), "a stale version");
+    assert_eq!(store.get_session("user#1", &id).await.expect("get").expect("present").turn_count, 1);
+    // Another caller, same id (and a user id that would collide if `#` were not escaped).
+    assert!(store.get_session("user", &id).await.expect("get").is_none());
+    assert!(store.get_session("user#1#", &id).await.expect("get").is_none());
+    let theirs = SessionRecord::new("user", &id, chrono::Utc::now(), live());
+    store.put_session(&theirs, 0).await.expect("their own session");
+    assert_eq!(store.get_session("user", &id).await.expect("get").expect("theirs").turn_count, 0);
+    assert_eq!(store.get_session("user#1", &id).await.expect("get").expect("mine").turn_count, 1);
+    // Expired.
+    let gone_id = format!("s-{}", new_id());
+    let gone = SessionRecord::new("u", &gone_id, chrono::Utc::now(), expired());
+    store.put_session(&gone, 0).await.expect("write");
+    assert!(store.get_session("u", &gone_id).await.expect("get").is_none());
+    store.put_session(&SessionRecord::new("u", &gone_id, chrono::Utc::now(), live()), 0).await.expect("restart");
+    assert_eq!(store.get_session("u", &gone_id).await.expect("get").expect("new").version, 1);
 }
 
 /// Manifests are stored once per fingerprint: a second put changes nothing; an unknown

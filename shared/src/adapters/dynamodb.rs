@@ -10,6 +10,7 @@
 //! | event | `Q#<query_id>` | `E#<event key>` | `at` S (RFC 3339), `expires_at` N | `doc` S (plain JSON): [`Event`] — only events with no record write ([`Store::append_events`]) |
 //! | idempotency key | `IDEM#<user_id>#<key>` | `IDEM` | `query_id` S, `expires_at` N | — |
 //! | manifest version | `M#<fingerprint>` | `MANIFEST` | — (no TTL) | `doc` S: the manifest's canonical JSON |
+//! | session | `S#<session_id>#<user_id>` | `SESSION` | `version` N, `expires_at` N, `kind` S | `doc`: [`SessionRecord`] (latest turns, summary, notes) |
 //!
 //! Items written once also carry `kind` S (`handoff`, `event`, `idempotency`, `manifest`) for
 //! people reading the table; the query record and the fan-in, rewritten on every step, leave it
@@ -17,7 +18,8 @@
 //! (RFC 1951); `doc` written as a plain string (S) is read as well. Events inside a record's
 //! item are stored without their query id and expiry, which the item holds. In the idempotency
 //! key's `pk`, `%` and `#` inside the user id and the key are written `%25` and `%23`, so
-//! `(a#b, c)` and `(a, b#c)` cannot share an item. The `by_user` index projects keys only.
+//! `(a#b, c)` and `(a, b#c)` cannot share an item; the session's `pk` escapes both parts the
+//! same way, so one caller's session id never names another caller's session. The `by_user` index projects keys only.
 //!
 //! # Why this shape: what a query costs
 //!
@@ -82,7 +84,7 @@
 use super::fanin::{self, Arrival};
 use crate::contracts::OrchestratorOutput;
 use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_ITEMS};
-use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError};
+use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, SessionRecord, Store, StoreError};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -137,6 +139,7 @@ const SK_META: &str = "META";
 const SK_FANIN: &str = "META#FANIN";
 const SK_IDEM: &str = "IDEM";
 const SK_MANIFEST: &str = "MANIFEST";
+const SK_SESSION: &str = "SESSION";
 const PREFIX_HANDOFF: &str = "H#";
 const PREFIX_EVENT: &str = "E#";
 
@@ -621,6 +624,14 @@ fn idempotency_pk(user_id: &str, key: &str) -> String {
         part.replace('%', "%25").replace('#', "%23")
     }
     format!("IDEM#{}#{}", escape(user_id), escape(key))
+}
+
+/// `S#<session_id>#<user_id>` with `%` and `#` escaped in both parts.
+fn session_pk(user_id: &str, session_id: &str) -> String {
+    fn escape(part: &str) -> String {
+        part.replace('%', "%25").replace('#', "%23")
+    }
+    format!("S#{}#{}", escape(session_id), escape(user_id))
 }
 
 fn status_name(status: QueryStatus) -> &'static str {
@@ -1165,6 +1176,52 @@ impl Store for DynamoStore {
             _ => None,
         }))
     }
+
+    async fn get_session(&self, user_id: &str, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let Some(item) = self.get_item(session_pk(user_id, session_id), SK_SESSION).await? else {
+            return Ok(None);
+        };
+        let mut session: SessionRecord = from_doc("session", &item)?;
+        if let Some(version) = get_n(&item, VERSION).and_then(|v| v.parse().ok()) {
+            session.version = version;
+        }
+        Ok(Some(session))
+    }
+
+    async fn put_session(&self, session: &SessionRecord, expected_version: u64) -> Result<(), StoreError> {
+        let next = next_version(expected_version)?;
+        let mut record = session.clone();
+        record.version = next;
+        let mut item = Item::new();
+        item.insert(PK.into(), s(session_pk(&session.user_id, &session.session_id)));
+        item.insert(SK.into(), s(SK_SESSION));
+        item.insert(KIND.into(), s("session"));
+        item.insert(VERSION.into(), n(next));
+        item.insert(EXPIRES_AT.into(), n(session.expires_at));
+        item.insert(DOC.into(), packed("session", &record)?);
+        check_size("session", &item)?;
+        bump(&self.counters.writes, 1);
+        bump(&self.counters.write_units, units(billed_size(&item), WRITE_UNIT_BYTES));
+        // Version 0: no live session (absent, or expired but not yet removed by TTL).
+        let request = self.client.put_item().table_name(&self.table).set_item(Some(item));
+        let request = if expected_version == 0 {
+            request
+                .condition_expression(COND_ABSENT)
+                .expression_attribute_names("#pk", PK)
+                .expression_attribute_names("#expires_at", EXPIRES_AT)
+                .expression_attribute_values(":now", n(now_epoch()))
+        } else {
+            request
+                .condition_expression("#version = :expected AND #expires_at >= :now")
+                .expression_attribute_names("#version", VERSION)
+                .expression_attribute_names("#expires_at", EXPIRES_AT)
+                .expression_attribute_values(":expected", n(expected_version))
+                .expression_attribute_values(":now", n(now_epoch()))
+        };
+        request.send().await.map_err(|e| sdk_error("PutItem", e))?;
+        bump(&self.counters.items_written, 1);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -1299,6 +1356,8 @@ mod tests {
             qc_report: None,
             orchestration: Some(serde_json::json!({"critique": {"accepted": true}})),
             reflection: None,
+            session_id: "s-1".into(),
+            entities: vec![],
         }
     }
 

@@ -8,7 +8,7 @@
 //! a call the hook refuses was not applied.
 
 use crate::contracts::OrchestratorOutput;
-use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, Store, StoreError};
+use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, SessionRecord, Store, StoreError};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -43,6 +43,10 @@ pub enum StoreOp<'a> {
     PutManifest,
     /// [`Store::get_manifest`].
     GetManifest,
+    /// [`Store::get_session`] (the session id).
+    GetSession(&'a str),
+    /// [`Store::put_session`].
+    PutSession(&'a SessionRecord),
 }
 
 impl StoreOp<'_> {
@@ -63,6 +67,8 @@ impl StoreOp<'_> {
             StoreOp::ListEvents(_) => "list_events",
             StoreOp::PutManifest => "put_manifest",
             StoreOp::GetManifest => "get_manifest",
+            StoreOp::GetSession(_) => "get_session",
+            StoreOp::PutSession(_) => "put_session",
         }
     }
 
@@ -76,6 +82,7 @@ impl StoreOp<'_> {
                 | StoreOp::FinishQuery(..)
                 | StoreOp::AppendEvents(_)
                 | StoreOp::PutManifest
+                | StoreOp::PutSession(_)
         )
     }
 }
@@ -257,5 +264,19 @@ impl<H: StoreHooks> Store for HookedStore<H> {
         self.hooks.before(self.inner.as_ref(), op).await?;
         let r = self.inner.get_manifest(fingerprint).await;
         self.settle(op, r, |_| Applied::Read)
+    }
+
+    async fn get_session(&self, user_id: &str, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let op = StoreOp::GetSession(session_id);
+        self.hooks.before(self.inner.as_ref(), op).await?;
+        let r = self.inner.get_session(user_id, session_id).await;
+        self.settle(op, r, |_| Applied::Read)
+    }
+
+    async fn put_session(&self, session: &SessionRecord, expected_version: u64) -> Result<(), StoreError> {
+        let op = StoreOp::PutSession(session);
+        self.hooks.before(self.inner.as_ref(), op).await?;
+        let r = self.inner.put_session(session, expected_version).await;
+        self.settle(op, r, |_| Applied::Written)
     }
 }

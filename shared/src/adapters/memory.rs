@@ -18,7 +18,7 @@ use super::fanin::{self, Arrival};
 use crate::contracts::OrchestratorOutput;
 use crate::ports::{
     Clock, Event, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord, Queue, QueueDepth, QueueError, QueueId,
-    ReceivedMessage, Store, StoreError,
+    ReceivedMessage, SessionRecord, Store, StoreError,
 };
 use crate::topology::Topology;
 use async_trait::async_trait;
@@ -64,6 +64,8 @@ struct Tables {
     events: HashMap<String, BTreeMap<String, Event>>,
     idempotency: HashMap<(String, String), String>,
     manifests: HashMap<String, String>,
+    /// By (user id, session id).
+    sessions: HashMap<(String, String), SessionRecord>,
     /// Per query, the fan-in's arrivals in the order applied (see [`super::fanin`]).
     arrivals: HashMap<String, Vec<Arrival>>,
 }
@@ -418,6 +420,33 @@ impl Store for MemoryStore {
         self.read();
         let t = self.lock()?;
         Ok(t.manifests.get(fingerprint).cloned())
+    }
+
+    async fn get_session(&self, user_id: &str, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        let key = (user_id.to_string(), session_id.to_string());
+        Ok(t.sessions.get(&key).filter(|s| self.live(s.expires_at)).cloned())
+    }
+
+    async fn put_session(&self, session: &SessionRecord, expected_version: u64) -> Result<(), StoreError> {
+        check_size("session", session)?;
+        let now = self.now_s();
+        let mut t = self.lock()?;
+        let key = (session.user_id.clone(), session.session_id.clone());
+        let stored = t.sessions.get(&key).filter(|s| s.expires_at >= now).map_or(0, |s| s.version);
+        if stored != expected_version {
+            return Err(StoreError::ConditionFailed(format!(
+                "session {} is at version {stored}, not {expected_version}",
+                session.session_id
+            )));
+        }
+        let mut record = session.clone();
+        record.version = expected_version + 1;
+        t.sessions.insert(key, record);
+        drop(t);
+        self.transact(1);
+        Ok(())
     }
 }
 

@@ -31,6 +31,8 @@ const CONFLICT_RETRIES: usize = 8;
 pub enum Entry {
     /// Intake accepted the query.
     Accepted,
+    /// The conversation context was assembled.
+    Context,
     /// The intent was decided.
     Route,
     /// The plan was written.
@@ -76,6 +78,7 @@ impl Entry {
     pub fn rank(self) -> u8 {
         match self {
             Entry::Accepted => 10,
+            Entry::Context => 15,
             Entry::Route => 20,
             Entry::Plan => 30,
             Entry::Dispatch => 40,
@@ -98,6 +101,7 @@ impl Entry {
     pub fn kind(self) -> EventKind {
         match self {
             Entry::Accepted => EventKind::Accepted,
+            Entry::Context => EventKind::Context,
             Entry::Route => EventKind::Route,
             Entry::Plan => EventKind::Plan,
             Entry::Dispatch | Entry::FallbackDispatch | Entry::BackgroundDispatch => EventKind::Dispatch,
@@ -117,6 +121,7 @@ impl Entry {
     pub fn name(self) -> &'static str {
         match self {
             Entry::Accepted => "accepted",
+            Entry::Context => "context",
             Entry::Route => "route",
             Entry::Plan => "plan",
             Entry::Dispatch | Entry::FallbackDispatch | Entry::BackgroundDispatch => "dispatch",

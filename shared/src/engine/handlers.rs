@@ -331,6 +331,7 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
             let status = if accepted.replayed { 200 } else { 202 };
             let body = json!({
                 "query_id": accepted.query_id,
+                "session_id": accepted.session_id,
                 "status": accepted.status,
                 "intent": accepted.intent,
                 "confidence": accepted.confidence,

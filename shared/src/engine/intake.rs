@@ -91,6 +91,8 @@ fn invalid(field: &str, rule: &str) -> IntakeError {
 pub struct Accepted {
     /// Its id (UUID v4).
     pub query_id: String,
+    /// The conversation it belongs to (the caller's, or a new one named after the query).
+    pub session_id: String,
     /// `accepted`.
     pub status: QueryStatus,
     /// The routed intent.
@@ -132,13 +134,20 @@ pub async fn submit(
     let request = validate_request(body, &deps.manifest).map_err(IntakeError::Invalid)?;
     let now = deps.clock.now();
     let mut warnings = request.warnings;
+    // The caller's own session under this id (another caller's is another record): a new or
+    // unknown id starts an empty one. The turn sees the turns completed before it was accepted.
+    let session = match &request.session_id {
+        Some(id) => deps.store.get_session(&caller.user_id, id).await?,
+        None => None,
+    };
+    let history = session.as_ref().map(crate::context::SessionRecord::prior_turns).unwrap_or_default();
     // The classifier's ranked intents (ids and scores only) go into the route event, so the
     // console can show the decision against its alternatives.
     let mut alternatives = Vec::new();
     let (mut parsed, stage, scope) = match request.parsed {
         Some(parsed) => (parsed, "pre-parsed", None),
         None => {
-            let c = deps.classifier().classify(&request.text);
+            let c = deps.classifier().classify_in_context(&request.text, &history);
             let scope = crate::scope::check(&deps.manifest, c.scope_score);
             alternatives = c.alternatives.iter().map(|a| json!({ "intent": a.intent, "score": a.score })).collect();
             let max = deps.manifest.query.max_entities;
@@ -169,6 +178,32 @@ pub async fn submit(
             _ => serde_json::Map::new(),
         };
         context.insert("preferences".into(), preferences);
+        parsed.context = Some(serde_json::Value::Object(context));
+    }
+    // The conversation every stage of this turn draws from, counted once here.
+    let mut context_event = None;
+    if let Some(session) =
+        session.as_ref().filter(|s| !s.turns.is_empty() || s.summary.is_some() || !s.notes.is_empty())
+    {
+        let settings = &deps.manifest.context;
+        let snapshot = crate::context::snapshot(settings, session, &request.text);
+        let classifier = crate::context::select(&snapshot, settings.budgets.classifier).report;
+        let agent = crate::context::select(&snapshot, settings.budgets.agent).report;
+        context_event = Some(json!({
+            "turn": snapshot.turn,
+            "turns_available": snapshot.turns_available,
+            "echoes_dropped": snapshot.echoes_dropped,
+            "over_budget": snapshot.over_budget,
+            "summary_method": snapshot.summary_method,
+            "carried_entities": parsed.entities.iter().filter(|e| e.source == crate::contracts::EntitySource::Context).count(),
+            "classifier": classifier,
+            "agent": agent,
+        }));
+        let mut context = match parsed.context.take() {
+            Some(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        context.insert("conversation".into(), serde_json::to_value(&snapshot).unwrap_or_default());
         parsed.context = Some(serde_json::Value::Object(context));
     }
     let intent = deps
@@ -211,8 +246,14 @@ pub async fn submit(
         outcome: None,
         expires_at: deps.expires_at(),
     };
-    let events = [
-        deps.event(&query, Entry::Accepted, 0, "", json!({ "warnings": query.warnings })),
+    let mut events = vec![
+        deps.event(
+            &query,
+            Entry::Accepted,
+            0,
+            "",
+            json!({ "warnings": query.warnings, "session_id": query.session_id }),
+        ),
         deps.event(
             &query,
             Entry::Route,
@@ -228,6 +269,9 @@ pub async fn submit(
             }),
         ),
     ];
+    if let Some(detail) = context_event {
+        events.push(deps.event(&query, Entry::Context, 0, "", detail));
+    }
     deps.store_manifest().await?;
     match deps.store.create_query(&query, &events).await {
         Ok(()) => {}
@@ -245,6 +289,7 @@ pub async fn submit(
     send_route_job(deps, &query.query_id).await?;
     Ok(Accepted {
         query_id: query.query_id,
+        session_id: query.session_id,
         status: QueryStatus::Accepted,
         intent: query.parsed.intent,
         confidence: query.parsed.confidence,
@@ -280,6 +325,7 @@ async fn replay(deps: &Deps, caller: &Caller, key: &str, request_hash: &str) -> 
     }
     Ok(Some(Accepted {
         query_id,
+        session_id: query.session_id,
         status: query.status,
         intent: query.parsed.intent,
         confidence: query.parsed.confidence,

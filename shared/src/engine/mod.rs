@@ -20,6 +20,7 @@
 //! - [`advance`]: move a query on when a stage completes — the next pipeline stage, the next
 //!   step of an orchestration mode (what that step is, is decided by the pure
 //!   [`crate::plan::modes`]), or the synthesis.
+//! - [`conversation`]: record a finished query as its session's next turn, once.
 //! - [`listing`]: the caller's recent queries and the manifest's routing table, for people.
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
 //! - [`live`]: the routes answered with a streamed response (the live events endpoint), for
@@ -32,6 +33,7 @@
 //! handlers ─► intake, router, worker, synth
 //! live ─► handlers, intake, follow
 //!             worker, synth ─► advance, stream
+//!             synth ─► conversation
 //!             intake, router, worker, synth, advance ─► effects ─► deps
 //! ```
 //!
@@ -41,6 +43,7 @@
 //! [`crate::system`].
 
 pub mod advance;
+pub mod conversation;
 mod deps;
 pub mod effects;
 pub mod follow;

@@ -74,7 +74,10 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
             .ok_or_else(|| StepError::Permanent(format!("synth job for unknown query {query_id}")))?;
         let now = deps.clock.now();
         match query.status {
-            QueryStatus::Done => return Ok(Attempt::Done(())),
+            QueryStatus::Done => {
+                super::conversation::ensure_turn(deps, &query).await?;
+                return Ok(Attempt::Done(()));
+            }
             QueryStatus::Accepted => {
                 return Err(StepError::Retryable("synth job before the query was routed".into()));
             }
@@ -148,6 +151,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         // Not written: another synthesizer finished it.
         if written(deps.store.finish_query(&output, &done, claimed.version, &events).await)? {
             info!(status = ?output.status, confidence = output.response_confidence, latency_ms = output.total_latency_ms, "query answered");
+            super::conversation::record_turn(deps, &manifest, &done, &output).await?;
         }
         Ok(Attempt::Done(()))
     })
@@ -200,7 +204,12 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
     let Some(query) = query else {
         return Err(StepError::Permanent(format!("deadline for unknown query {query_id}")));
     };
-    if matches!(query.status, QueryStatus::Done | QueryStatus::Accepted) {
+    if query.status == QueryStatus::Done {
+        // This deadline may be the one that finished the query and stopped before its turn was
+        // recorded: finish that (nothing happens when the turn is there).
+        return super::conversation::ensure_turn(deps, &query).await;
+    }
+    if query.status == QueryStatus::Accepted {
         return Ok(());
     }
     let stage_budget = is_stage_budget(&query, fire_at);
@@ -674,6 +683,8 @@ pub fn build_output(
         qc_report,
         orchestration,
         reflection: None,
+        session_id: query.session_id.clone(),
+        entities: query.parsed.entities.clone(),
     }
 }
 
@@ -708,5 +719,7 @@ fn out_of_scope_output(
         qc_report: None,
         orchestration: None,
         reflection: None,
+        session_id: query.session_id.clone(),
+        entities: query.parsed.entities.clone(),
     }
 }

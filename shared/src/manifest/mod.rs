@@ -10,12 +10,14 @@
 //! Load it once per process with [`Manifest::load`] or [`Manifest::from_yaml`]; the returned
 //! value is immutable and cheap to share behind an `Arc`.
 
+mod context;
 mod duration;
 mod kinds;
 mod modes;
 mod retrieval;
 mod validate;
 
+pub use context::{bounds as context_bounds, BudgetSettings, ContextSettings, NoteSettings, SummarySettings};
 pub use duration::Dur;
 pub use kinds::{HttpSettings, LambdaSettings, LlmSettings, OutputSchema, Provider, ProviderKind, ScriptedModelReply};
 pub use modes::{
@@ -91,6 +93,9 @@ pub struct Manifest {
     /// Gazetteers and patterns per entity type.
     #[serde(default)]
     pub entities: BTreeMap<EntityType, EntitySpec>,
+    /// Conversations: history view, rolling summary, salience notes, token budgets.
+    #[serde(default)]
+    pub context: ContextSettings,
     /// How streamed answers are written to the event log.
     #[serde(default)]
     pub tokens: TokenSettings,

@@ -72,6 +72,7 @@ pub fn validate(manifest: &Manifest) -> Vec<Problem> {
     check.cascade();
     check.reflections();
     check.merges();
+    check.context();
     check.streaming();
     check.problems
 }
@@ -169,6 +170,76 @@ impl<'m> Check<'m> {
                 "query.record_ttl",
                 format!("record TTL {} is shorter than the minimum {MIN_RECORD_TTL}: records would expire while callers still read them", q.record_ttl),
             );
+        }
+    }
+
+    /// `context`: counts within their bounds, keep ≤ history, decay in (0, 1], declared agents.
+    fn context(&mut self) {
+        use super::context_bounds as b;
+        let c = self.m.context.clone();
+        let ranges: [(&str, usize, usize, usize); 7] = [
+            ("history_turns", c.history_turns, 1, b::MAX_HISTORY_TURNS),
+            ("answer_chars", c.answer_chars, 16, b::MAX_ANSWER_CHARS),
+            ("summary.threshold_tokens", c.summary.threshold_tokens, 64, b::MAX_THRESHOLD_TOKENS),
+            ("summary.max_tokens", c.summary.max_tokens, 16, b::MAX_SUMMARY_TOKENS),
+            ("notes.top_k", c.notes.top_k, 0, b::MAX_NOTES),
+            ("notes.max_notes", c.notes.max_notes, 0, b::MAX_NOTES),
+            ("budgets.classifier", c.budgets.classifier, 0, b::MAX_BUDGET_TOKENS),
+        ];
+        for (field, value, min, max) in ranges {
+            if value < min || value > max {
+                self.report(
+                    format!("context.{field}"),
+                    format!("{value} is outside {min} – {max}; pick a value in that range"),
+                );
+            }
+        }
+        if c.budgets.agent > b::MAX_BUDGET_TOKENS {
+            self.report(
+                "context.budgets.agent",
+                format!("{} is outside 0 – {}; pick a value in that range", c.budgets.agent, b::MAX_BUDGET_TOKENS),
+            );
+        }
+        if c.summary.keep_turns > c.history_turns {
+            self.report(
+                "context.summary.keep_turns",
+                format!(
+                    "{} turns kept after a compaction is more than `history_turns` ({}); keep at most that many",
+                    c.summary.keep_turns, c.history_turns
+                ),
+            );
+        }
+        if c.notes.top_k > c.notes.max_notes {
+            self.report(
+                "context.notes.top_k",
+                format!(
+                    "top {} of at most {} stored notes; make `top_k` at most `max_notes`",
+                    c.notes.top_k, c.notes.max_notes
+                ),
+            );
+        }
+        if !(c.notes.decay > 0.0 && c.notes.decay <= 1.0) {
+            self.report("context.notes.decay", format!("decay {} must be above 0 and at most 1", c.notes.decay));
+        }
+        self.unit_interval("context.notes.min_score".into(), "score", c.notes.min_score);
+        if let Some(ttl) = c.session_ttl {
+            if ttl < MIN_RECORD_TTL {
+                self.report(
+                    "context.session_ttl",
+                    format!("session TTL {ttl} is shorter than the minimum {MIN_RECORD_TTL}: a conversation would be forgotten mid-way"),
+                );
+            }
+        }
+        if let Some(agent) = &c.summary.agent {
+            self.known_agent("context.summary.agent".into(), agent);
+        }
+        for (agent, budget) in &c.budgets.agents {
+            if self.known_agent(format!("context.budgets.agents.{agent}"), agent) && *budget > b::MAX_BUDGET_TOKENS {
+                self.report(
+                    format!("context.budgets.agents.{agent}"),
+                    format!("{budget} is outside 0 – {}; pick a value in that range", b::MAX_BUDGET_TOKENS),
+                );
+            }
         }
     }
 

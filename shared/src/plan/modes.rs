@@ -127,7 +127,8 @@ fn case(manifest: &Manifest, parsed: &ParsedQuery) -> Map<String, Value> {
 /// The context a dispatch of `agent` carries: the query's fields it may see (all, or those
 /// in its `inputs`), then `extra` fields the step adds.
 pub fn context_for(manifest: &Manifest, agent: &Agent, parsed: &ParsedQuery, extra: &[(&str, Value)]) -> Value {
-    let case = case(manifest, parsed);
+    let mut case = case(manifest, parsed);
+    conversation_fields(manifest, agent, &mut case);
     let mut ctx: Map<String, Value> = match &agent.inputs {
         Some(fields) => case.into_iter().filter(|(k, _)| fields.iter().any(|f| f == k)).collect(),
         None => case,
@@ -136,6 +137,63 @@ pub fn context_for(manifest: &Manifest, agent: &Agent, parsed: &ParsedQuery, ext
         ctx.insert((*k).to_string(), v.clone());
     }
     Value::Object(ctx)
+}
+
+/// The conversation as `agent` sees it: intake's snapshot (`conversation`) is replaced by
+/// what fits the agent's token budget (the classifier's for the cascaded classifier), as the
+/// prompt fields `history`, `summary` and `notes` (and `conversation_context`, all three
+/// together, for the classifier), plus a `conversation` object with the same selection and its
+/// counts for agents that read the payload rather than a prompt.
+fn conversation_fields(manifest: &Manifest, agent: &Agent, case: &mut Map<String, Value>) {
+    let Some(raw) = case.remove("conversation") else { return };
+    let Ok(snapshot) = serde_json::from_value::<crate::context::Snapshot>(raw) else { return };
+    let budgets = &manifest.context.budgets;
+    let is_classifier = manifest.classifier.llm.as_deref() == Some(agent.id.as_str());
+    let budget = if is_classifier { budgets.classifier } else { budgets.for_agent(&agent.id) };
+    let selection = crate::context::select(&snapshot, budget);
+    if is_classifier {
+        case.insert("conversation_context".into(), Value::String(joined(&selection)));
+    }
+    case.insert(
+        "conversation".into(),
+        serde_json::json!({
+            "session_id": snapshot.session_id,
+            "turn": snapshot.turn,
+            "history": selection.history,
+            "summary": selection.summary,
+            "notes": selection.notes,
+            "tokens": selection.report.tokens,
+            "budget": budget,
+        }),
+    );
+    case.insert("history".into(), Value::String(selection.history));
+    case.insert("summary".into(), Value::String(selection.summary));
+    case.insert("notes".into(), Value::String(selection.notes));
+}
+
+/// History, summary and notes of a selection as one text.
+fn joined(selection: &crate::context::Selection) -> String {
+    let mut all = selection.history.clone();
+    for part in [&selection.summary, &selection.notes] {
+        if !part.is_empty() {
+            if !all.is_empty() {
+                all.push('\n');
+            }
+            all.push_str(part);
+        }
+    }
+    all
+}
+
+/// The cascaded classifier's `conversation_context` (the E2I design's
+/// IntentClassificationSignature input): the conversation under the classifier's budget.
+fn classifier_context(manifest: &Manifest, parsed: &ParsedQuery) -> String {
+    let snapshot = parsed
+        .context
+        .as_ref()
+        .and_then(|c| c.get("conversation"))
+        .and_then(|raw| serde_json::from_value::<crate::context::Snapshot>(raw.clone()).ok());
+    snapshot.map(|s| joined(&crate::context::select(&s, manifest.context.budgets.classifier))).unwrap_or_default()
 }
 
 fn agent<'m>(manifest: &'m Manifest, intent: &str, id: &str) -> Result<&'m Agent, PlanError> {
@@ -235,7 +293,7 @@ pub fn build_plan(manifest: &Manifest, query: &QueryRecord, now: DateTime<Utc>) 
         let context = json!({
             "query": parsed.raw_query,
             "question": parsed.raw_query,
-            "conversation_context": "",
+            "conversation_context": classifier_context(manifest, parsed),
             "intents": intents,
         });
         let d = planned(manifest, classifier, DispatchRole::Primary, parsed, context, cid, now);

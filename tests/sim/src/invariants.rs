@@ -206,3 +206,61 @@ pub fn check_messages(
         violations.push(format!("{missing} poison messages were not dead-lettered"));
     }
 }
+
+/// One accepted query of a session, as the session check needs it.
+#[derive(Debug)]
+pub struct TurnFacts {
+    /// Submission number.
+    pub index: usize,
+    /// Its intent.
+    pub intent: String,
+    /// Its id.
+    pub query_id: String,
+    /// Whether its output was written.
+    pub answered: bool,
+}
+
+/// Check one session after the run: every answered query is a turn exactly once, nothing else
+/// is, and the turns are numbered 1, 2, … without gaps or repeats.
+pub fn check_session(
+    session: &str,
+    record: Option<&shared::ports::SessionRecord>,
+    turns: &[TurnFacts],
+    violations: &mut Vec<String>,
+) {
+    let answered: Vec<&TurnFacts> = turns.iter().filter(|t| t.answered).collect();
+    let Some(record) = record else {
+        if !answered.is_empty() {
+            violations
+                .push(format!("session {session} is missing though {} of its queries were answered", answered.len()));
+        }
+        return;
+    };
+    for t in &answered {
+        let times = record.recorded.iter().filter(|id| **id == t.query_id).count();
+        let raw = record.turns.iter().filter(|x| x.query_id == t.query_id).count();
+        if times != 1 || raw > 1 {
+            violations.push(format!(
+                "query #{} ({}) is recorded {times} times in session {session} (raw turns: {raw})",
+                t.index, t.intent
+            ));
+        }
+    }
+    for id in &record.recorded {
+        if !answered.iter().any(|t| &t.query_id == id) {
+            violations.push(format!("session {session} records a turn of a query that was never answered"));
+        }
+    }
+    if record.turn_count != answered.len() as u64 {
+        violations.push(format!(
+            "session {session} counts {} turns for {} answered queries",
+            record.turn_count,
+            answered.len()
+        ));
+    }
+    let seqs: Vec<u64> = record.turns.iter().map(|t| t.seq).collect();
+    let expected: Vec<u64> = (record.turn_count + 1 - seqs.len() as u64..=record.turn_count).collect();
+    if seqs != expected {
+        violations.push(format!("session {session} numbers its turns {seqs:?}"));
+    }
+}

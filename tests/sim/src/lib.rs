@@ -210,6 +210,8 @@ struct Accepted {
     index: usize,
     intent: String,
     query_id: String,
+    user: String,
+    session: String,
 }
 
 /// Submit question `index` the way a careful client does: with an idempotency key, retrying
@@ -223,7 +225,10 @@ async fn submit(
 ) -> Result<Option<Accepted>, SimError> {
     let (question, intent) = QUESTIONS[chaos.below(0, QUESTIONS.len() as u64) as usize];
     let user = format!("user-{}", chaos.below(0, 3));
-    let body = json!({ "query": question }).to_string();
+    // Every caller keeps one conversation: its questions are turns of one session, often in
+    // flight at the same time, and their synth jobs are redelivered like any other message.
+    let session = format!("conv-{user}");
+    let body = json!({ "query": question, "session_id": session }).to_string();
     for attempt in 0..=FAULTED_DELIVERIES + 2 {
         let request = post_event(&body, &user, &format!("sim-{index}"))?;
         let d = deps.clone();
@@ -242,7 +247,7 @@ async fn submit(
                     violations.push(format!("query #{index} was classified {got}, not {intent}"));
                 }
                 chaos.note(&format!("query #{index} ({intent}) accepted after {} tries", attempt + 1));
-                return Ok(Some(Accepted { index, intent: intent.to_string(), query_id }));
+                return Ok(Some(Accepted { index, intent: intent.to_string(), query_id, user, session }));
             }
             Ok(r) if r.status_code >= 500 => {
                 chaos.note(&format!("query #{index}: intake answered {}; retrying", r.status_code))
@@ -366,6 +371,21 @@ async fn simulate(
             ));
         }
         invariants::check_query(&facts, &observed, slack, &mut violations);
+    }
+    // Sessions: every answered query is one turn of its caller's session, recorded once.
+    let mut sessions: std::collections::BTreeMap<(String, String), Vec<invariants::TurnFacts>> = Default::default();
+    for a in &accepted {
+        let answered = memory_store.get_output(&a.query_id).await.ok().flatten().is_some();
+        sessions.entry((a.user.clone(), a.session.clone())).or_default().push(invariants::TurnFacts {
+            index: a.index,
+            intent: a.intent.clone(),
+            query_id: a.query_id.clone(),
+            answered,
+        });
+    }
+    for ((user, session), turns) in &sessions {
+        let record = memory_store.get_session(user, session).await.ok().flatten();
+        invariants::check_session(session, record.as_ref(), turns, &mut violations);
     }
     let mut stray: Vec<String> = memory_store.query_ids().into_iter().filter(|id| !known.contains(id)).collect();
     stray.sort();
