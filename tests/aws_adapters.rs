@@ -97,8 +97,9 @@ async fn setup_creates_every_queue_with_its_dead_letter_queue_and_is_idempotent(
 
     // The table: keys, index, TTL.
     let described = ddb.describe_table().table_name(&table).send().await.expect("describe").table.expect("table");
-    let index_names: Vec<_> = described.global_secondary_indexes().iter().filter_map(|i| i.index_name()).collect();
-    assert_eq!(index_names, ["by_user"]);
+    let mut index_names: Vec<_> = described.global_secondary_indexes().iter().filter_map(|i| i.index_name()).collect();
+    index_names.sort_unstable();
+    assert_eq!(index_names, ["by_signal_day", "by_user"]);
     let ttl = ddb.describe_time_to_live().table_name(&table).send().await.expect("ttl");
     let ttl = ttl.time_to_live_description.expect("ttl description");
     assert_eq!(ttl.attribute_name(), Some("expires_at"));

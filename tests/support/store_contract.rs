@@ -78,6 +78,7 @@ pub fn query(user_id: &str, idempotency_key: Option<&str>) -> QueryRecord {
         deadline_at: Some(now + ChronoDuration::seconds(60)),
         synth_claimed_at: None,
         outcome: None,
+        signal: None,
         expires_at: live(),
     }
 }

@@ -82,7 +82,9 @@
 use super::fanin::{self, Arrival};
 use crate::contracts::OrchestratorOutput;
 use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_ITEMS};
-use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError};
+use crate::ports::{
+    Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, SignalPage, SignalPageRequest, Store, StoreError,
+};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -100,6 +102,10 @@ use std::time::Duration;
 
 /// A DynamoDB item.
 type Item = HashMap<String, AttributeValue>;
+
+#[path = "dynamodb_signals.rs"]
+mod signals;
+pub use signals::INDEX_BY_SIGNAL_DAY;
 
 /// How often a transaction cancelled only by `TransactionConflict` is sent.
 const CONFLICT_ATTEMPTS: u32 = 3;
@@ -693,6 +699,7 @@ fn query_fields(query: &QueryRecord, version: u64) -> Result<Item, StoreError> {
     item.insert(STATUS.into(), s(status_name(query.status)));
     item.insert(VERSION.into(), n(version));
     item.insert(EXPIRES_AT.into(), n(query.expires_at));
+    item.extend(signals::signal_fields(query)?);
     Ok(item)
 }
 
@@ -1158,6 +1165,10 @@ impl Store for DynamoStore {
         self.put_if_absent("manifest", item).await
     }
 
+    async fn list_signals(&self, request: &SignalPageRequest) -> Result<SignalPage, StoreError> {
+        signals::list(self, request).await
+    }
+
     async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
         let item = self.get_item(format!("M#{fingerprint}"), SK_MANIFEST).await?;
         Ok(item.and_then(|i| match i.get(DOC) {
@@ -1215,6 +1226,7 @@ mod tests {
             deadline_at: Some(at(60)),
             synth_claimed_at: None,
             outcome: None,
+            signal: None,
             expires_at: 1_790_086_400,
         }
     }

@@ -8,7 +8,7 @@
 //! a call the hook refuses was not applied.
 
 use crate::contracts::OrchestratorOutput;
-use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, Store, StoreError};
+use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, SignalPage, SignalPageRequest, Store, StoreError};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -43,6 +43,8 @@ pub enum StoreOp<'a> {
     PutManifest,
     /// [`Store::get_manifest`].
     GetManifest,
+    /// [`Store::list_signals`].
+    ListSignals,
 }
 
 impl StoreOp<'_> {
@@ -63,6 +65,7 @@ impl StoreOp<'_> {
             StoreOp::ListEvents(_) => "list_events",
             StoreOp::PutManifest => "put_manifest",
             StoreOp::GetManifest => "get_manifest",
+            StoreOp::ListSignals => "list_signals",
         }
     }
 
@@ -256,6 +259,13 @@ impl<H: StoreHooks> Store for HookedStore<H> {
         let op = StoreOp::GetManifest;
         self.hooks.before(self.inner.as_ref(), op).await?;
         let r = self.inner.get_manifest(fingerprint).await;
+        self.settle(op, r, |_| Applied::Read)
+    }
+
+    async fn list_signals(&self, request: &SignalPageRequest) -> Result<SignalPage, StoreError> {
+        let op = StoreOp::ListSignals;
+        self.hooks.before(self.inner.as_ref(), op).await?;
+        let r = self.inner.list_signals(request).await;
         self.settle(op, r, |_| Applied::Read)
     }
 }

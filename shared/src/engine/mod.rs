@@ -19,13 +19,15 @@
 //! - [`advance`]: move a query on when a stage completes — the next pipeline stage, the next
 //!   step of an orchestration mode (what that step is, is decided by the pure
 //!   [`crate::plan::modes`]), or the synthesis.
+//! - [`learning`]: feedback on a finished query, pages and exports of the training signals the
+//!   router and synthesizer record, and the optimization requests they raise.
 //! - [`listing`]: the caller's recent queries and the manifest's routing table, for people.
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
 //!
 //! The modules form a tree, so no step depends on another in a loop:
 //!
 //! ```text
-//! handlers ─► intake, router, worker, synth
+//! handlers ─► intake, router, worker, synth, learning ─► intake
 //!             worker, synth ─► advance
 //!             intake, router, worker, synth, advance ─► effects ─► deps
 //! ```
@@ -40,6 +42,7 @@ mod deps;
 pub mod effects;
 pub mod handlers;
 pub mod intake;
+pub mod learning;
 pub mod listing;
 pub mod reflection;
 pub mod router;
