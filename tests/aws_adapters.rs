@@ -142,6 +142,14 @@ async fn dynamodb_queries_are_created_read_and_updated_under_optimistic_versions
 }
 
 #[tokio::test]
+async fn dynamodb_lists_finished_signals_from_the_signal_index_a_page_at_a_time() {
+    let store = store().await;
+    store_contract::finished_signals_are_listed_newest_first_a_page_at_a_time(&store).await;
+    // Read through the index (one query per day bucket and page), never a scan.
+    println!("signal paging: {:?}", store.counts());
+}
+
+#[tokio::test]
 async fn dynamodb_refuses_a_second_create_of_the_same_query() {
     store_contract::creating_a_query_twice_fails_and_writes_no_event(&store().await).await;
 }
