@@ -8,7 +8,7 @@
 //! `expires_at` only, so an export reads small index items and never the query record; a day
 //! per partition spreads the writes, and an export walks the days newest first.
 
-use super::{bump, get_s, is_expired, now_epoch, s, sdk_error, DynamoStore, Item, PK, SK};
+use super::{bump, get_s, is_expired, now_epoch, s, sdk_error, units, DynamoStore, Item, PK, SK, WRITE_UNIT_BYTES};
 use crate::ports::{QueryRecord, SignalPage, SignalPageRequest, StoreError};
 use crate::signals::{sort_key, sort_key_time, SignalRecord};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -37,6 +37,15 @@ pub(super) fn signal_fields(query: &QueryRecord) -> Result<Vec<(String, Attribut
         (GSI2SK.to_string(), s(sort_key(&stored.recorded_at, &query.query_id))),
         (SIG.to_string(), s(record)),
     ])
+}
+
+/// Write units the index's copy of a write costs: its keys, `sig` and `expires_at` (0 when the
+/// write carries no finished signal).
+pub(super) fn index_write_units(query_id: &str, fields: &Item) -> u64 {
+    let Some(AttributeValue::S(sig)) = fields.get(SIG) else { return 0 };
+    let keys = ["pk", "sk", GSI2PK, GSI2SK, "expires_at"].iter().map(|k| k.len()).sum::<usize>();
+    let values = query_id.len() + 2 + "META".len() + 14 + 70 + 10;
+    units(keys + values + SIG.len() + sig.len(), WRITE_UNIT_BYTES)
 }
 
 /// The table key and index key of the item a cursor names, to continue a read after it.
