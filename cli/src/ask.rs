@@ -187,13 +187,34 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     }
     let accepted: serde_json::Value = serde_json::from_str(&text)?;
     let query_id = accepted["query_id"].as_str().unwrap_or_default().to_string();
+    // On a terminal, a streamed answer is printed as its token events reach the log.
+    let live = !args.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut view = crate::tokens_view::TokenView::default();
+    let mut polls = 0u32;
     let output = loop {
         if let Some(output) = deps.store.get_output(&query_id).await? {
             break output;
         }
+        polls += 1;
+        if live && polls % 10 == 0 {
+            print_live(&view.take(&deps.store.list_events(&query_id).await?));
+        }
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
     let events = deps.store.list_events(&query_id).await?;
+    let mut streamed = false;
+    if live {
+        print_live(&view.take(&events));
+        let answer_stream =
+            events.iter().find(|e| e.kind == EventKind::Synthesis).and_then(|e| e.detail["answer_stream"].as_str());
+        streamed = view.finish(answer_stream, &output.response_text);
+        if view.printed_any() {
+            println!();
+            if !streamed {
+                println!("\n[the answer]");
+            }
+        }
+    }
     // The synthesizer's span closes just after it writes the output: give it a moment, then
     // send the spans before the process exits (a no-op unless OTLP export is on).
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -206,7 +227,7 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&output)?);
     } else {
-        print_answer(&output, &accepted, &events, started.elapsed());
+        print_answer(&output, &accepted, &events, started.elapsed(), streamed);
     }
     Ok(match output.status {
         OutputStatus::Success | OutputStatus::Partial => 0,
@@ -214,15 +235,28 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
     })
 }
 
+/// Print streamed text as it comes (flushed: stdout is line-buffered).
+fn print_live(text: &str) {
+    if !text.is_empty() {
+        use std::io::Write;
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// Print the answer and its summary (`streamed`: the answer's text is already on the screen).
 fn print_answer(
     output: &OrchestratorOutput,
     accepted: &serde_json::Value,
     events: &[shared::ports::Event],
     wall: Duration,
+    streamed: bool,
 ) {
     let band =
         output.final_reason.and_then(|b| serde_json::to_value(b).ok()).and_then(|v| v.as_str().map(str::to_string));
-    println!("{}", output.response_text);
+    if !streamed {
+        println!("{}", output.response_text);
+    }
     println!();
     println!(
         "status      {}",

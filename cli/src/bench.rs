@@ -10,6 +10,8 @@
 //!   the cost per million queries at us-east-1 prices next to Step Functions Standard.
 //! - `cold-start`: each function binary's init time (spawn → its first
 //!   `GET /2018-06-01/runtime/invocation/next` on a local Lambda Runtime API) and peak RSS.
+//! - `ttft` ([`crate::bench_ttft`]): time to first token of a streamed answer, embedded, with
+//!   the scripted model at a fixed pace.
 //! - `retrieval` ([`crate::bench_retrieval`]): a retriever's index build, file size, load and
 //!   query latency (default: the rag-manager example's corpus).
 //! - `all`: every suite; `requests` only when `AWS_ENDPOINT_URL` is set.
@@ -24,7 +26,7 @@ use shared::contracts::{OrchestratorOutput, OutputStatus};
 use shared::engine::handlers::{handle_http, handle_sqs, Function};
 use shared::engine::{Deps, EngineSettings};
 use shared::manifest::Manifest;
-use shared::ports::{Clock, Queue, Store, StoreError, TokioClock};
+use shared::ports::{Clock, EventKind, Queue, Store, StoreError, TokioClock};
 use shared::system::{function_for, sqs_event, start, PollerConfig};
 use shared::topology::{queue_url_env, Topology};
 use std::collections::{HashMap, HashSet};
@@ -79,9 +81,10 @@ pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
         "requests" => requests(options).await,
         "cold-start" => cold_start(options),
         "retrieval" => crate::bench_retrieval::run(options),
+        "ttft" => crate::bench_ttft::run(options).await,
         "all" => {
             let mut code = 0;
-            for suite in ["classify", "pipeline", "cold-start", "retrieval"] {
+            for suite in ["classify", "pipeline", "ttft", "cold-start", "retrieval"] {
                 code = code.max(Box::pin(run(suite, options)).await?);
             }
             if endpoint().is_some() {
@@ -92,7 +95,7 @@ pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
             Ok(code)
         }
         other => Err(anyhow::anyhow!(
-            "unknown benchmark `{other}`; available: classify, pipeline, requests, cold-start, retrieval, all"
+            "unknown benchmark `{other}`; available: classify, pipeline, ttft, requests, cold-start, retrieval, all"
         )),
     }
 }
@@ -123,7 +126,7 @@ fn body_text(body: &Option<Body>) -> String {
 }
 
 /// Submit `question` through the intake handler; the query id.
-async fn submit(deps: &Deps, question: &str) -> anyhow::Result<String> {
+pub(crate) async fn submit(deps: &Deps, question: &str) -> anyhow::Result<String> {
     let headers = [("content-type".to_string(), "application/json".to_string())];
     let body = serde_json::json!({ "query": question }).to_string();
     let request = api_event("POST", "/v1/queries", "", &headers, Some(body), Some(("bench-user", "")))?;
@@ -571,6 +574,11 @@ fn item_size(item: &HashMap<String, aws_sdk_dynamodb::types::AttributeValue>) ->
 pub struct RequestsRow {
     /// Agents per query.
     pub k: usize,
+    /// Whether the answer was streamed (intent `s1`: one `llm` agent whose answer is
+    /// appended to the log as `token` events).
+    pub streamed: bool,
+    /// Per query: `token` events written (each one store write).
+    pub token_events: f64,
     /// Queries measured.
     pub queries: usize,
     /// Per query: SQS SendMessage and SendMessageBatch requests.
@@ -670,7 +678,11 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let mut rows = Vec::new();
-    for (k, question) in selected(options) {
+    let mut runs: Vec<(usize, &str, bool)> = selected(options).into_iter().map(|(k, q)| (k, q, false)).collect();
+    if options.k.is_none_or(|k| k == 1) {
+        runs.push((1, crate::bench_ttft::STREAMED_QUESTION, true));
+    }
+    for (k, question, streamed) in runs {
         drained().await?;
         durations.take();
         let (q0, s0) = (system.queue.counts(), system.store.counts());
@@ -711,6 +723,10 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
             sizes.extend(page.items().iter().map(item_size));
         }
         let max_item_bytes = sizes.iter().copied().max().unwrap_or(0);
+        let mut token_events = 0usize;
+        for id in &ids {
+            token_events += watcher.list_events(id).await?.iter().filter(|e| e.kind == EventKind::Token).count();
+        }
         let ddb_writes = per(s1.writes, s0.writes);
         let ddb_transact_writes = per(s1.transact_writes, s0.transact_writes);
         let ddb_transact_items = (per(s1.items_written, s0.items_written) - ddb_writes).max(0.0);
@@ -740,6 +756,8 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
         let cost = cost_per_million(&usage, k as u64, &US_EAST_1);
         let row = RequestsRow {
             k,
+            streamed,
+            token_events: token_events as f64 / n,
             queries,
             sqs_sends: per(q1.sends, q0.sends),
             sqs_receives: per(q1.receives, q0.receives),
@@ -770,6 +788,13 @@ async fn requests(options: &BenchOptions) -> anyhow::Result<u8> {
 }
 
 fn requests_tables(rows: &[RequestsRow]) -> String {
+    fn label(r: &RequestsRow) -> String {
+        if r.streamed {
+            format!("{}s", r.k)
+        } else {
+            r.k.to_string()
+        }
+    }
     use std::fmt::Write;
     let mut s = String::new();
     let queries = rows.first().map_or(0, |r| r.queries);
@@ -787,7 +812,7 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
         let _ = writeln!(
             s,
             "{:>2} {:>6.1} {:>9.1} {:>9.1} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>10.1} {:>8}B",
-            r.k,
+            label(r),
             r.sqs_sends,
             r.sqs_receives,
             r.sqs_messages_received,
@@ -820,7 +845,12 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
         let _ = writeln!(
             s,
             "{:>2} {:>8.1} {:>8.1} {:>13.1} {:>12.1} {:>12.1}",
-            r.k, r.usage.wru, r.usage.rru, r.usage.sqs_requests, r.function_ms, r.usage.invocations
+            label(r),
+            r.usage.wru,
+            r.usage.rru,
+            r.usage.sqs_requests,
+            r.function_ms,
+            r.usage.invocations
         );
     }
     let _ = writeln!(s, "\nhandler time per query, ms (against the local endpoint; not used for the cost)");
@@ -834,7 +864,7 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
         let _ = writeln!(
             s,
             "{:>2} {:>8.2} {:>8.2} {:>13.2} {:>12.2} {:>12.1}",
-            r.k,
+            label(r),
             ms("intake"),
             ms("router"),
             ms("agent-worker"),
@@ -862,7 +892,7 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
         let _ = writeln!(
             s,
             "{:>2} {:>9.5} {:>8.1} {:>8.1} {:>9.2} {:>10.2} {:>10.2} {:>13.2} {:>8.2} ({:>2}) {:>6.1}× {:>12.2}",
-            r.k,
+            label(r),
             r.usage.gb_seconds,
             r.usage.wru,
             r.usage.rru,
@@ -874,6 +904,18 @@ fn requests_tables(rows: &[RequestsRow]) -> String {
             step_functions_transitions(r.k as u64),
             c.step_functions / c.total.max(f64::MIN_POSITIVE),
             c.step_functions_express
+        );
+    }
+    let plain = rows.iter().find(|r| r.k == 1 && !r.streamed);
+    if let (Some(p), Some(st)) = (plain, rows.iter().find(|r| r.streamed)) {
+        let _ = writeln!(
+            s,
+            "\nstreamed answer (1s: one llm agent, 53 words at one word per 10 ms, its answer streamed): {:.1} token \
+             events per answer; {:.1} DynamoDB writes per query against {:.1} for k = 1 unstreamed (+{:.1} per streamed answer)",
+            st.token_events,
+            st.ddb_writes,
+            p.ddb_writes,
+            st.ddb_writes - p.ddb_writes
         );
     }
     let _ = writeln!(s, "(SFN: Route → Parallel(k × Task with Retry+Catch) → Synthesize → Choice → Succeed = k + 5 transitions; its Task Lambdas not counted)");

@@ -4,6 +4,7 @@
 mod ask;
 mod bench;
 mod bench_retrieval;
+mod bench_ttft;
 mod classify_cmd;
 mod console;
 mod index_cmd;
@@ -14,6 +15,7 @@ mod refit_cmd;
 mod serve;
 mod setup_cmd;
 mod signals_cmd;
+mod tokens_view;
 mod validate_cmd;
 
 use clap::{Parser, Subcommand};
@@ -45,8 +47,9 @@ enum Command {
     /// Benchmarks that print figures (build with --release for meaningful numbers).
     Bench {
         /// `classify` (median and p99 per query), `pipeline` (embedded queries/s and latency for
-        /// k = 1..4 agents), `requests` (requests per query and cost per million queries against
-        /// the local endpoint in AWS_ENDPOINT_URL), `cold-start` (init time and peak RSS of the
+        /// k = 1..4 agents), `ttft` (time to first token of a streamed answer, embedded),
+        /// `requests` (requests per query and cost per million queries against the local
+        /// endpoint in AWS_ENDPOINT_URL, and the extra writes of a streamed answer), `cold-start` (init time and peak RSS of the
         /// function binaries beside this one), or `all`.
         #[arg(default_value = "classify")]
         suite: String,

@@ -22,12 +22,13 @@ pub mod llm;
 pub mod remote;
 pub mod retriever;
 pub mod schema;
+pub mod streaming;
 
 pub use bedrock::Bedrock;
 
 use crate::contracts::{AgentDispatch, EntityType, HandoffStatus};
 use crate::manifest::{Agent, AgentKind, BuiltinSettings, EvidenceSpec, Manifest, ScriptedSettings};
-use crate::ports::{AgentError, AgentReply, AgentRuntime};
+use crate::ports::{AgentError, AgentReply, AgentRuntime, TokenSink};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -101,6 +102,21 @@ impl AgentRuntime for Agents {
             AgentKind::Retriever => {
                 self.retriever.run(agent, agent.retriever.as_ref().ok_or_else(|| missing(agent))?, dispatch)
             }
+        }
+    }
+
+    async fn run_streaming(
+        &self,
+        agent: &Agent,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+        tokens: &TokenSink,
+    ) -> Result<AgentReply, AgentError> {
+        match agent.kind {
+            AgentKind::Llm => {
+                self.llm.run_streaming(agent, agent.llm.as_ref().ok_or_else(|| missing(agent))?, dispatch, tokens).await
+            }
+            _ => self.run(agent, dispatch, attempt).await,
         }
     }
 }

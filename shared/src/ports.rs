@@ -146,6 +146,8 @@ pub enum EventKind {
     Step,
     /// A critic judged the answer (verdict and critique).
     Critique,
+    /// A batch of a streamed answer's text (`text`, `stream`, `seq`, `draft`, `attempt`).
+    Token,
     /// The synthesizer merged the handoffs.
     Synthesis,
     /// The output is written. Terminal.
@@ -559,9 +561,46 @@ pub struct AgentError {
     pub recoverable: bool,
 }
 
+/// Where a streaming agent sends its answer's text as it arrives: pieces in order, whose
+/// concatenation is the answer's text. Dropping the sink ends the stream.
+#[derive(Debug, Clone)]
+pub struct TokenSink {
+    tx: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+impl TokenSink {
+    /// A sink and the receiver its pieces arrive on.
+    pub fn channel() -> (TokenSink, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (TokenSink { tx }, rx)
+    }
+
+    /// Send one piece (empty pieces are dropped; a receiver that is gone is ignored: the
+    /// answer still completes).
+    pub fn send(&self, piece: &str) {
+        if !piece.is_empty() {
+            let _ = self.tx.send(piece.to_string());
+        }
+    }
+}
+
 /// Runs agents. The engine applies the timeout, retries and fallbacks around it.
 #[async_trait]
 pub trait AgentRuntime: Send + Sync {
     /// Run `agent` on `dispatch`; `attempt` starts at 1.
     async fn run(&self, agent: &Agent, dispatch: &AgentDispatch, attempt: u32) -> Result<AgentReply, AgentError>;
+
+    /// Run `agent`, sending its answer's text to `tokens` as it arrives (agents whose
+    /// settings name a streamed field). A runtime that cannot stream answers as [`Self::run`]
+    /// and sends nothing.
+    async fn run_streaming(
+        &self,
+        agent: &Agent,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+        tokens: &TokenSink,
+    ) -> Result<AgentReply, AgentError> {
+        let _ = tokens;
+        self.run(agent, dispatch, attempt).await
+    }
 }

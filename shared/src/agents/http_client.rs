@@ -131,4 +131,55 @@ impl HttpClient {
         };
         tokio::time::timeout(timeout, exchange).await.map_err(|_| HttpError::Timeout(timeout.as_millis() as u64))?
     }
+
+    /// POST `body` as JSON to `url` and hand each piece of a 2xx response's body to
+    /// `on_chunk` as it arrives (a streamed answer); the whole exchange within `timeout`. The
+    /// reply's body is empty for a 2xx answer and the error body otherwise.
+    pub async fn post_json_streaming(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+        on_chunk: &mut (dyn FnMut(&[u8]) + Send),
+    ) -> Result<HttpReply, HttpError> {
+        let mut request =
+            hyper::Request::post(url).header("content-type", "application/json").header("accept", "text/event-stream");
+        for (k, v) in headers {
+            request = request.header(k.as_str(), v.as_str());
+        }
+        let request = request.body(Full::new(Bytes::from(body))).map_err(|e| HttpError::Invalid(e.to_string()))?;
+        let exchange = async {
+            let response = self
+                .inner
+                .request(request)
+                .await
+                .map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })?;
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(Duration::from_secs_f64);
+            let mut incoming = response.into_body();
+            let mut error_body = Vec::new();
+            while let Some(frame) = incoming.frame().await {
+                let frame = frame.map_err(|e| HttpError::Transport {
+                    message: format!("reading the response of {url}"),
+                    source: Box::new(e),
+                })?;
+                if let Ok(data) = frame.into_data() {
+                    if (200..300).contains(&status) {
+                        on_chunk(&data);
+                    } else if error_body.len() < 64 * 1024 {
+                        error_body.extend_from_slice(&data);
+                    }
+                }
+            }
+            Ok(HttpReply { status, retry_after, body: Bytes::from(error_body) })
+        };
+        tokio::time::timeout(timeout, exchange).await.map_err(|_| HttpError::Timeout(timeout.as_millis() as u64))?
+    }
 }

@@ -19,7 +19,7 @@ use super::http_client::{HttpClient, HttpError};
 use super::schema;
 use crate::contracts::{AgentDispatch, Evidence};
 use crate::manifest::{Agent, LlmSettings, Manifest, Provider, ProviderKind, ScriptedModelReply};
-use crate::ports::{AgentError, AgentReply};
+use crate::ports::{AgentError, AgentReply, TokenSink};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -117,11 +117,25 @@ impl ProviderError {
     }
 }
 
+/// Receives a streamed answer's text, piece by piece, in order.
+pub type OnText<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
 /// A model API.
 #[async_trait]
 pub trait ModelProvider: Send + Sync {
     /// Send one request.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
+
+    /// Send one request and hand the answer's text to `on_text` as it arrives; the returned
+    /// response holds the whole text (the concatenation of the pieces) and the usage. A
+    /// stream that breaks before the provider's end marker is an error a retry may fix (the
+    /// pieces already handed over belong to this attempt only). Providers that cannot stream
+    /// answer whole, as one piece.
+    async fn stream(&self, request: &ModelRequest, on_text: OnText<'_>) -> Result<ModelResponse, ProviderError> {
+        let response = self.complete(request).await?;
+        on_text(&response.text);
+        Ok(response)
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -129,21 +143,40 @@ pub trait ModelProvider: Send + Sync {
 // ------------------------------------------------------------------------------------------
 
 /// Replies from the manifest keyed by output-schema name: the first reply whose `when` text
-/// occurs in the prompt (or that has no `when`).
+/// occurs in the prompt (or that has no `when`). Streamed, the reply comes word by word, one
+/// word every `pace` (the provider's `pace` setting), so tests and demos show real timing.
 #[derive(Debug, Clone)]
 pub struct ScriptedModel {
     responses: BTreeMap<String, Vec<ScriptedModelReply>>,
+    pace: Duration,
 }
 
 impl ScriptedModel {
-    /// A scripted model with these replies.
+    /// A scripted model with these replies, streaming instantly.
     pub fn new(responses: BTreeMap<String, Vec<ScriptedModelReply>>) -> ScriptedModel {
-        ScriptedModel { responses }
+        ScriptedModel { responses, pace: Duration::ZERO }
+    }
+
+    /// Stream one word every `pace`.
+    pub fn with_pace(mut self, pace: Duration) -> ScriptedModel {
+        self.pace = pace;
+        self
     }
 }
 
 #[async_trait]
 impl ModelProvider for ScriptedModel {
+    async fn stream(&self, request: &ModelRequest, on_text: OnText<'_>) -> Result<ModelResponse, ProviderError> {
+        let response = self.complete(request).await?;
+        for piece in super::streaming::word_pieces(&response.text) {
+            if !self.pace.is_zero() {
+                tokio::time::sleep(self.pace).await;
+            }
+            on_text(piece);
+        }
+        Ok(response)
+    }
+
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let reply = self
             .responses
@@ -197,9 +230,8 @@ impl OpenAiCompatible {
     }
 }
 
-#[async_trait]
-impl ModelProvider for OpenAiCompatible {
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+impl OpenAiCompatible {
+    fn body(request: &ModelRequest) -> Value {
         let mut body = json!({
             "model": request.model,
             "messages": [
@@ -215,12 +247,116 @@ impl ModelProvider for OpenAiCompatible {
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
         }
+        body
+    }
+
+    fn headers(&self) -> Vec<(String, String)> {
         let mut headers = Vec::new();
         if let Some(key) = &self.api_key {
             headers.push(("authorization".to_string(), format!("Bearer {key}")));
         }
+        headers
+    }
+}
+
+/// What an OpenAI-compatible stream said so far.
+#[derive(Debug, Default)]
+struct ChunkState {
+    text: String,
+    model: Option<String>,
+    input_tokens: u64,
+    output_tokens: u64,
+    cached_tokens: u64,
+    finished: bool,
+    done: bool,
+    error: Option<String>,
+}
+
+impl ChunkState {
+    /// Take one `data:` payload of the stream.
+    fn take(&mut self, data: &str, on_text: OnText<'_>) {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            self.error.get_or_insert_with(|| "a stream chunk is not JSON".into());
+            return;
+        };
+        if let Some(e) = v.get("error") {
+            let message = e.get("message").and_then(Value::as_str).unwrap_or("error");
+            self.error.get_or_insert_with(|| format!("the stream reported an error: {message}"));
+            return;
+        }
+        if let Some(m) = v.get("model").and_then(Value::as_str) {
+            self.model.get_or_insert_with(|| m.to_string());
+        }
+        if let Some(piece) = v.pointer("/choices/0/delta/content").and_then(Value::as_str) {
+            self.text.push_str(piece);
+            on_text(piece);
+        }
+        if v.pointer("/choices/0/finish_reason").is_some_and(|r| !r.is_null()) {
+            self.finished = true;
+        }
+        if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
+            let n = |p: &str| usage.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+            self.input_tokens = n("/prompt_tokens");
+            self.output_tokens = n("/completion_tokens");
+            self.cached_tokens = n("/prompt_tokens_details/cached_tokens");
+        }
+    }
+}
+
+#[async_trait]
+impl ModelProvider for OpenAiCompatible {
+    async fn stream(&self, request: &ModelRequest, on_text: OnText<'_>) -> Result<ModelResponse, ProviderError> {
+        let mut body = OpenAiCompatible::body(request);
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({ "include_usage": true });
         let url = format!("{}/chat/completions", self.base_url);
-        let reply = self.http.post_json(&url, &headers, body.to_string().into_bytes(), self.timeout).await?;
+        let mut sse = super::streaming::SseDecoder::default();
+        let mut state = ChunkState::default();
+        let mut on_chunk = |bytes: &[u8]| {
+            for data in sse.push(bytes) {
+                state.take(&data, on_text);
+            }
+        };
+        let reply = self
+            .http
+            .post_json_streaming(&url, &self.headers(), body.to_string().into_bytes(), self.timeout, &mut on_chunk)
+            .await?;
+        if reply.status == 429 {
+            return Err(ProviderError::Throttled { retry_after: reply.retry_after });
+        }
+        if !(200..300).contains(&reply.status) {
+            let text = String::from_utf8_lossy(&reply.body);
+            return Err(ProviderError::Status { status: reply.status, body: text.chars().take(500).collect() });
+        }
+        if let Some(data) = sse.finish() {
+            state.take(&data, on_text);
+        }
+        if let Some(error) = state.error {
+            return Err(ProviderError::Decode(error));
+        }
+        if !state.finished && !state.done {
+            return Err(ProviderError::Decode(format!(
+                "the stream ended after {} characters, before the answer was complete (no finish_reason, no [DONE])",
+                state.text.chars().count()
+            )));
+        }
+        Ok(ModelResponse {
+            model: state.model.unwrap_or_else(|| request.model.clone()),
+            text: state.text,
+            input_tokens: state.input_tokens,
+            output_tokens: state.output_tokens,
+            cache_hit: state.cached_tokens > 0,
+        })
+    }
+
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let body = OpenAiCompatible::body(request);
+        let url = format!("{}/chat/completions", self.base_url);
+        let reply = self.http.post_json(&url, &self.headers(), body.to_string().into_bytes(), self.timeout).await?;
         if reply.status == 429 {
             return Err(ProviderError::Throttled { retry_after: reply.retry_after });
         }
@@ -289,9 +425,13 @@ impl LlmAgents {
         for p in &manifest.providers {
             let timeout = p.timeout.map(|d| d.as_std()).unwrap_or(Duration::from_secs(60));
             let built = match p.kind {
-                ProviderKind::Scripted => {
-                    Built::Ready(Arc::new(ScriptedModel::new(p.responses.clone())), Box::new(p.clone()))
-                }
+                ProviderKind::Scripted => Built::Ready(
+                    Arc::new(
+                        ScriptedModel::new(p.responses.clone())
+                            .with_pace(p.pace.map(|d| d.as_std()).unwrap_or_default()),
+                    ),
+                    Box::new(p.clone()),
+                ),
                 ProviderKind::Openai => {
                     let base = p.base_url_env.as_deref().and_then(env).or_else(|| p.base_url.clone());
                     match base {
@@ -381,6 +521,28 @@ impl LlmAgents {
         settings: &LlmSettings,
         dispatch: &AgentDispatch,
     ) -> Result<AgentReply, AgentError> {
+        self.call(agent, settings, dispatch, None).await
+    }
+
+    /// Run one attempt of an `llm` agent, streaming the text of its `stream` field to
+    /// `tokens` as the model writes it (an agent without `stream` answers as [`Self::run`]).
+    pub async fn run_streaming(
+        &self,
+        agent: &Agent,
+        settings: &LlmSettings,
+        dispatch: &AgentDispatch,
+        tokens: &TokenSink,
+    ) -> Result<AgentReply, AgentError> {
+        self.call(agent, settings, dispatch, Some(tokens)).await
+    }
+
+    async fn call(
+        &self,
+        agent: &Agent,
+        settings: &LlmSettings,
+        dispatch: &AgentDispatch,
+        tokens: Option<&TokenSink>,
+    ) -> Result<AgentReply, AgentError> {
         let (client, provider) = self.provider_for(settings)?;
         let request = ModelRequest {
             model: settings.model.clone().or_else(|| provider.model.clone()).unwrap_or_default(),
@@ -391,10 +553,26 @@ impl LlmAgents {
             max_tokens: settings.max_tokens,
             temperature: settings.temperature,
         };
+        let streamed = match (tokens, &settings.stream) {
+            (Some(sink), Some(field)) => Some((sink, field.as_str())),
+            _ => None,
+        };
         let mut wait = provider.throttle_backoff.as_std();
         let mut throttled = 0;
         let response = loop {
-            match client.complete(&request).await {
+            let answer = match streamed {
+                Some((sink, field)) => {
+                    let field = std::sync::Mutex::new(super::streaming::FieldStream::new(field));
+                    let on_text = |piece: &str| {
+                        if let Ok(mut f) = field.lock() {
+                            sink.send(&f.push(piece));
+                        }
+                    };
+                    client.stream(&request, &on_text).await
+                }
+                None => client.complete(&request).await,
+            };
+            match answer {
                 Ok(r) => break r,
                 Err(ProviderError::Throttled { retry_after }) if throttled < provider.throttle_retries => {
                     throttled += 1;
@@ -407,6 +585,14 @@ impl LlmAgents {
                 }
             }
         };
+        tracing::info!(
+            agent = %agent.id,
+            model = %response.model,
+            input_tokens = response.input_tokens,
+            output_tokens = response.output_tokens,
+            streamed = streamed.is_some(),
+            "model call"
+        );
         Ok(reply_from(settings, response))
     }
 }
@@ -528,6 +714,42 @@ mod tests {
         assert!(reject.input_tokens > 0 && reject.output_tokens > 0);
         let missing = model.complete(&request("orchestrate_decision", "x")).await.expect_err("no reply");
         assert!(!missing.is_retryable());
+    }
+
+    #[tokio::test]
+    async fn the_scripted_model_streams_its_reply_word_by_word_at_its_pace() {
+        let responses: BTreeMap<String, Vec<ScriptedModelReply>> =
+            serde_json::from_value(json!({ "answer_question": [ { "reply": { "answer": "Up to five days." } } ] }))
+                .expect("responses");
+        let model = ScriptedModel::new(responses).with_pace(Duration::from_millis(20));
+        let started = tokio::time::Instant::now();
+        let pieces = std::sync::Mutex::new(Vec::new());
+        let on_text = |p: &str| pieces.lock().expect("pieces").push((p.to_string(), started.elapsed()));
+        let response = model.stream(&request("answer_question", "q"), &on_text).await.expect("reply");
+        let pieces = pieces.into_inner().expect("pieces");
+        assert_eq!(pieces.iter().map(|(p, _)| p.as_str()).collect::<String>(), response.text);
+        assert_eq!(pieces.len(), 4, "{pieces:?}");
+        assert!(pieces[0].1 >= Duration::from_millis(20), "the first word waits one pace: {pieces:?}");
+        assert!(pieces[3].1 >= Duration::from_millis(80), "each word waits one pace: {pieces:?}");
+    }
+
+    #[test]
+    fn openai_stream_chunks_that_are_not_json_or_report_an_error_fail_the_stream() {
+        let ignore = |_: &str| {};
+        let mut state = ChunkState::default();
+        state.take(r#"{"choices":[{"delta":{"content":"{\"a"}}]}"#, &ignore);
+        state.take("not json", &ignore);
+        assert_eq!(state.text, "{\"a");
+        assert_eq!(state.error.as_deref(), Some("a stream chunk is not JSON"));
+        let mut state = ChunkState::default();
+        state.take(r#"{"error":{"message":"overloaded","type":"server_error"}}"#, &ignore);
+        assert_eq!(state.error.as_deref(), Some("the stream reported an error: overloaded"));
+        let mut state = ChunkState::default();
+        state.take(r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":null}"#, &ignore);
+        state.take(r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#, &ignore);
+        state.take("[DONE]", &ignore);
+        assert!(state.finished && state.done && state.error.is_none());
+        assert_eq!((state.input_tokens, state.output_tokens), (7, 3));
     }
 
     #[test]

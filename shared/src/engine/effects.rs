@@ -37,6 +37,8 @@ pub enum Entry {
     Plan,
     /// A dispatch of a stage was sent.
     Dispatch,
+    /// A batch of an agent's streamed answer.
+    Token,
     /// An attempt failed and the next one is scheduled.
     Retry,
     /// Retries are exhausted; the fallback takes over.
@@ -60,6 +62,9 @@ pub enum Entry {
     BackgroundDispatch,
     /// The query's deadline fired.
     Deadline,
+    /// A batch of the synthesis agent's streamed answer (after every stage, before the
+    /// output).
+    AnswerToken,
     /// The output was built.
     Synthesis,
     /// The query ended.
@@ -74,6 +79,7 @@ impl Entry {
             Entry::Route => 20,
             Entry::Plan => 30,
             Entry::Dispatch => 40,
+            Entry::Token => 45,
             Entry::Retry => 50,
             Entry::Fallback => 55,
             Entry::FallbackDispatch => 56,
@@ -82,6 +88,7 @@ impl Entry {
             Entry::Budget => 68,
             Entry::Step { .. } | Entry::Deadline => 70,
             Entry::BackgroundDispatch => 75,
+            Entry::AnswerToken => 78,
             Entry::Synthesis => 80,
             Entry::Final => 90,
         }
@@ -100,6 +107,7 @@ impl Entry {
             Entry::Gate => EventKind::Gate,
             Entry::Budget | Entry::Deadline => EventKind::Deadline,
             Entry::Step { kind, .. } => kind,
+            Entry::Token | Entry::AnswerToken => EventKind::Token,
             Entry::Synthesis => EventKind::Synthesis,
             Entry::Final => EventKind::Final,
         }
@@ -119,6 +127,7 @@ impl Entry {
             Entry::Budget => "budget",
             Entry::Step { name, .. } => name,
             Entry::Deadline => "deadline",
+            Entry::Token | Entry::AnswerToken => "token",
             Entry::Synthesis => "synthesis",
             Entry::Final => "final",
         }
@@ -126,7 +135,7 @@ impl Entry {
 
     /// Whether the entry lists after every stage (the end of the query).
     fn at_the_end(self) -> bool {
-        matches!(self, Entry::Deadline | Entry::Synthesis | Entry::Final)
+        matches!(self, Entry::Deadline | Entry::AnswerToken | Entry::Synthesis | Entry::Final)
     }
 
     /// The log key of this entry in `stage` for `id` (empty: none).
@@ -273,6 +282,7 @@ mod tests {
     fn entries_list_in_the_order_a_stage_happens_and_the_end_after_every_stage() {
         let order = [
             Entry::Dispatch,
+            Entry::Token,
             Entry::Retry,
             Entry::Fallback,
             Entry::FallbackDispatch,
@@ -288,6 +298,8 @@ mod tests {
         assert_eq!(keys, sorted);
         assert!(Entry::Deadline.key(3, "") > Entry::BackgroundDispatch.key(98, "x"));
         assert!(Entry::Synthesis.key(0, "") < Entry::Final.key(0, ""));
+        assert!(Entry::Deadline.key(0, "") < Entry::AnswerToken.key(0, "x"));
+        assert!(Entry::AnswerToken.key(0, "synthesis-v3-00009") < Entry::Synthesis.key(0, ""));
         assert_eq!(Entry::Handoff.key(2, "d-1"), "02-60-handoff-d-1");
         assert_eq!(Entry::Final.key(0, ""), "99-90-final");
     }

@@ -16,6 +16,7 @@
 //!   the handoff; fan in; advance pipelines through their QC gates.
 //! - [`synth`]: claim, merge the handoffs into the output with its confidence band
 //!   (docs/routing.md#confidence-bands), write it once; the deadline that ends every query.
+//! - [`stream`]: a streamed answer's text written to the log as batched `token` events.
 //! - [`advance`]: move a query on when a stage completes — the next pipeline stage, the next
 //!   step of an orchestration mode (what that step is, is decided by the pure
 //!   [`crate::plan::modes`]), or the synthesis.
@@ -28,7 +29,7 @@
 //!
 //! ```text
 //! handlers ─► intake, router, worker, synth, learning ─► intake
-//!             worker, synth ─► advance
+//!             worker, synth ─► advance, stream
 //!             intake, router, worker, synth, advance ─► effects ─► deps
 //! ```
 //!
@@ -46,6 +47,7 @@ pub mod learning;
 pub mod listing;
 pub mod reflection;
 pub mod router;
+pub mod stream;
 pub mod synth;
 pub mod worker;
 

@@ -14,6 +14,7 @@
 use super::advance::advance;
 use super::deps::{Deps, StepError};
 use super::effects::{arm_deadline, retry_on_conflict, written, Attempt, Entry};
+use super::stream::synthesize_answer;
 use crate::contracts::{
     AgentHandoff, AgentResult, Citation, ConfidenceBand, ErrorCategory, Evidence, HandoffErrors, HandoffExecution,
     HandoffStatus, OrchestratorOutput, OutputError, OutputStatus,
@@ -108,6 +109,13 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         let handoffs = deps.store.list_handoffs(query_id).await?;
         let manifest = deps.manifest_for(&claimed).await?;
         let mut output = build_output(deps, &manifest, &claimed, &handoffs, deadline_passed);
+        let answer = synthesize_answer(deps, &manifest, &claimed, &handoffs, &mut output, deadline_passed).await;
+        if let Some(report) = answer.report {
+            let block = output.orchestration.get_or_insert_with(|| json!({}));
+            if let Value::Object(map) = block {
+                map.insert("synthesis".into(), report);
+            }
+        }
         output.reflection = super::reflection::reflect(&manifest, &claimed, &handoffs, &output);
         fit_output(&mut output);
         let mut done = claimed.clone();
@@ -130,6 +138,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
                     "citations": output.citations.len(),
                     "agents": output.agents_dispatched.len(),
                     "reflection_score": output.reflection.as_ref().map(|r| r.score),
+                    "answer_stream": answer.stream,
                 }),
             ),
             deps.event(

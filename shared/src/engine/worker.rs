@@ -18,6 +18,7 @@
 use super::advance::advance;
 use super::deps::{Deps, StepError};
 use super::effects::{retry_on_conflict, send_first_attempt, written, Attempt, Entry};
+use super::stream::{run_agent, StreamTag};
 use crate::contracts::{
     AgentHandoff, HandoffArtifacts, HandoffErrors, HandoffExecution, HandoffMetadata, HandoffResult, HandoffStatus,
 };
@@ -123,11 +124,10 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     };
     let started_at = deps.clock.now();
     let started = tokio::time::Instant::now();
-    let ran = tokio::time::timeout(
-        Duration::from_millis(job.timeout_ms.max(1)),
-        deps.agents.run(agent, &planned.dispatch, job.attempt),
-    )
-    .await;
+    let stage = query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0);
+    let tag = StreamTag::attempt(stage, &agent.id, &planned.dispatch.dispatch_id, job.attempt);
+    let timeout = Duration::from_millis(job.timeout_ms.max(1));
+    let ran = run_agent(deps, &query, tag, agent, &planned.dispatch, job.attempt, timeout).await;
     let completed_at = deps.clock.now();
     let latency_ms = started.elapsed().as_millis() as u64;
     let failure = |error_type, message: String, recoverable, timed_out| Failure {

@@ -74,6 +74,10 @@ pub struct Provider {
     /// `scripted`: replies per output-schema name, first matching rule wins.
     #[serde(default)]
     pub responses: BTreeMap<String, Vec<ScriptedModelReply>>,
+    /// `scripted`: when streamed, one word of the reply every `pace` (default: no wait), so
+    /// offline runs show the timing of a real model.
+    #[serde(default)]
+    pub pace: Option<Dur>,
 }
 
 fn default_throttle_retries() -> u32 {
@@ -148,6 +152,11 @@ pub struct LlmSettings {
     /// Confidence of the handoff when the answer carries no `confidence` field.
     #[serde(default = "default_llm_confidence")]
     pub confidence: f64,
+    /// A top-level string field of the output (e.g. `answer`) whose text is streamed into
+    /// the query's event log as `token` events while the model writes it. Without it the
+    /// call is not streamed.
+    #[serde(default)]
+    pub stream: Option<String>,
 }
 
 fn default_max_tokens() -> u32 {

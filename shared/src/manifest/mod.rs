@@ -93,6 +93,12 @@ pub struct Manifest {
     /// Left out of the canonical JSON while default, so existing fingerprints stay the same.
     #[serde(default, skip_serializing_if = "SignalSettings::is_default")]
     pub signals: SignalSettings,
+    /// How streamed answers are written to the event log.
+    #[serde(default)]
+    pub tokens: TokenSettings,
+    /// An optional model-written final answer (the synthesis agent).
+    #[serde(default)]
+    pub synthesis: Option<SynthesisSettings>,
     /// Folder of the file the manifest was loaded from; relative paths in it (a retriever's
     /// corpus or index) are resolved against it. Not part of the YAML.
     #[serde(skip)]
@@ -141,6 +147,44 @@ impl Default for OptimizationSettings {
     fn default() -> Self {
         OptimizationSettings { window: 200, threshold: 0.6, min_signals: 3 }
     }
+}
+
+/// How a streamed answer's text reaches the event log: in `token` events, each holding the
+/// text that arrived within `flush_interval` of the batch's first piece, or `flush_chars`
+/// characters, whichever comes first. Larger values mean fewer writes and a later first token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokenSettings {
+    /// Longest a piece of text waits before its batch is written.
+    pub flush_interval: Dur,
+    /// A batch is written as soon as it holds this many characters.
+    pub flush_chars: usize,
+}
+
+impl Default for TokenSettings {
+    fn default() -> Self {
+        TokenSettings { flush_interval: Dur::from_millis(100), flush_chars: 400 }
+    }
+}
+
+/// The synthesis agent: an `llm` agent that writes the final answer from the question, the
+/// conversation context, and the handoffs with their evidence and confidence. It streams its
+/// answer; when it fails or runs out of `timeout`, the deterministic synthesis answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynthesisSettings {
+    /// An `llm` agent whose output schema has the streamed string field it names in `stream`.
+    pub agent: String,
+    /// Longest the synthesis agent may take (it runs inside the synthesizer's claim).
+    #[serde(default = "default_synthesis_timeout")]
+    pub timeout: Dur,
+    /// Intents whose answers it writes; empty: every intent.
+    #[serde(default)]
+    pub intents: Vec<String>,
+}
+
+fn default_synthesis_timeout() -> Dur {
+    Dur::from_millis(20_000)
 }
 
 /// Limits and defaults for incoming queries.

@@ -11,6 +11,7 @@ use std::fmt;
 
 mod ext;
 mod retrieval;
+mod streaming;
 mod suggest;
 
 /// One problem in a manifest: where (YAML path, and line when the parser knows it) and what.
@@ -74,6 +75,7 @@ pub fn validate(manifest: &Manifest) -> Vec<Problem> {
     check.cascade();
     check.reflections();
     check.signals();
+    check.streaming();
     check.problems
 }
 
