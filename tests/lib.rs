@@ -201,3 +201,105 @@ impl shared::adapters::hooked::StoreHooks for StoreCounts {
         Ok(())
     }
 }
+
+/// Signing keys and tokens for the tests of in-function JWT verification
+/// (`shared::jwt`, the events-stream function).
+pub mod tokens {
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::rsa::KeySize;
+    use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
+    use base64::Engine as _;
+    use serde_json::{json, Value};
+
+    /// The issuer the test verifiers accept.
+    pub const ISSUER: &str = "https://issuer.test/pool-1";
+    /// The audience the test verifiers accept.
+    pub const AUDIENCE: &str = "switchyard-test-client";
+
+    fn b64(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    /// An issuer's signing keys: one P-256 (ES256) and one RSA-2048 (RS256).
+    pub struct Issuer {
+        ec: EcdsaKeyPair,
+        rsa: RsaKeyPair,
+    }
+
+    impl Default for Issuer {
+        fn default() -> Self {
+            Issuer::new()
+        }
+    }
+
+    /// `(n, e)` of a PKCS#1 RSAPublicKey DER document.
+    fn rsa_components(der: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        fn read(der: &[u8], at: usize) -> (usize, usize) {
+            // (start of the contents, length) of the TLV at `at`.
+            let len = der[at + 1] as usize;
+            if len < 0x80 {
+                return (at + 2, len);
+            }
+            let n = len & 0x7f;
+            let len = der[at + 2..at + 2 + n].iter().fold(0usize, |acc, b| (acc << 8) | *b as usize);
+            (at + 2 + n, len)
+        }
+        let (seq, _) = read(der, 0);
+        let (n_at, n_len) = read(der, seq);
+        let (e_at, e_len) = read(der, n_at + n_len);
+        let strip = |v: &[u8]| v.iter().skip_while(|b| **b == 0).copied().collect::<Vec<u8>>();
+        (strip(&der[n_at..n_at + n_len]), strip(&der[e_at..e_at + e_len]))
+    }
+
+    impl Issuer {
+        /// Fresh keys.
+        pub fn new() -> Issuer {
+            Issuer {
+                ec: EcdsaKeyPair::generate(&signature::ECDSA_P256_SHA256_FIXED_SIGNING).expect("P-256 key"),
+                rsa: RsaKeyPair::generate(KeySize::Rsa2048).expect("RSA key"),
+            }
+        }
+
+        /// The public JWKS document (`kid`s `ec-1` and `rsa-1`).
+        pub fn jwks(&self) -> String {
+            let point = self.ec.public_key().as_ref();
+            let (n, e) = rsa_components(self.rsa.public_key().as_ref());
+            json!({ "keys": [
+                { "kty": "EC", "crv": "P-256", "kid": "ec-1", "alg": "ES256", "use": "sig",
+                  "x": b64(&point[1..33]), "y": b64(&point[33..65]) },
+                { "kty": "RSA", "kid": "rsa-1", "alg": "RS256", "use": "sig", "n": b64(&n), "e": b64(&e) },
+            ]})
+            .to_string()
+        }
+
+        /// A verifier for [`ISSUER`] and [`AUDIENCE`] with these keys.
+        pub fn verifier(&self) -> shared::jwt::JwtVerifier {
+            shared::jwt::JwtVerifier::new(ISSUER, &[AUDIENCE.to_string()], &self.jwks()).expect("verifier")
+        }
+
+        /// A token with `header` and `claims`, signed with the key its `alg` names.
+        pub fn sign(&self, header: &Value, claims: &Value) -> String {
+            let signed = format!("{}.{}", b64(header.to_string().as_bytes()), b64(claims.to_string().as_bytes()));
+            let rng = SystemRandom::new();
+            let signature = match header["alg"].as_str() {
+                Some("RS256") => {
+                    let mut sig = vec![0u8; self.rsa.public_modulus_len()];
+                    self.rsa.sign(&signature::RSA_PKCS1_SHA256, &rng, signed.as_bytes(), &mut sig).expect("sign");
+                    sig
+                }
+                _ => self.ec.sign(&rng, signed.as_bytes()).expect("sign").as_ref().to_vec(),
+            };
+            format!("{signed}.{}", b64(&signature))
+        }
+
+        /// A valid ES256 token for `sub` with `roles`, expiring in an hour from `now`.
+        pub fn token(&self, sub: &str, roles: &[&str], now: i64) -> String {
+            self.sign(&json!({ "alg": "ES256", "kid": "ec-1", "typ": "JWT" }), &claims(sub, roles, now))
+        }
+    }
+
+    /// Valid claims for `sub` at `now`.
+    pub fn claims(sub: &str, roles: &[&str], now: i64) -> Value {
+        json!({ "iss": ISSUER, "aud": AUDIENCE, "sub": sub, "roles": roles, "iat": now, "exp": now + 3600 })
+    }
+}

@@ -52,6 +52,13 @@ const QUESTIONS: [(usize, &str); 4] = [
 /// The four Lambda binaries.
 pub const FUNCTIONS: [&str; 4] = ["intake", "router", "agent-worker", "synthesizer"];
 
+/// The binaries `cold-start` measures: the pipeline's functions and the live events endpoint.
+pub const COLD_START_FUNCTIONS: [&str; 5] = ["intake", "router", "agent-worker", "synthesizer", "events-stream"];
+
+/// The public JWKS the events-stream function is started with (one P-256 key, generated for
+/// the benchmark): init parses it, as it parses the issuer's real keys on Lambda.
+const BENCH_JWKS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"bench","alg":"ES256","use":"sig","x":"N1ehLqzf-nkSpHTAE4KS32ZPe7Tv2QqbRLnv_b741V4","y":"AB5WJGuWZ3GNSMbSgJtEYtxihY8wt-ebEqbvHcefyXw"}]}"#;
+
 /// Options of `switchyard bench`.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -974,6 +981,12 @@ fn function_env(bin: &str, api: &str) -> anyhow::Result<Vec<(String, String)>> {
     if let Some(tier) = manifest.tiers.first() {
         env.push(("SWITCHYARD_TIER".into(), tier.tier.to_string()));
     }
+    env.push((
+        shared::jwt::ENV_JWT_ISSUER.into(),
+        "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_bench".into(),
+    ));
+    env.push((shared::jwt::ENV_JWT_AUDIENCE.into(), "bench-client".into()));
+    env.push((shared::jwt::ENV_JWT_JWKS.into(), BENCH_JWKS.into()));
     for spec in &topology.queues {
         for id in [spec.id, spec.id.dlq()] {
             env.push((queue_url_env(id), format!("https://sqs.us-east-1.amazonaws.com/000000000000/{}", id.name())));
@@ -1056,7 +1069,7 @@ fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
     let repeat = options.repeat.max(1);
     let mut rows: Vec<InitRow> = Vec::new();
     // The bare binary first, so every function's row carries its ratio to it.
-    for bin in std::iter::once(BARE_LAMBDA).chain(FUNCTIONS) {
+    for bin in std::iter::once(BARE_LAMBDA).chain(COLD_START_FUNCTIONS) {
         let binary = dir.join(bin);
         if !binary.is_file() {
             eprintln!(

@@ -7,7 +7,7 @@
 //! `alternatives` (`intent`, `score`; best first, the top intent included).
 
 use serde::Deserialize;
-use shared::classify::{bench, Classification, Classifier};
+use shared::classify::{bench, bench_in_context, Classification, Classifier, PriorTurn};
 use shared::manifest::Manifest;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -92,11 +92,14 @@ const BLIND_SETS: [&str; 1] = ["blind5_questions.jsonl"];
 const OUT_OF_SCOPE_BLIND: &str = "out_of_scope_blind3.jsonl";
 /// Width of a reliability bin.
 const BINS: usize = 10;
+/// Turns of conversation the in-context figure is timed with (the default history window).
+const HISTORY_TURNS: usize = 12;
 
 /// Times the classifier (`switchyard bench classify`) on the labelled questions when the
 /// file is around, else on the manifest's own utterances, and renders a small table; when the
 /// blind sets are around (a source checkout), adds the reliability table (confidence bins →
-/// accuracy), the expected calibration error and the scope figures.
+/// accuracy), the expected calibration error and the scope figures. The timing is also taken
+/// with each question as the next turn of a 12-turn conversation (follow-up resolution).
 pub fn run_bench(manifest: &Manifest) -> String {
     const ROUNDS: usize = 20;
     let classifier = Classifier::new(manifest);
@@ -108,13 +111,32 @@ pub fn run_bench(manifest: &Manifest) -> String {
         ("labelled questions", labelled)
     };
     let report = bench(&classifier, &queries, ROUNDS);
+    // A 12-turn conversation (the context pipeline's default window) of the first questions,
+    // each resolved with the turns before it, as a session stores them.
+    let mut history: Vec<PriorTurn> = Vec::with_capacity(HISTORY_TURNS);
+    for q in queries.iter().take(HISTORY_TURNS) {
+        let c = classifier.classify_in_context(q, &history);
+        history.push(PriorTurn { question: q.clone(), intent: c.intent, entities: c.entities });
+    }
+    let in_context = bench_in_context(&classifier, &queries, &history, ROUNDS);
     let mut out = format!(
         "classify benchmark ({source}, {ROUNDS} rounds)\n\
-         {:<12} {:>10}\n\
-         {:<12} {:>10.1}\n\
-         {:<12} {:>10.1}\n\
-         {:<12} {:>10}\n",
-        "metric", "value", "median µs", report.median_us, "p99 µs", report.p99_us, "n queries", report.n
+         {:<12} {:>10} {:>18}\n\
+         {:<12} {:>10.1} {:>18.1}\n\
+         {:<12} {:>10.1} {:>18.1}\n\
+         {:<12} {:>10} {:>18}\n",
+        "metric",
+        "alone",
+        format!("{}-turn history", history.len()),
+        "median µs",
+        report.median_us,
+        in_context.median_us,
+        "p99 µs",
+        report.p99_us,
+        in_context.p99_us,
+        "n queries",
+        report.n,
+        in_context.n
     );
     let blind: Vec<Labelled> = BLIND_SETS.iter().flat_map(|f| read_fixture(f)).filter(|l| l.intent.is_some()).collect();
     if !blind.is_empty() {
@@ -262,6 +284,7 @@ mod tests {
     fn the_bench_table_names_median_p99_and_n() {
         let table = run_bench(&manifest());
         assert!(table.contains("median µs") && table.contains("p99 µs") && table.contains("n queries"), "{table}");
+        assert!(table.contains("12-turn history"), "{table}");
     }
 
     #[test]

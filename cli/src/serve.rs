@@ -1,6 +1,7 @@
 //! The local HTTP server behind `switchyard serve`: each request becomes an API Gateway HTTP
-//! API event for the intake handler; `GET …/events` with `Accept: text/event-stream` tails the
-//! event log as server-sent events until the query ends. `/`, `/console.js` and `/console.css`
+//! API event for the intake handler; `GET …/events` with `Accept: text/event-stream` follows the
+//! event log as server-sent events until the query ends, through the same streamed route as
+//! the `events-stream` Lambda function (`shared::engine::live`, `shared::engine::follow`). `/`, `/console.js` and `/console.css`
 //! are the web console ([`crate::console`]).
 
 use crate::ask::api_event;
@@ -9,14 +10,12 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use shared::engine::handlers::{error_response, handle_http, sse_frame};
+use shared::engine::handlers::{error_response, handle_http};
 use shared::engine::intake::IntakeError;
+use shared::engine::live::{self, Identity, StreamReply};
 use shared::engine::Deps;
-use shared::ports::EventKind;
 use shared::validation::{FieldError, ValidationError};
-use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Largest request body read; larger bodies get 413 before the intake sees them.
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;
@@ -68,12 +67,10 @@ async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
         Ok(e) => e,
         Err(_) => return refuse(invalid("request", "could not be read as an API Gateway event")),
     };
-    let response = handle_http(&system, event).await;
-    if sse && response.status_code == 200 {
-        let query_id = path.trim_end_matches("/events").rsplit('/').next().unwrap_or_default().to_string();
-        return tail(system, query_id);
+    if sse && live::is_stream_route(&path) {
+        return to_streamed(live::handle_stream(&system, Identity::Gateway, &event).await);
     }
-    to_response(response)
+    to_response(handle_http(&system, event).await)
 }
 
 /// An API Gateway response as an HTTP response.
@@ -90,29 +87,15 @@ fn to_response(response: ApiGatewayV2httpResponse) -> Response {
     out
 }
 
-/// Stream the event log as server-sent events, tailing it until the `final` event.
-fn tail(system: Arc<Deps>, query_id: String) -> Response {
-    let stream = futures::stream::unfold(
-        (system, query_id, HashSet::<String>::new(), false),
-        |(system, id, mut seen, done)| async move {
-            if done {
-                return None;
-            }
-            loop {
-                let events = system.store.list_events(&id).await.unwrap_or_default();
-                let fresh: Vec<_> = events.into_iter().filter(|e| !seen.contains(&e.key)).collect();
-                if !fresh.is_empty() {
-                    let finished = fresh.iter().any(|e| e.kind == EventKind::Final);
-                    let text: String = fresh.iter().map(sse_frame).collect();
-                    seen.extend(fresh.into_iter().map(|e| e.key));
-                    return Some((Ok::<_, std::io::Error>(text), (system, id, seen, finished)));
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        },
-    );
-    let mut r = Response::new(Body::from_stream(stream));
-    r.headers_mut().insert("content-type", HeaderValue::from_static("text/event-stream"));
-    r.headers_mut().insert("cache-control", HeaderValue::from_static("no-cache"));
-    r
+/// A streamed reply as an HTTP response whose body is sent chunk by chunk.
+fn to_streamed(reply: StreamReply) -> Response {
+    use futures::StreamExt;
+    let mut out = Response::new(Body::from_stream(reply.body.map(Ok::<_, std::io::Error>)));
+    *out.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (k, v) in reply.headers {
+        if let (Ok(name), Ok(value)) = (axum::http::HeaderName::try_from(k), HeaderValue::try_from(v)) {
+            out.headers_mut().insert(name, value);
+        }
+    }
+    out
 }

@@ -11,7 +11,8 @@
 //! missing tier queue, dead-letter queue or worker, a timeout too short for the tier, a
 //! visibility timeout under 6 × the function timeout, too few receives before dead-lettering, an
 //! SQS event source without `ReportBatchItemFailures`, a wrong batch size or reserved
-//! concurrency, a missing or wrong environment variable, a send permission too many or too few.
+//! concurrency, a missing or wrong environment variable, a send permission too many or too few,
+//! an events-stream function without its response-streaming Function URL.
 //!
 //! This crate is linked only by the `switchyard` CLI and the tests: the Lambda functions never
 //! render templates, so they do not carry this code.
@@ -20,6 +21,7 @@
 use serde_yaml::value::{Tag, TaggedValue};
 use serde_yaml::{Mapping, Value};
 use shared::engine::handlers::HTTP_ROUTES;
+use shared::jwt::{ENV_JWT_AUDIENCE, ENV_JWT_ISSUER, ENV_JWT_JWKS};
 use shared::limits::{LAMBDA_MAX_TIMEOUT_S, MAX_ATTEMPT_TIMEOUT_MS, SQS_MAX_DELAY_S, WORKER_MARGIN_S};
 use shared::manifest::{Manifest, TierTimeout};
 use shared::ports::{QueueId, QueueKind};
@@ -53,6 +55,14 @@ const ARCHITECTURE: &str = "arm64";
 const HANDLER: &str = "bootstrap";
 const BUILD_METHOD: &str = "rust-cargolambda";
 const REPORT_BATCH_ITEM_FAILURES: &str = "ReportBatchItemFailures";
+/// The events-stream function's timeout: Lambda's longest, so a live stream can follow a query
+/// for 15 minutes; the follower ends its stream a minute earlier
+/// (`shared::engine::follow::FollowSettings::max_duration`) and the client resumes.
+pub const STREAM_FUNCTION_TIMEOUT_S: u64 = LAMBDA_MAX_TIMEOUT_S;
+/// The Function URL's invoke mode that sends the response as it is written.
+pub const STREAM_INVOKE_MODE: &str = "RESPONSE_STREAM";
+/// What the events-stream function may do with the table: read, nothing else.
+const STREAM_TABLE_ACTIONS: [&str; 2] = ["dynamodb:GetItem", "dynamodb:Query"];
 const TABLE_ACTIONS: [&str; 9] = [
     "dynamodb:BatchGetItem",
     "dynamodb:BatchWriteItem",
@@ -90,9 +100,19 @@ pub struct FunctionSpec {
     pub bedrock_models: Vec<String>,
     /// Lambda functions its agents invoke (`lambda` agents).
     pub lambda_functions: Vec<String>,
+    /// Served by a Function URL with response streaming (and verifies callers' JWTs itself),
+    /// instead of the HTTP API or a queue.
+    pub streaming: bool,
 }
 
-/// The functions of a deployment: intake, router, one agent-worker per tier, synthesizer.
+/// The output naming the Function URL of the streamed routes.
+pub const STREAM_URL_OUTPUT: &str = "EventsStreamUrl";
+
+/// Name (and binary) of the function that serves the streamed routes.
+pub const STREAM_FUNCTION: &str = "events-stream";
+
+/// The functions of a deployment: intake, router, one agent-worker per tier, synthesizer, and
+/// events-stream (the live events endpoint, behind a Function URL).
 ///
 /// Who writes where: intake -> route; router -> every tier (dispatches) and synth (the deadline);
 /// a worker -> every tier (its own for retries, another for a fallback agent) and synth (fan-in);
@@ -113,6 +133,7 @@ pub fn functions(manifest: &Manifest, topology: &Topology) -> Vec<FunctionSpec> 
         sends_to,
         bedrock_models: tier.map(|t| bedrock_models(manifest, t)).unwrap_or_default(),
         lambda_functions: tier.map(|t| lambda_functions(manifest, t)).unwrap_or_default(),
+        streaming: false,
     };
     let mut functions = vec![FunctionSpec {
         name: "intake".to_string(),
@@ -125,6 +146,7 @@ pub fn functions(manifest: &Manifest, topology: &Topology) -> Vec<FunctionSpec> 
         sends_to: vec![QueueId::route()],
         bedrock_models: Vec::new(),
         lambda_functions: Vec::new(),
+        streaming: false,
     }];
     for q in &topology.queues {
         functions.push(match q.id.kind {
@@ -139,6 +161,20 @@ pub fn functions(manifest: &Manifest, topology: &Topology) -> Vec<FunctionSpec> 
         let f = functions.remove(i);
         functions.push(f);
     }
+    // The live events endpoint: reads the table, sends nothing.
+    functions.push(FunctionSpec {
+        name: STREAM_FUNCTION.to_string(),
+        binary: STREAM_FUNCTION,
+        tier: None,
+        consumes: None,
+        timeout_s: STREAM_FUNCTION_TIMEOUT_S,
+        batch_size: None,
+        reserved_concurrency: None,
+        sends_to: Vec::new(),
+        bedrock_models: Vec::new(),
+        lambda_functions: Vec::new(),
+        streaming: true,
+    });
     functions
 }
 
@@ -401,6 +437,16 @@ fn parameters() -> Value {
             ]),
         ),
         (
+            "JwtJwks",
+            map(vec![
+                ("Type", s("String")),
+                (
+                    "Description",
+                    s("The issuer's JWKS document (JSON, e.g. the user pool's /.well-known/jwks.json): the keys the events-stream function verifies tokens with, since its Function URL has no authorizer."),
+                ),
+            ]),
+        ),
+        (
             "AlarmTopicArn",
             map(vec![
                 ("Type", s("String")),
@@ -576,6 +622,7 @@ fn log_group() -> Value {
 }
 
 fn role(f: &FunctionSpec, stem: &str) -> Value {
+    let table_actions: &[&str] = if f.streaming { &STREAM_TABLE_ACTIONS } else { &TABLE_ACTIONS };
     let mut policies = vec![
         policy(
             "logs",
@@ -586,13 +633,15 @@ fn role(f: &FunctionSpec, stem: &str) -> Value {
         ),
         policy(
             "table",
-            vec![allow(&TABLE_ACTIONS, vec![get_att(TABLE_ID, "Arn"), sub(&format!("${{{TABLE_ID}.Arn}}/index/*"))])],
-        ),
-        policy(
-            "send",
-            vec![allow(&["sqs:SendMessage"], f.sends_to.iter().map(|q| get_att(&queue_id(*q), "Arn")).collect())],
+            vec![allow(table_actions, vec![get_att(TABLE_ID, "Arn"), sub(&format!("${{{TABLE_ID}.Arn}}/index/*"))])],
         ),
     ];
+    if !f.sends_to.is_empty() {
+        policies.push(policy(
+            "send",
+            vec![allow(&["sqs:SendMessage"], f.sends_to.iter().map(|q| get_att(&queue_id(*q), "Arn")).collect())],
+        ));
+    }
     if let Some(q) = f.consumes {
         policies.push(policy("consume", vec![allow(&CONSUME_ACTIONS, vec![get_att(&queue_id(q), "Arn")])]));
     }
@@ -643,6 +692,9 @@ fn function_description(f: &FunctionSpec) -> String {
         (Some(t), _) => format!("Runs the tier-{t} agents: timeout, retries, fallback, handoff, fan-in."),
         (None, Some(QueueKind::Route)) => "Classifies, plans and dispatches each query; arms its deadline.".to_string(),
         (None, Some(QueueKind::Synth)) => "Merges handoffs into the final answer; fires deadlines.".to_string(),
+        _ if f.streaming => {
+            "The live events endpoint: verifies the caller's JWT, streams a query's events until it ends.".to_string()
+        }
         _ => "The HTTP API: accepts queries, serves their status and events.".to_string(),
     }
 }
@@ -659,6 +711,31 @@ fn function(f: &FunctionSpec, stem: &str) -> Value {
     }
     if let Some(t) = f.tier {
         props.push(("Environment", map(vec![("Variables", map(vec![(ENV_TIER, s(&t.to_string()))]))])));
+    }
+    if f.streaming {
+        // A Function URL has no JWT authorizer: the function checks the token itself, against
+        // the same issuer and audiences as the HTTP API's authorizer.
+        let audience = map(vec![("Fn::Join", seq(vec![s(","), reference("JwtAudience")]))]);
+        props.push((
+            "Environment",
+            map(vec![(
+                "Variables",
+                map(vec![
+                    (ENV_JWT_ISSUER, reference("JwtIssuer")),
+                    (ENV_JWT_AUDIENCE, audience),
+                    (ENV_JWT_JWKS, reference("JwtJwks")),
+                ]),
+            )]),
+        ));
+        props.push(("FunctionUrlConfig", map(vec![("AuthType", s("NONE")), ("InvokeMode", s(STREAM_INVOKE_MODE))])));
+        return map(vec![
+            ("Type", s("AWS::Serverless::Function")),
+            (
+                "Metadata",
+                map(vec![("BuildMethod", s(BUILD_METHOD)), ("BuildProperties", map(vec![("Binary", s(f.binary))]))]),
+            ),
+            ("Properties", map(props)),
+        ]);
     }
     let events = match f.consumes {
         Some(q) => map(vec![(
@@ -785,6 +862,16 @@ fn outputs(topology: &Topology) -> Value {
         map(vec![
             ("Description", s("Base URL of the HTTP API (POST /v1/queries).")),
             ("Value", sub(&format!("https://${{{API_ID}}}.execute-api.${{AWS::Region}}.${{AWS::URLSuffix}}"))),
+        ]),
+    );
+    out.insert(
+        s(STREAM_URL_OUTPUT),
+        map(vec![
+            (
+                "Description",
+                s("Base URL of the live events endpoint (GET /v1/queries/{id}/events, server-sent events through Lambda response streaming; Authorization: Bearer <JWT>)."),
+            ),
+            ("Value", get_att(&format!("{}Url", function_id(STREAM_FUNCTION)), "FunctionUrl")),
         ]),
     );
     out.insert(
@@ -1208,6 +1295,13 @@ fn check_environment(
     for q in &topology.queues {
         expected.push((q.url_env.clone(), queue_id(q.id)));
     }
+    if f.streaming {
+        expected.push((ENV_JWT_ISSUER.to_string(), "JwtIssuer".to_string()));
+        expected.push((ENV_JWT_JWKS.to_string(), "JwtJwks".to_string()));
+        if get(ENV_JWT_AUDIENCE).is_none() {
+            problems.push(format!("{id}: environment variable {ENV_JWT_AUDIENCE} is missing (want the JwtAudience list joined with commas)"));
+        }
+    }
     for (name, target) in &expected {
         match get(name) {
             None => problems.push(format!("{id}: environment variable {name} is missing (want !Ref {target})")),
@@ -1227,7 +1321,8 @@ fn check_environment(
         _ => {}
     }
     for (name, _) in &vars {
-        let known = name == ENV_TIER || expected.iter().any(|(e, _)| e == name);
+        let known =
+            name == ENV_TIER || (f.streaming && name == ENV_JWT_AUDIENCE) || expected.iter().any(|(e, _)| e == name);
         if name.starts_with("SWITCHYARD_") && !known {
             problems.push(format!(
                 "{id}: environment variable {name} names nothing in routing.yaml's topology (a tier removed without re-rendering?)"
@@ -1247,6 +1342,26 @@ fn check_events(f: &FunctionSpec, id: &str, props: &Value, problems: &mut Vec<St
             .collect()
     };
     let consumed = of_type("SQS");
+    if f.streaming {
+        for (name, _) in events.iter() {
+            problems.push(format!(
+                "{id}: event {} on the events-stream function; it is reached through its Function URL only",
+                name.as_str().unwrap_or("?")
+            ));
+        }
+        let url = props.get("FunctionUrlConfig");
+        if text(url.and_then(|u| u.get("InvokeMode"))).as_deref() != Some(STREAM_INVOKE_MODE) {
+            problems.push(format!(
+                "{id}: FunctionUrlConfig.InvokeMode must be {STREAM_INVOKE_MODE}; a buffered URL delivers the live events only when the query ends"
+            ));
+        }
+        if text(url.and_then(|u| u.get("AuthType"))).as_deref() != Some("NONE") {
+            problems.push(format!(
+                "{id}: FunctionUrlConfig.AuthType must be NONE: callers present the JWT the HTTP API accepts, and the function verifies it"
+            ));
+        }
+        return;
+    }
     match f.consumes {
         None => {
             for (name, _) in &consumed {
@@ -1374,7 +1489,7 @@ fn check_strays(template: &Template<'_>, topology: &Topology, functions: &[Funct
 fn check_outputs(doc: &Value, topology: &Topology, problems: &mut Vec<String>) {
     let outputs = doc.get("Outputs");
     let has = |key: &str| outputs.and_then(|o| o.get(key)).is_some();
-    let mut wanted = vec!["ApiUrl".to_string(), "TableName".to_string()];
+    let mut wanted = vec!["ApiUrl".to_string(), STREAM_URL_OUTPUT.to_string(), "TableName".to_string()];
     wanted.extend(topology.queues.iter().map(|q| format!("{}Url", queue_id(q.id))));
     for key in wanted {
         if !has(&key) {
@@ -1510,6 +1625,33 @@ intents:
         let start = text.find(&format!("\n  {resource}:\n")).expect("resource");
         let at = start + text[start..].find(line).expect("line");
         format!("{}{replacement}{}", &text[..at], &text[at + line.len()..])
+    }
+
+    #[test]
+    fn a_buffered_or_iam_guarded_events_url_and_a_missing_jwks_are_reported() {
+        let m = shipped();
+        let text =
+            edit_after(&render(&m), "EventsStreamFunction", "InvokeMode: RESPONSE_STREAM", "InvokeMode: BUFFERED");
+        let text = edit_after(&text, "EventsStreamFunction", "AuthType: NONE", "AuthType: AWS_IAM");
+        let text = edit_after(&text, "EventsStreamFunction", "          SWITCHYARD_JWT_JWKS: !Ref JwtJwks\n", "");
+        let problems = check(&text, &m);
+        assert_eq!(
+            problems,
+            [
+                "EventsStreamFunction: environment variable SWITCHYARD_JWT_JWKS is missing (want !Ref JwtJwks)",
+                "EventsStreamFunction: FunctionUrlConfig.InvokeMode must be RESPONSE_STREAM; a buffered URL delivers the live events only when the query ends",
+                "EventsStreamFunction: FunctionUrlConfig.AuthType must be NONE: callers present the JWT the HTTP API accepts, and the function verifies it",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_live_stream_ends_before_its_function_times_out() {
+        let follow = shared::engine::follow::FollowSettings::default();
+        assert!(follow.max_duration.as_secs() + 30 <= STREAM_FUNCTION_TIMEOUT_S, "{follow:?}");
+        let f = functions(&shipped(), &Topology::for_manifest(&shipped()));
+        let stream = f.iter().find(|f| f.streaming).expect("events-stream");
+        assert_eq!((stream.binary, stream.timeout_s, stream.sends_to.len()), ("events-stream", 900, 0));
     }
 
     #[test]

@@ -27,6 +27,7 @@
 //! - [`topology`]: the AWS resources a manifest needs (table, queues, env vars).
 //! - [`engine`]: the steps — intake, route, run-agent, fan-in, synthesize, deadline — and the
 //!   Lambda event handlers around them.
+//! - [`jwt`]: verifying callers' JWTs in a function (the streaming events endpoint).
 //! - [`telemetry`]: OpenTelemetry spans over OTLP and CloudWatch EMF metrics per agent call.
 #![warn(missing_docs)]
 
@@ -36,6 +37,7 @@ pub mod classify;
 pub mod contracts;
 pub mod engine;
 pub mod jobs;
+pub mod jwt;
 pub mod limits;
 pub mod manifest;
 pub mod plan;

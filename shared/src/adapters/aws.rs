@@ -39,12 +39,50 @@ pub const DLQ_RETENTION_S: u64 = 14 * 24 * 60 * 60;
 /// `us-east-1`, which local endpoints accept.
 pub async fn aws_config_from_env() -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest());
-    if let Some(endpoint) = std::env::var(ENV_ENDPOINT_URL).ok().filter(|e| !e.trim().is_empty()) {
+    let endpoint = std::env::var(ENV_ENDPOINT_URL).ok().filter(|e| !e.trim().is_empty());
+    let native_roots = endpoint.is_some() || std::env::var(ENV_NATIVE_ROOTS).is_ok_and(|v| v == "1");
+    loader = with_shared_client(loader, native_roots);
+    if let Some(endpoint) = endpoint {
         loader = loader
             .endpoint_url(endpoint)
             .region(RegionProviderChain::default_provider().or_else(Region::new(LOCAL_DEFAULT_REGION)));
     }
     loader.load().await
+}
+
+/// Set to `1` to trust the system's certificate store for AWS calls instead of Amazon's roots.
+pub const ENV_NATIVE_ROOTS: &str = "SWITCHYARD_NATIVE_ROOTS";
+
+/// The roots AWS service endpoints chain to: Amazon Root CA 1–4 and Starfield Services Root
+/// G2 (public certificates, as shipped by every CA bundle).
+const AMAZON_ROOTS_PEM: &[u8] = include_bytes!("../../certs/amazon-roots.pem");
+
+/// One HTTPS client for the configuration's credential providers and every SDK client built
+/// from it, trusting only [`AMAZON_ROOTS_PEM`].
+///
+/// Why: with the SDK's default client each function start parsed the system's whole CA bundle
+/// (~140 PEM certificates) twice — once for aws-config's STS client, once for the service
+/// clients — which was about half of a function's init instructions (docs/operations.md
+/// "Cold start"). Five roots compiled in cost next to nothing. With a custom endpoint
+/// (`AWS_ENDPOINT_URL`: a local endpoint, a proxy) or `SWITCHYARD_NATIVE_ROOTS=1` the system
+/// store is used, still through one shared client. If the TLS context cannot be built the
+/// SDK's default client applies.
+fn with_shared_client(loader: aws_config::ConfigLoader, native_roots: bool) -> aws_config::ConfigLoader {
+    use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
+    let store = if native_roots {
+        TrustStore::default()
+    } else {
+        TrustStore::empty().with_native_roots(false).with_pem_certificate(AMAZON_ROOTS_PEM)
+    };
+    match TlsContext::builder().with_trust_store(store).build() {
+        Ok(context) => loader.http_client(
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(tls::Provider::Rustls(CryptoMode::AwsLc))
+                .tls_context(context)
+                .build_https(),
+        ),
+        Err(_) => loader,
+    }
 }
 
 /// What [`ensure_resources`] created or found.

@@ -1,21 +1,51 @@
 //! Follow-up resolution: a turn classified with the conversation before it.
 //!
 //! "And for Fabhalta?" names a brand and nothing else: alone it is routed at random. With the
-//! conversation it means "the previous question, with Fabhalta as the brand". The rules
-//! (docs/conversations.md):
+//! conversation it means "the previous question, with Fabhalta as the brand". The rules, in
+//! full in docs/conversations.md:
 //!
-//! - a turn the classifier is sure of, and that is in scope, keeps its own intent — an explicit
-//!   new request switches intent;
-//! - otherwise (ambiguous, low confidence or out of scope alone) and when an earlier turn
-//!   exists, the intent of the latest turn is carried over;
-//! - entities of the latest turn are carried over unless the turn names an entity of the same
-//!   type (a new brand replaces the old brand; the KPI stays); carried entities are marked
-//!   [`EntitySource::Context`].
+//! - **Intent.** The earlier turn's intent is a prior, the turn's own classification the
+//!   evidence: `P(i | turn, history) ∝ P(i | turn) · prior(i)` with `prior(last) = ρ` and the
+//!   rest `(1 − ρ) / (K − 1)`. `ρ` is higher when the turn opens like a continuation ("and",
+//!   "what about", "same …", "… instead"). A turn that only changes an entity, a period or a
+//!   region has little intent evidence of its own, so the prior wins and the intent is carried
+//!   over; an explicit new request ("Now design an A/B test to confirm that") is evidence
+//!   strong enough to switch. The confidence is that posterior: calibrated when the
+//!   classifier's probabilities are and `ρ` is the rate at which such turns keep the intent.
+//! - **Entities.** When the intent is kept, or the turn points back ("that", "it", "there") or
+//!   opens like a continuation, the earlier turn's entities are carried over for every type the
+//!   turn does not name itself (a new brand replaces the old brand; the KPI stays); carried
+//!   entities are marked [`EntitySource::Context`].
+//! - **Scope.** A turn that alone is out of scope but reads as a follow-up (it points back,
+//!   continues, names an entity, or only asks "why?") counts as in scope when its scope score
+//!   reaches a share of the threshold: "How did you arrive at that number?" belongs to the
+//!   conversation, "What about the weather tomorrow?" still does not.
 //!
-//! Pure and allocation-light: it runs inside the embedded classifier's microsecond budget.
+//! Only the latest few turns are read (the latest one whose intent the manifest knows), and
+//! only their intent and entities: it runs inside the embedded classifier's microsecond budget.
 
+use super::text::Token;
 use super::{Classification, Classifier};
-use crate::contracts::{EntitySource, ParsedEntity};
+use crate::contracts::{EntitySource, EntityType, ParsedEntity};
+use serde::Serialize;
+
+/// At most this many of the latest turns are searched for one whose intent the manifest knows
+/// (an out-of-scope or unknown turn in between is skipped, an older conversation is not
+/// revived).
+const LOOKBACK: usize = 3;
+/// Prior probability that a turn opening like a continuation ("and …", "what about …",
+/// "same …", "… instead") keeps the earlier turn's intent.
+const CARRY_PRIOR_CONTINUATION: f64 = 0.97;
+/// Prior probability that any other follow-up keeps the earlier turn's intent.
+const CARRY_PRIOR_PLAIN: f64 = 0.17;
+/// Prior probability that a question about the previous answer ("how did you get that?")
+/// asks for the manifest's fallback intent.
+const ANSWER_PRIOR: f64 = 0.75;
+/// A follow-up that is out of scope alone counts as in scope when its scope score reaches this
+/// share of `classifier.scope.threshold`.
+const FOLLOW_UP_SCOPE_SHARE: f64 = 0.7;
+/// At most this many entities are carried over from an earlier turn.
+const MAX_CARRIED_ENTITIES: usize = 20;
 
 /// One completed turn of a conversation, as the classifier needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,28 +58,184 @@ pub struct PriorTurn {
     pub entities: Vec<ParsedEntity>,
 }
 
+/// How the conversation shaped a classification ([`Classification::follow_up`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FollowUp {
+    /// Which earlier turn the classification follows: 1 is the latest.
+    pub turns_back: usize,
+    /// The intent of that turn.
+    pub prior_intent: String,
+    /// The intent the turn would have been given alone.
+    pub alone_intent: String,
+    /// The confidence it would have had alone.
+    pub alone_confidence: f64,
+    /// Whether it would have been in scope alone.
+    pub alone_in_scope: bool,
+    /// Whether the turn opens like a continuation ("and …", "what about …", "same …").
+    pub continuation: bool,
+    /// Whether the turn points back to the conversation ("that", "it", "there", "those").
+    pub refers_back: bool,
+    /// How many entities were carried over.
+    pub carried_entities: usize,
+}
+
+/// What the words of a turn say about it being a follow-up.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Cues {
+    /// It opens like a continuation, or says "instead", "too", "as well".
+    continuation: bool,
+    /// A word points back to the conversation.
+    refers_back: bool,
+    /// It asks (a question word) without any content word: "why?", "how so?".
+    bare_question: bool,
+    /// It asks the assistant about what it said: a question word, "you" and a word pointing
+    /// back ("How did you get those figures?", "Why did you pick that method?").
+    about_answer: bool,
+    /// It has no content word at all, only entities, periods and function words ("And in Q1?").
+    no_content: bool,
+}
+
+/// First words that continue the previous question: "And for Fabhalta?", "Same for the West".
+fn opens_continuation(first: &str, second: Option<&str>) -> bool {
+    matches!(first, "and" | "also" | "plus" | "same" | "ditto" | "likewise" | "similarly" | "again" | "just")
+        || matches!((first, second), ("what" | "how", Some("about")) | ("what", Some("of")))
+        || matches!((first, second), ("now" | "then", Some("for" | "in" | "with" | "the")))
+}
+
+/// Words anywhere that mark a variation of the previous question: "Look at Leqvio instead".
+fn marks_variation(word: &str) -> bool {
+    matches!(word, "instead" | "too" | "same" | "likewise" | "only")
+}
+
+/// Words that point back to something said before.
+fn points_back(word: &str) -> bool {
+    matches!(word, "that" | "this" | "it" | "its" | "those" | "these" | "them" | "they" | "their" | "same" | "such")
+}
+
+/// Words before the opening that say nothing: "ok, and for Fabhalta?".
+fn is_politeness(word: &str) -> bool {
+    matches!(word, "please" | "pls" | "kindly" | "ok" | "okay" | "hey" | "hi" | "so" | "well" | "right" | "thanks")
+}
+
+fn is_be(word: &str) -> bool {
+    matches!(word, "is" | "are" | "was" | "were" | "be" | "been" | "isn't" | "aren't")
+}
+
+fn is_question_word(word: &str) -> bool {
+    matches!(word, "why" | "how" | "what" | "which" | "who" | "where" | "when")
+}
+
+impl Cues {
+    /// Reads the cues of a tokenised turn (`named`: the tokens entities took; `content_words`:
+    /// the scope score's count of content words).
+    pub(super) fn read(tokens: &[Token], named: &[bool], content_words: usize) -> Cues {
+        let words: Vec<&str> = tokens
+            .iter()
+            .zip(named)
+            .filter(|(t, named)| !**named && t.text.chars().any(char::is_alphabetic))
+            .map(|(t, _)| t.text.as_str())
+            .collect();
+        let mut opening = words.iter().copied().skip_while(|w| is_politeness(w));
+        let first = opening.next();
+        let continuation = first.is_some_and(|f| opens_continuation(f, opening.next()))
+            || words.iter().any(|w| marks_variation(w))
+            || words.windows(2).any(|w| w == ["as", "well"]);
+        let refers_back = words.iter().enumerate().any(|(i, w)| {
+            points_back(w)
+                // "there" points back unless it is existential: "is there", "there are".
+                || (*w == "there"
+                    && !(i > 0 && is_be(words[i - 1]))
+                    && !words.get(i + 1).is_some_and(|next| is_be(next)))
+        });
+        let asks = words.iter().any(|w| is_question_word(w));
+        let bare_question = content_words == 0 && asks;
+        let about_answer = asks && refers_back && words.iter().any(|w| matches!(*w, "you" | "your"));
+        Cues { continuation, refers_back, bare_question, about_answer, no_content: content_words == 0 }
+    }
+}
+
 impl Classifier {
-    /// Classifies `text` as the next turn after `history` (oldest first). With no history this
-    /// is [`Classifier::classify`].
+    /// Classifies `text` as the next turn after `history` (oldest first): the turn's own
+    /// classification combined with the latest turn of the conversation whose intent the
+    /// manifest knows (module docs). With no such turn this is [`Classifier::classify`].
     pub fn classify_in_context(&self, text: &str, history: &[PriorTurn]) -> Classification {
-        let mut own = self.classify(text);
-        let Some(last) = history.last() else { return own };
-        if self.intents().iter().all(|i| *i != last.intent) {
-            return own;
+        if history.is_empty() {
+            return self.classify(text);
         }
-        let alone_is_unsure = self.needs_cascade(&own) || !own.in_scope;
-        if alone_is_unsure {
-            own.intent = last.intent.clone();
-            own.in_scope = true;
-            own.ambiguity_flag = false;
+        let (mut c, probabilities, cues) = self.classify_parts(text, true);
+        let Some((turns_back, last, last_index)) = history
+            .iter()
+            .rev()
+            .take(LOOKBACK)
+            .enumerate()
+            .find_map(|(n, t)| self.intents.iter().position(|i| *i == t.intent).map(|i| (n + 1, t, i)))
+        else {
+            return c;
+        };
+        let alone_in_scope = c.in_scope;
+        if !c.in_scope {
+            let follows = cues.continuation || cues.refers_back || cues.bare_question || !c.entities.is_empty();
+            let close = cues.no_content
+                || (cues.about_answer && self.answer_intent.is_some())
+                || c.scope_score >= self.settings.scope.threshold * FOLLOW_UP_SCOPE_SHARE;
+            if !(follows && close) {
+                return c;
+            }
+            c.in_scope = true;
         }
-        if own.intent == last.intent {
+        let (alone_intent, alone_confidence) = (c.intent.clone(), c.confidence);
+
+        let k = self.intents.len();
+        // The intent the prior favours: the earlier turn's, or for a question about the answer
+        // the manifest's fallback intent (the one that explains).
+        let (favoured, carry) = match self.answer_intent.filter(|_| cues.about_answer) {
+            Some(answer) => (answer, ANSWER_PRIOR),
+            None if cues.continuation => (last_index, CARRY_PRIOR_CONTINUATION),
+            None => (last_index, CARRY_PRIOR_PLAIN),
+        };
+        let other = if k > 1 { (1.0 - carry) / (k - 1) as f64 } else { 0.0 };
+        let prior = |i: usize| if i == favoured { carry } else { other };
+        let mut posterior: Vec<f64> = match &probabilities {
+            Some(p) => p.iter().enumerate().map(|(i, p)| p * prior(i)).collect(),
+            None => (0..k).map(prior).collect(),
+        };
+        let total: f64 = posterior.iter().sum();
+        if total > 0.0 {
+            posterior.iter_mut().for_each(|p| *p /= total);
+            self.rank(&mut c, &posterior);
+        }
+
+        let mut carried = 0;
+        if c.intent == last.intent || cues.refers_back || cues.continuation {
+            let mut named = [false; EntityType::ALL.len()];
+            for e in &c.entities {
+                named[type_index(e.entity_type)] = true;
+            }
             for e in &last.entities {
-                if own.entities.iter().all(|mine| mine.entity_type != e.entity_type) {
-                    own.entities.push(ParsedEntity { source: EntitySource::Context, ..e.clone() });
+                if carried == MAX_CARRIED_ENTITIES {
+                    break;
+                }
+                let duplicate = c.entities.iter().any(|m| m.entity_type == e.entity_type && m.value == e.value);
+                if !named[type_index(e.entity_type)] && !duplicate {
+                    c.entities.push(ParsedEntity { source: EntitySource::Context, ..e.clone() });
+                    carried += 1;
                 }
             }
         }
-        own
+        c.follow_up = Some(FollowUp {
+            turns_back,
+            prior_intent: last.intent.clone(),
+            alone_intent,
+            alone_confidence,
+            alone_in_scope,
+            continuation: cues.continuation,
+            refers_back: cues.refers_back,
+            carried_entities: carried,
+        });
+        c
     }
+}
+
+fn type_index(t: EntityType) -> usize {
+    EntityType::ALL.iter().position(|x| *x == t).unwrap_or(0)
 }

@@ -53,6 +53,9 @@
 //!
 //! - `text`: tokeniser, stop words, stemmer, edit distance.
 //! - `entities`: gazetteer, pattern and time-period extraction.
+//! - `scope`: the scope score.
+//! - `followup`: a turn classified with the conversation before it
+//!   ([`Classifier::classify_in_context`], docs/conversations.md).
 
 mod entities;
 mod followup;
@@ -62,7 +65,7 @@ mod text;
 use crate::contracts::ParsedEntity;
 use crate::manifest::{ClassifierSettings, Manifest};
 use entities::EntityExtractor;
-pub use followup::PriorTurn;
+pub use followup::{FollowUp, PriorTurn};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -125,6 +128,10 @@ pub struct Classification {
     pub entities: Vec<ParsedEntity>,
     /// The best intents, best first, **including the top one**; at most five.
     pub alternatives: Vec<Alternative>,
+    /// How the conversation shaped this classification; `None` when it was classified alone
+    /// ([`Classifier::classify`], or no earlier turn to follow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<FollowUp>,
 }
 
 /// One ranked intent of a classification.
@@ -164,6 +171,9 @@ pub struct Classifier {
     settings: ClassifierSettings,
     /// Intent answered when the text has no usable word.
     fallback: usize,
+    /// The manifest's `query.fallback_intent`, when it names one: where a question about the
+    /// previous answer goes ("how did you get that number?", follow-up resolution).
+    answer_intent: Option<usize>,
     /// Unigram stems and "stem stem" bigrams → term id.
     vocab: HashMap<String, u32>,
     /// Per term, whether it is a bigram.
@@ -252,6 +262,11 @@ impl Classifier {
             intents,
             settings,
             fallback,
+            answer_intent: manifest
+                .query
+                .fallback_intent
+                .as_ref()
+                .and_then(|f| manifest.intents.iter().position(|i| i.id == *f)),
             vocab: HashMap::new(),
             is_bigram: Vec::new(),
             trigram_index: HashMap::new(),
@@ -411,15 +426,27 @@ impl Classifier {
     /// and entities. Never panics: empty or symbol-only text answers the manifest's fallback
     /// intent (else the first) with confidence 0 and the ambiguity flag set.
     pub fn classify(&self, text: &str) -> Classification {
+        self.classify_parts(text, false).0
+    }
+
+    /// [`Classifier::classify`], also returning the probability of every intent (manifest
+    /// order; `None` when nothing in the text scored) and, when `cues`, the follow-up cues of
+    /// the text, which [`Classifier::classify_in_context`] combines with the conversation.
+    fn classify_parts(&self, text: &str, cues: bool) -> (Classification, Option<Vec<f64>>, followup::Cues) {
         let tokens = tokenize(text, MAX_ENTITY_TOKENS);
         let (entities, named) = self.entities.extract(text, &tokens);
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
         let scope = self.scope(&tokens[..n], &named[..n], &entities);
+        let cues = if cues {
+            followup::Cues::read(&tokens[..n], &named[..n], scope.content_words)
+        } else {
+            followup::Cues::default()
+        };
         let Some(probabilities) = self.probabilities(&scores) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
-            return Classification {
+            let c = Classification {
                 alternatives: vec![Alternative { intent: intent.clone(), score: 0.0 }],
                 intent,
                 confidence: 0.0,
@@ -427,27 +454,40 @@ impl Classifier {
                 in_scope: false,
                 scope_score: scope.score,
                 entities,
+                follow_up: None,
             };
+            return (c, None, cues);
         };
-        let mut ranked: Vec<(usize, f64)> = probabilities.into_iter().enumerate().collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let (best, confidence) = ranked[0];
-        let runner_up = ranked.get(1).map(|r| r.1).unwrap_or(0.0);
-        let ambiguity_flag =
-            confidence - runner_up < self.settings.ambiguity_margin || confidence < self.settings.min_confidence;
-        Classification {
-            intent: self.intents[best].clone(),
-            confidence,
-            ambiguity_flag,
+        let mut c = Classification {
+            intent: String::new(),
+            confidence: 0.0,
+            ambiguity_flag: true,
             in_scope: scope.in_scope,
             scope_score: scope.score,
             entities,
-            alternatives: ranked
-                .iter()
-                .take(MAX_ALTERNATIVES)
-                .map(|&(i, p)| Alternative { intent: self.intents[i].clone(), score: p })
-                .collect(),
-        }
+            alternatives: Vec::new(),
+            follow_up: None,
+        };
+        self.rank(&mut c, &probabilities);
+        (c, Some(probabilities), cues)
+    }
+
+    /// Sets the intent, confidence, ambiguity flag and alternatives of `c` from the
+    /// probability of every intent (manifest order).
+    fn rank(&self, c: &mut Classification, probabilities: &[f64]) {
+        let mut ranked: Vec<(usize, f64)> = probabilities.iter().copied().enumerate().collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let Some(&(best, confidence)) = ranked.first() else { return };
+        let runner_up = ranked.get(1).map(|r| r.1).unwrap_or(0.0);
+        c.ambiguity_flag =
+            confidence - runner_up < self.settings.ambiguity_margin || confidence < self.settings.min_confidence;
+        c.intent = self.intents[best].clone();
+        c.confidence = confidence;
+        c.alternatives = ranked
+            .iter()
+            .take(MAX_ALTERNATIVES)
+            .map(|&(i, p)| Alternative { intent: self.intents[i].clone(), score: p })
+            .collect();
     }
 
     /// Whether a slower classifier should be consulted behind this one: the classification is
@@ -722,11 +762,27 @@ fn softmax(scores: &[f64], temperature: f64) -> Option<Vec<f64>> {
 /// Times [`Classifier::classify`] on each query, `rounds` times, and reports the median and
 /// 99th percentile of one call (what `switchyard bench classify` prints).
 pub fn bench(classifier: &Classifier, queries: &[String], rounds: usize) -> BenchReport {
+    time_each(queries, rounds, |q| classifier.classify(q))
+}
+
+/// Times [`Classifier::classify_in_context`] on each query as the next turn after `history`,
+/// `rounds` times (what `switchyard bench classify` prints beside [`bench`]).
+pub fn bench_in_context(
+    classifier: &Classifier,
+    queries: &[String],
+    history: &[PriorTurn],
+    rounds: usize,
+) -> BenchReport {
+    time_each(queries, rounds, |q| classifier.classify_in_context(q, history))
+}
+
+/// Median and 99th percentile of `classify` over `queries`, `rounds` times.
+fn time_each(queries: &[String], rounds: usize, classify: impl Fn(&str) -> Classification) -> BenchReport {
     let mut samples: Vec<f64> = Vec::with_capacity(queries.len() * rounds.max(1));
     for _ in 0..rounds.max(1) {
         for q in queries {
             let started = Instant::now();
-            let c = classifier.classify(q);
+            let c = classify(q);
             samples.push(started.elapsed().as_secs_f64() * 1e6);
             std::hint::black_box(c);
         }

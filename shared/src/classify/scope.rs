@@ -38,6 +38,9 @@ pub(crate) struct Scope {
     pub(crate) score: f64,
     /// `score >= classifier.scope.threshold`.
     pub(crate) in_scope: bool,
+    /// How many content words the score was read from (not stop, question or request words,
+    /// numbers or entity words).
+    pub(crate) content_words: usize,
 }
 
 /// Per unigram term, its domain weight (0.0 – 1.0); bigrams carry 0 and are not read.
@@ -126,6 +129,6 @@ impl Classifier {
         let denominator = words + entity_evidence;
         let score = if denominator > 0.0 { ((evidence + entity_evidence) / denominator).clamp(0.0, 1.0) } else { 0.0 };
         let score = (score * 1_000.0).round() / 1_000.0;
-        Scope { score, in_scope: score >= settings.threshold }
+        Scope { score, in_scope: score >= settings.threshold, content_words: words as usize }
     }
 }

@@ -295,3 +295,132 @@ fn a_follow_up_naming_only_a_brand_keeps_the_intent_and_replaces_the_brand() {
     // No history: the same as classifying alone.
     assert_eq!(c.classify_in_context("And for Fabhalta?", &[]).intent, alone.intent);
 }
+
+/// The turn as a session stores it: its text, resolved intent and entities.
+fn turn(text: &str, c: &Classification) -> PriorTurn {
+    PriorTurn { question: text.into(), intent: c.intent.clone(), entities: c.entities.clone() }
+}
+
+fn values(c: &Classification, t: EntityType) -> Vec<(&str, EntitySource)> {
+    c.entities.iter().filter(|e| e.entity_type == t).map(|e| (e.value.as_str(), e.source)).collect()
+}
+
+#[test]
+fn an_explicit_new_request_switches_the_intent_and_keeps_the_subject_it_points_back_to() {
+    let c = shipped();
+    let q1 = "Did the co-pay program drive the increase in Kisqali persistence?";
+    let first = c.classify(q1);
+    assert_eq!(first.intent, "causal_impact");
+    let next = c.classify_in_context("Now design an A/B test to confirm that", &[turn(q1, &first)]);
+    assert_eq!(next.intent, "experiment_design");
+    assert_eq!(values(&next, EntityType::Brand), [("Kisqali", EntitySource::Context)]);
+    let f = next.follow_up.as_ref().expect("resolved with the conversation");
+    assert!(f.refers_back && f.alone_intent == "experiment_design" && f.prior_intent == "causal_impact");
+}
+
+#[test]
+fn a_three_turn_chain_keeps_the_intent_and_replaces_one_entity_at_a_time() {
+    let c = shipped();
+    let mut history = Vec::new();
+    let mut last = None;
+    for text in [
+        "Which HCPs respond best to digital outreach for Cosentyx in the Northeast?",
+        "And for Entresto?",
+        "What about in the Southeast?",
+    ] {
+        let r = c.classify_in_context(text, &history);
+        history.push(turn(text, &r));
+        last = Some(r);
+    }
+    let last = last.expect("three turns");
+    assert_eq!(history.iter().map(|t| t.intent.as_str()).collect::<Vec<_>>(), ["heterogeneous"; 3]);
+    assert_eq!(values(&last, EntityType::Brand), [("Entresto", EntitySource::Context)]);
+    assert_eq!(values(&last, EntityType::Region), [("Southeast", EntitySource::Exact)]);
+}
+
+#[test]
+fn a_turn_with_no_intent_evidence_takes_the_carry_prior_as_its_confidence() {
+    let c = shipped();
+    let q1 = "What caused the drop in Fabhalta conversion rate in Q2 2026?";
+    let first = c.classify(q1);
+    let alone = c.classify("And in Q1?");
+    assert!(!alone.in_scope && alone.confidence == 0.0, "alone it is nothing: {alone:?}");
+    let next = c.classify_in_context("And in Q1?", &[turn(q1, &first)]);
+    assert_eq!((next.intent.as_str(), next.in_scope), ("causal_impact", true));
+    assert!((next.confidence - 0.97).abs() < 1e-9, "the continuation prior, got {}", next.confidence);
+    assert_eq!(values(&next, EntityType::TimePeriod).len(), 1, "the new period replaces the old one");
+    assert_eq!(values(&next, EntityType::Brand), [("Fabhalta", EntitySource::Context)]);
+    assert_eq!(values(&next, EntityType::Kpi), [("conversion_rate", EntitySource::Context)]);
+}
+
+#[test]
+fn off_domain_questions_in_a_conversation_stay_out_of_scope() {
+    let c = shipped();
+    let q1 = "What was the impact of the speaker program on Kisqali TRx in the Northeast?";
+    let history = [turn(q1, &c.classify(q1))];
+    for text in ["What about the weather tomorrow?", "Tell me a joke", "", "???", "the the the"] {
+        let r = c.classify_in_context(text, &history);
+        assert!(!r.in_scope, "{text:?} is out of scope: {r:?}");
+        assert!(r.follow_up.is_none() && r.entities.iter().all(|e| e.source != EntitySource::Context), "{text:?}");
+    }
+    // A bare "why?" asks about the conversation.
+    let why = c.classify_in_context("Why?", &history);
+    assert!(why.in_scope && !c.classify("Why?").in_scope);
+}
+
+#[test]
+fn every_entity_of_a_type_the_turn_does_not_name_is_carried_once() {
+    let c = shipped();
+    let q1 = "Compare Kisqali and Entresto market share in the West";
+    let first = c.classify(q1);
+    assert_eq!(values(&first, EntityType::Brand).len(), 2);
+    let mut history = vec![turn(q1, &first)];
+    history[0].entities.extend(first.entities.clone());
+    let next = c.classify_in_context("And in the Midwest?", &history);
+    assert_eq!(values(&next, EntityType::Brand).len(), 2, "both brands, once each: {:?}", next.entities);
+    assert_eq!(values(&next, EntityType::Region), [("Midwest", EntitySource::Exact)]);
+}
+
+#[test]
+fn hostile_histories_are_read_only_as_far_as_the_latest_few_turns_and_bounded() {
+    let c = shipped();
+    let known = PriorTurn { question: "q".into(), intent: "causal_impact".into(), entities: Vec::new() };
+    let unknown = PriorTurn { question: "x".repeat(100_000), intent: "no_such_intent".into(), entities: Vec::new() };
+    // The latest known turn is found behind an unknown one…
+    let r = c.classify_in_context("And for Fabhalta?", &[known.clone(), unknown.clone()]);
+    assert_eq!(r.intent, "causal_impact");
+    assert_eq!(r.follow_up.as_ref().map(|f| f.turns_back), Some(2));
+    // …but not behind 10 000 of them: an old conversation is not revived.
+    let mut long = vec![known.clone()];
+    long.extend(std::iter::repeat_n(unknown, 10_000));
+    let r = c.classify_in_context("And for Fabhalta?", &long);
+    assert!(r.follow_up.is_none());
+    // Empty intent and entity values.
+    let empty = PriorTurn { question: String::new(), intent: String::new(), entities: Vec::new() };
+    assert!(c.classify_in_context("And for Fabhalta?", &[empty]).follow_up.is_none());
+    // A turn stored with 10 000 entities carries at most 20.
+    let mut flooded = known;
+    flooded.entities = (0..10_000)
+        .map(|n| ParsedEntity {
+            entity_type: EntityType::HcpId,
+            value: format!("HCP{n:06}"),
+            confidence: 1.0,
+            source: EntitySource::Exact,
+        })
+        .collect();
+    let r = c.classify_in_context("And for Fabhalta?", &[flooded]);
+    assert_eq!(r.follow_up.as_ref().map(|f| f.carried_entities), Some(20));
+    assert_eq!(r.entities.len(), 21);
+}
+
+#[test]
+fn a_question_about_the_previous_answer_goes_to_the_fallback_intent_and_stays_in_scope() {
+    let c = shipped();
+    let q1 = "What was the impact of the speaker program on Kisqali TRx in the Northeast?";
+    let history = [turn(q1, &c.classify(q1))];
+    let r = c.classify_in_context("How did you get to that answer?", &history);
+    assert_eq!((r.intent.as_str(), r.in_scope), ("explanation", true), "{r:?}");
+    // Without "you" it is not about the answer: "that" alone is a plain back-reference.
+    let r = c.classify_in_context("Is the platform healthy after that?", &history);
+    assert_eq!(r.intent, "health_check");
+}

@@ -31,6 +31,9 @@ pub struct EngineSettings {
     /// Accept the caller from `x-switchyard-user` / `x-switchyard-roles` headers. For
     /// `switchyard serve` on loopback only; Lambda reads the JWT authorizer's claims.
     pub dev_identity_headers: bool,
+    /// How the live events endpoint polls the log, beats and ends
+    /// ([`super::follow::FollowSettings`]).
+    pub follow: super::follow::FollowSettings,
 }
 
 impl Default for EngineSettings {
@@ -41,6 +44,7 @@ impl Default for EngineSettings {
             max_wait: Duration::from_secs(25),
             wait_poll: Duration::from_millis(25),
             dev_identity_headers: false,
+            follow: super::follow::FollowSettings::default(),
         }
     }
 }

@@ -5,11 +5,11 @@
 //! codes in one place ([`error_response`]): 4xx bodies name the field and the rule; 5xx bodies
 //! carry the request id and nothing internal.
 
+use super::follow::{self, LAST_EVENT_ID};
 use super::intake::{self, Caller, IntakeError, QueryView};
 use super::worker::{self, DispatchJob};
 use super::{learning, listing, router, synth, Deps, StepError};
 use crate::jobs::{Job, JobMessage};
-use crate::ports::Event;
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderMap, HeaderValue, Method};
@@ -158,7 +158,7 @@ fn json_response(status: i64, body: &impl Serialize, headers: &[(&'static str, S
 pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResponse {
     let (status, code, details) = match e {
         IntakeError::Invalid(v) => (400, "invalid_input", serde_json::to_value(&v.errors).ok()),
-        IntakeError::Unauthenticated => (401, "unauthenticated", None),
+        IntakeError::Unauthenticated | IntakeError::BadToken(_) => (401, "unauthenticated", None),
         IntakeError::Forbidden { .. } | IntakeError::RoleRequired { .. } => (403, "forbidden", None),
         IntakeError::NotFound | IntakeError::UnknownRoute => (404, "not_found", None),
         IntakeError::MethodNotAllowed { .. } => (405, "method_not_allowed", None),
@@ -180,6 +180,7 @@ pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResp
     let headers = match e {
         IntakeError::Unavailable(_) => vec![("retry-after", "1".to_string())],
         IntakeError::MethodNotAllowed { allowed } => vec![("allow", (*allowed).to_string())],
+        IntakeError::BadToken(_) => vec![("www-authenticate", "Bearer error=\"invalid_token\"".to_string())],
         _ => vec![],
     };
     json_response(status, &body, &headers)
@@ -219,15 +220,7 @@ pub fn caller(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Option<Caller> 
     None
 }
 
-/// Server-sent-events frame for one event.
-pub fn sse_frame(event: &Event) -> String {
-    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
-    format!(
-        "id: {}\nevent: {}\ndata: {data}\n\n",
-        event.key,
-        serde_json::to_value(event.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-    )
-}
+pub use super::follow::sse_frame;
 
 fn wants_sse(request: &ApiGatewayV2httpRequest) -> bool {
     header(&request.headers, "accept").is_some_and(|a| a.contains("text/event-stream"))
@@ -398,6 +391,13 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
         (Method::GET, ["v1", "queries", id, "events"]) => {
             let events = intake::events(deps, &caller, id).await?;
             if wants_sse(request) {
+                // Behind a buffering API the log so far, in one response; resumable like the
+                // live stream (crate::engine::follow).
+                let resume_after = match header(&request.headers, LAST_EVENT_ID) {
+                    None => None,
+                    Some(value) => Some(follow::parse_last_event_id(value).map_err(IntakeError::Invalid)?),
+                };
+                let (events, _) = follow::events_after(events, resume_after.as_deref());
                 let mut response = ApiGatewayV2httpResponse::default();
                 response.status_code = 200;
                 response.body = Some(Body::Text(events.iter().map(sse_frame).collect()));

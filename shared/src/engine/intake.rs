@@ -37,6 +37,9 @@ pub enum IntakeError {
         "no caller identity: send `Authorization: Bearer <token>` (a JWT the API's authorizer accepts) or, on a dev server, an `x-switchyard-user` header"
     )]
     Unauthenticated,
+    /// 401: the bearer token was refused (a function that verifies JWTs itself); says why.
+    #[error("Authorization: {0}")]
+    BadToken(String),
     /// 403: the intent needs a role the caller lacks.
     #[error("intent `{intent}` requires role `{role}`")]
     Forbidden {

@@ -24,11 +24,15 @@
 //!   router and synthesizer record, and the optimization requests they raise.
 //! - [`listing`]: the caller's recent queries and the manifest's routing table, for people.
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
+//! - [`live`]: the routes answered with a streamed response (the live events endpoint), for
+//!   `switchyard serve` and the `events-stream` function; [`follow`] follows a query's log as
+//!   server-sent events for them.
 //!
 //! The modules form a tree, so no step depends on another in a loop:
 //!
 //! ```text
 //! handlers ─► intake, router, worker, synth, learning ─► intake
+//! live ─► handlers, intake, follow
 //!             worker, synth ─► advance, stream
 //!             intake, router, worker, synth, advance ─► effects ─► deps
 //! ```
@@ -41,10 +45,12 @@
 pub mod advance;
 mod deps;
 pub mod effects;
+pub mod follow;
 pub mod handlers;
 pub mod intake;
 pub mod learning;
 pub mod listing;
+pub mod live;
 pub mod reflection;
 pub mod router;
 pub mod stream;

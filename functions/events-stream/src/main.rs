@@ -1,0 +1,14 @@
+//! events-stream: Function URL (RESPONSE_STREAM) → verify the JWT, check ownership, follow
+//! the query's event log as server-sent events until it ends.
+
+use lambda_runtime::Error;
+use shared::jwt::JwtVerifier;
+use shared::system::AwsSystem;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    shared::telemetry::init("events-stream", shared::telemetry::LogOutput::JsonStdout, "info");
+    let verifier = JwtVerifier::from_env()?;
+    let system = AwsSystem::from_env(Default::default()).await?;
+    events_stream::run(&system.deps, &verifier).await
+}

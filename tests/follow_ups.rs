@@ -1,0 +1,253 @@
+//! Follow-up resolution: multi-turn dialogues classified with and without the conversation.
+//!
+//! `fixtures/dialogues_tuning.yaml` and `fixtures/dialogues_blind.yaml` (44 dialogues over the
+//! shipped routing.yaml: brand, region, period and KPI swaps, explicit intent switches,
+//! three-turn chains) were written in one commit before the follow-up rules were tuned; the
+//! rules were tuned on the first, and the second, scored once (92.6 % of its follow-ups with
+//! the intended intent), was then tuned on too. `fixtures/dialogues_blind2.yaml` (16 more) was
+//! written after that scoring and before that second round, and scored once at the end. Each dialogue is
+//! played as intake plays a session: every turn is classified with the turns before it, as
+//! they were resolved (intent and entities, carried ones included), so an early mistake
+//! costs the later turns too. The first turn of a dialogue has no history; only the later
+//! turns (the follow-ups) are scored. Run with `--nocapture` to see the figures.
+
+use shared::classify::{Classification, Classifier, PriorTurn};
+use shared::contracts::EntityType;
+use shared::manifest::Manifest;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Regression floors of the follow-up intent accuracy, per half, a little under what each
+/// reaches. Issue 11 asks for 95 %: the tuning half (100 %) and the first blind half (scored
+/// once at 92.6 %, 96.3 % since tuned on) reach it; the second blind half, scored once at the
+/// end, does not (89.5 %, 17 of 19).
+const INTENT_FLOORS: [(&str, f64); 3] = [("tuning", 0.96), ("blind", 0.96), ("blind 2", 0.89)];
+/// Regression floors for the follow-ups whose expected entities are all resolved (100 % on
+/// each half; 91.7 % on the second blind half before issue 18's vocabulary was merged).
+const ENTITY_FLOORS: [f64; 3] = [0.95, 0.95, 0.91];
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fixture {
+    dialogues: Vec<Dialogue>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Dialogue {
+    id: String,
+    kind: String,
+    turns: Vec<Turn>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Turn {
+    text: String,
+    intent: String,
+    #[serde(default)]
+    entities: BTreeMap<String, String>,
+}
+
+fn classifier() -> (Manifest, Classifier) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = Manifest::load(&root.join("../routing.yaml")).expect("routing.yaml loads");
+    let classifier = Classifier::new(&manifest);
+    (manifest, classifier)
+}
+
+fn load(name: &str) -> Vec<Dialogue> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    serde_yaml::from_str::<Fixture>(&text).unwrap_or_else(|e| panic!("{name}: {e}")).dialogues
+}
+
+fn entity_type(name: &str) -> EntityType {
+    EntityType::ALL.into_iter().find(|t| t.as_str() == name).unwrap_or_else(|| panic!("unknown entity type {name}"))
+}
+
+/// Whether every expected entity is resolved: exactly one entity of the type, with that value.
+fn entities_match(c: &Classification, expected: &BTreeMap<String, String>) -> bool {
+    expected.iter().all(|(kind, value)| {
+        let found: Vec<&str> =
+            c.entities.iter().filter(|e| e.entity_type == entity_type(kind)).map(|e| e.value.as_str()).collect();
+        found.len() == 1 && (value == "*" || found[0] == value)
+    })
+}
+
+/// Figures of one half of the fixture.
+#[derive(Default)]
+struct Score {
+    follow_ups: usize,
+    intent_with: usize,
+    intent_without: usize,
+    in_scope_with: usize,
+    in_scope_without: usize,
+    with_entities: usize,
+    entities_with: usize,
+    /// (kind, right with context, of)
+    per_kind: BTreeMap<String, (usize, usize)>,
+    /// Per cue (continuation or not): (turns whose intended intent is the previous turn's, of).
+    keeps: BTreeMap<bool, (usize, usize)>,
+    /// (confidence with context, right) of every follow-up.
+    confidences: Vec<(f64, bool)>,
+    misses: Vec<String>,
+}
+
+fn score(c: &Classifier, dialogues: &[Dialogue]) -> Score {
+    let mut s = Score::default();
+    for d in dialogues {
+        let mut history: Vec<PriorTurn> = Vec::new();
+        for (n, turn) in d.turns.iter().enumerate() {
+            let with = c.classify_in_context(&turn.text, &history);
+            if n > 0 {
+                let without = c.classify(&turn.text);
+                s.follow_ups += 1;
+                let right = with.intent == turn.intent && with.in_scope;
+                s.intent_with += usize::from(right);
+                s.intent_without += usize::from(without.intent == turn.intent && without.in_scope);
+                s.in_scope_with += usize::from(with.in_scope);
+                s.in_scope_without += usize::from(without.in_scope);
+                let kind = s.per_kind.entry(d.kind.clone()).or_default();
+                kind.0 += usize::from(right);
+                kind.1 += 1;
+                let continuation = with.follow_up.as_ref().is_some_and(|f| f.continuation);
+                let keep = s.keeps.entry(continuation).or_default();
+                keep.0 += usize::from(turn.intent == d.turns[n - 1].intent);
+                keep.1 += 1;
+                s.confidences.push((with.confidence, right));
+                let entities_right = entities_match(&with, &turn.entities);
+                if !turn.entities.is_empty() {
+                    s.with_entities += 1;
+                    s.entities_with += usize::from(entities_right);
+                }
+                if !right || !entities_right {
+                    let found: Vec<String> = with
+                        .entities
+                        .iter()
+                        .map(|e| format!("{}={}({:?})", e.entity_type.as_str(), e.value, e.source))
+                        .collect();
+                    s.misses.push(format!(
+                        "{} turn {}: {:?} → {} {:.2} in_scope={} (want {}; alone {} {:.2}) [{}]",
+                        d.id,
+                        n + 1,
+                        turn.text,
+                        with.intent,
+                        with.confidence,
+                        with.in_scope,
+                        turn.intent,
+                        without.intent,
+                        without.confidence,
+                        found.join(", ")
+                    ));
+                }
+            }
+            history.push(PriorTurn { question: turn.text.clone(), intent: with.intent, entities: with.entities });
+        }
+    }
+    s
+}
+
+fn pct(a: usize, b: usize) -> f64 {
+    100.0 * a as f64 / b.max(1) as f64
+}
+
+#[test]
+fn the_dialogue_fixture_is_well_formed_and_large_enough() {
+    let (manifest, _) = classifier();
+    let (tuning, blind) = (load("dialogues_tuning.yaml"), load("dialogues_blind.yaml"));
+    let blind2 = load("dialogues_blind2.yaml");
+    assert!(tuning.len() + blind.len() >= 40, "at least 40 dialogues");
+    let mut ids = std::collections::HashSet::new();
+    for d in tuning.iter().chain(&blind).chain(&blind2) {
+        assert!(ids.insert(d.id.clone()), "dialogue id {} is used twice", d.id);
+        assert!(d.turns.len() >= 2, "{}: a dialogue has a follow-up", d.id);
+        for t in &d.turns {
+            assert!(manifest.intent(&t.intent).is_some(), "{}: unknown intent {}", d.id, t.intent);
+            for kind in t.entities.keys() {
+                entity_type(kind);
+            }
+        }
+    }
+    for kind in ["brand_swap", "region_swap", "period_swap", "switch", "chain"] {
+        for (half, set) in [("tuning", &tuning), ("blind", &blind)] {
+            assert!(set.iter().any(|d| d.kind == kind), "the {half} half has a {kind} dialogue");
+        }
+    }
+    assert!(blind.iter().chain(&tuning).filter(|d| d.turns.len() >= 3).count() >= 8, "three-turn chains");
+}
+
+#[test]
+fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blind_dialogues() {
+    let (_, c) = classifier();
+    let tuning = score(&c, &load("dialogues_tuning.yaml"));
+    let blind = score(&c, &load("dialogues_blind.yaml"));
+    let blind2 = score(&c, &load("dialogues_blind2.yaml"));
+    println!(
+        "follow-up turns                     tuning ({:>2})   blind ({:>2})   blind 2 ({:>2})",
+        tuning.follow_ups, blind.follow_ups, blind2.follow_ups
+    );
+    let halves = [&tuning, &blind, &blind2];
+    let rows: [(&str, fn(&Score) -> (usize, usize)); 5] = [
+        ("intent right, with context", |s| (s.intent_with, s.follow_ups)),
+        ("intent right, without context", |s| (s.intent_without, s.follow_ups)),
+        ("in scope, with context", |s| (s.in_scope_with, s.follow_ups)),
+        ("in scope, without context", |s| (s.in_scope_without, s.follow_ups)),
+        ("entities right, with context", |s| (s.entities_with, s.with_entities)),
+    ];
+    for (label, figure) in rows {
+        let cells: Vec<String> = halves
+            .iter()
+            .map(|s| {
+                let (n, of) = figure(s);
+                format!("{:>5.1}% ({n:>2}/{of:>2})", pct(n, of))
+            })
+            .collect();
+        println!("{label:<32} {}", cells.join("  "));
+    }
+    for kind in tuning.per_kind.keys() {
+        let cells: Vec<String> = halves
+            .iter()
+            .map(|s| {
+                let (n, of) = s.per_kind.get(kind).copied().unwrap_or_default();
+                format!("{n:>2}/{of:<2}          ")
+            })
+            .collect();
+        println!("  {kind:<30} {}", cells.join("  "));
+    }
+    // The carry priors of classify/followup.rs are these rates on the tuning half and the
+    // first blind half (tuned on after it was scored), with Laplace smoothing.
+    for continuation in [true, false] {
+        let (keep, of) = [&tuning, &blind]
+            .iter()
+            .filter_map(|s| s.keeps.get(&continuation))
+            .fold((0, 0), |a, k| (a.0 + k.0, a.1 + k.1));
+        println!(
+            "  tuning and blind 1: {} follow-ups keep the intent {keep}/{of} → prior {:.2}",
+            if continuation { "continuation" } else { "other" },
+            (keep + 1) as f64 / (of + 2) as f64
+        );
+    }
+    for (half, s) in [("tuning", &tuning), ("blind", &blind), ("blind 2", &blind2)] {
+        for (lo, hi) in [(0.0, 0.6), (0.6, 0.9), (0.9, 1.01)] {
+            let bin: Vec<&(f64, bool)> = s.confidences.iter().filter(|c| c.0 >= lo && c.0 < hi).collect();
+            let mean = bin.iter().map(|c| c.0).sum::<f64>() / bin.len().max(1) as f64;
+            let right = bin.iter().filter(|c| c.1).count();
+            println!(
+                "  {half} confidence {lo:.1}-{:.1}: n={:<2} right {right:<2} mean confidence {mean:.2}",
+                hi.min(1.0),
+                bin.len()
+            );
+        }
+    }
+    for m in tuning.misses.iter().chain(&blind.misses).chain(&blind2.misses) {
+        println!("  miss {m}");
+    }
+    for (((half, floor), entity_floor), s) in INTENT_FLOORS.iter().zip(ENTITY_FLOORS).zip(halves) {
+        let intent = s.intent_with as f64 / s.follow_ups as f64;
+        let entities = s.entities_with as f64 / s.with_entities as f64;
+        assert!(intent >= *floor, "{half}: follow-up intent accuracy {intent:.3} < {floor}");
+        assert!(entities >= entity_floor, "{half}: follow-up entity accuracy {entities:.3} < {entity_floor}");
+        assert!(s.intent_with > s.intent_without, "{half}: the conversation helps");
+    }
+}
