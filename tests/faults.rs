@@ -153,6 +153,12 @@ impl Store for TrippedStore {
     async fn find_idempotency_key(&self, u: &str, k: &str) -> Result<Option<String>, StoreError> {
         self.inner.find_idempotency_key(u, k).await
     }
+    async fn list_signals(
+        &self,
+        r: &shared::ports::SignalPageRequest,
+    ) -> Result<shared::ports::SignalPage, StoreError> {
+        self.inner.list_signals(r).await
+    }
     async fn update_query(&self, q: &QueryRecord, v: u64, e: &[Event]) -> Result<(), StoreError> {
         let f = self.before("update_query", None)?;
         let r = self.inner.update_query(q, v, e).await;

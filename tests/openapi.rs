@@ -145,7 +145,9 @@ async fn every_documented_route_answers_its_methods_and_no_other() {
             }
         }
     }
-    for undocumented in ["/", "/v1", "/v2/queries", &format!("/v1/queries/{id}/feedback"), "/v1/queries/a/b/c"] {
+    for undocumented in
+        ["/", "/v1", "/v2/queries", &format!("/v1/queries/{id}/feedback/x"), "/v1/signals/x", "/v1/queries/a/b/c"]
+    {
         let r = handle_http(&system.deps, request("GET", undocumented, "", None, "u1")).await;
         assert_eq!(
             (r.status_code, json_body(&r)["error"]["message"].clone()),
@@ -169,6 +171,7 @@ fn every_error_code_the_handler_maps_is_documented() {
         IntakeError::Invalid(shared::validation::ValidationError { errors: vec![] }),
         IntakeError::Unauthenticated,
         IntakeError::Forbidden { intent: "i".into(), role: "r".into() },
+        IntakeError::RoleRequired { what: "training signals", roles: vec!["r".into()] },
         IntakeError::NotFound,
         IntakeError::Conflict("c".into()),
         IntakeError::Unavailable("u".into()),
@@ -185,7 +188,9 @@ fn every_error_code_the_handler_maps_is_documented() {
 
 #[tokio::test(start_paused = true)]
 async fn every_response_in_the_scenarios_matches_the_document() {
-    let h = Harness::start(manifest_fixture("manifests/scripted.yaml"));
+    let mut scripted = manifest_fixture("manifests/scripted.yaml");
+    scripted.signals.export_roles = vec!["trainer".into()];
+    let h = Harness::start(scripted);
     let deps = &h.system.deps;
     let mut samples: Vec<Sample> = Vec::new();
     let post = |body: &str| request("POST", "/v1/queries", "", Some(body), "u1");
@@ -258,6 +263,24 @@ async fn every_response_in_the_scenarios_matches_the_document() {
         response: handle_http(deps, request("GET", &events, "", None, "u2")).await,
     });
 
+    // Feedback: first (201), replacing (200), invalid, someone else's, too large.
+    let feedback = format!("{one}/feedback");
+    for (body, user) in [
+        (r#"{"rating": 4}"#.to_string(), "u1"),
+        (r#"{"rating": 2, "correct_intent": "flaky_q", "comment": "not this one"}"#.to_string(), "u1"),
+        (r#"{"rating": 0}"#.to_string(), "u1"),
+        (r#"{"rating": 5}"#.to_string(), "u2"),
+        (json!({ "rating": 5, "comment": "z".repeat(9_000) }).to_string(), "u1"),
+    ] {
+        let r = handle_http(deps, request("POST", &feedback, "", Some(&body), user)).await;
+        samples.push(Sample { path: "/v1/queries/{id}/feedback", method: "post", response: r });
+    }
+    // Signals: a page for an export role, refused for others, a bad limit.
+    for (query, roles) in [("limit=1", "trainer"), ("", "analyst"), ("limit=0", "trainer")] {
+        let r = handle_http(deps, api_request("GET", "/v1/signals", query, None, "u9", roles)).await;
+        samples.push(Sample { path: "/v1/signals", method: "get", response: r });
+    }
+
     // A query still running: progress (202) from a system with no workers.
     let idle = Embedded::new(Arc::new(manifest_fixture("manifests/scripted.yaml")), EngineSettings::default());
     let r = handle_http(&idle.deps, post(&q)).await;
@@ -265,6 +288,14 @@ async fn every_response_in_the_scenarios_matches_the_document() {
     let progress = handle_http(&idle.deps, request("GET", &format!("/v1/queries/{idle_id}"), "", None, "u1")).await;
     assert_eq!(progress.status_code, 202, "{}", text_body(&progress));
     samples.push(Sample { path: "/v1/queries/{id}", method: "get", response: progress });
+    // Feedback before it finished: 409.
+    let early = handle_http(
+        &idle.deps,
+        request("POST", &format!("/v1/queries/{idle_id}/feedback"), "", Some(r#"{"rating": 3}"#), "u1"),
+    )
+    .await;
+    assert_eq!(early.status_code, 409, "{}", text_body(&early));
+    samples.push(Sample { path: "/v1/queries/{id}/feedback", method: "post", response: early });
 
     // The 503 shape, from the one error mapping.
     samples.push(Sample {
@@ -276,7 +307,7 @@ async fn every_response_in_the_scenarios_matches_the_document() {
     let statuses: std::collections::BTreeSet<i64> = samples.iter().map(|s| s.response.status_code).collect();
     assert_eq!(
         statuses.into_iter().collect::<Vec<_>>(),
-        vec![200, 202, 400, 401, 403, 404, 409, 503],
+        vec![200, 201, 202, 400, 401, 403, 404, 409, 413, 503],
         "the scenarios cover every status the handler gives"
     );
     let records: Vec<Value> = samples

@@ -16,6 +16,7 @@ mod portable;
 mod refit_cmd;
 mod serve;
 mod setup_cmd;
+mod signals_cmd;
 mod tokens_view;
 mod validate_cmd;
 
@@ -120,19 +121,57 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Training signals: `pending` lists the optimization requests raised by exported signals.
+    /// Training signals: `export` prints the stored signals as JSON lines (newest first, seed
+    /// fields + reward); `pending` lists the optimization requests they raise (from the store,
+    /// or from exported JSON lines with --signals).
     Signals {
-        /// `pending`.
+        /// `export` or `pending`.
         action: String,
-        /// Exported signals, JSON lines.
+        /// Where the signals are: `aws` (the table in the environment). `memory` signals live
+        /// inside `switchyard serve`: read them there with GET /v1/signals.
+        #[arg(long, value_enum, default_value = "aws")]
+        backend: ask::Backend,
+        /// `pending` only: read exported JSON lines from this file instead of the store.
         #[arg(long)]
-        signals: PathBuf,
-        /// Newest signals considered.
-        #[arg(long, default_value_t = 200)]
-        window: usize,
-        /// A target whose mean reward is below this gets a request.
-        #[arg(long, default_value_t = 0.6)]
-        threshold: f64,
+        signals: Option<PathBuf>,
+        /// `export` only: signals recorded at or after this RFC 3339 time.
+        #[arg(long)]
+        since: Option<String>,
+        /// `export` only: signals with at least this reward (0 – 1).
+        #[arg(long)]
+        min_reward: Option<String>,
+        /// `pending --signals` only: newest signals considered (default: the manifest's
+        /// `signals.optimization.window`).
+        #[arg(long)]
+        window: Option<usize>,
+        /// `pending --signals` only: the mean reward below which a request is raised (default:
+        /// the manifest's `signals.optimization.threshold`).
+        #[arg(long)]
+        threshold: Option<f64>,
+        /// Manifest (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// Rate the answer of a finished query, and name the intent it should have had: updates
+    /// its training signal in the table (AWS backend; a second feedback replaces the first).
+    Feedback {
+        /// The query id (a UUID).
+        query_id: String,
+        /// 1 (useless) – 5 (exactly right).
+        #[arg(long, allow_negative_numbers = true)]
+        rating: i64,
+        /// The intent the question should have been routed to.
+        #[arg(long)]
+        intent: Option<String>,
+        /// A comment (at most 2,000 characters; stored, never logged nor exported).
+        #[arg(long)]
+        comment: Option<String>,
+        /// `aws` (the table in the environment); on `memory`, use `switchyard serve`'s route.
+        #[arg(long, value_enum, default_value = "aws")]
+        backend: ask::Backend,
+        /// Manifest whose intents `--intent` must name (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
     },
     /// Check a manifest: a summary when valid, every problem (path, line, rule) when not.
     Validate {
@@ -248,10 +287,30 @@ async fn main() -> ExitCode {
         Command::Refit { signals, manifest, out } => {
             refit_cmd::run(&signals, &manifest, &out, &mut std::io::stdout().lock())
         }
-        Command::Signals { action, signals, window, threshold } => match action.as_str() {
-            "pending" => refit_cmd::pending(&signals, window, threshold, &mut std::io::stdout().lock()),
-            other => Err(anyhow::anyhow!("unknown signals action `{other}`; use pending")),
-        },
+        Command::Signals { action, backend, signals, since, min_reward, window, threshold, manifest } => {
+            init_tracing(false);
+            let stdout = &mut std::io::stdout().lock();
+            match (load_manifest(manifest.as_ref()), action.as_str(), signals) {
+                (Err(e), _, _) => Err(e),
+                (Ok(m), "pending", Some(file)) => {
+                    let o = &m.signals.optimization;
+                    refit_cmd::pending(&file, window.unwrap_or(o.window), threshold.unwrap_or(o.threshold), stdout)
+                }
+                (Ok(m), "pending", None) => signals_cmd::pending(backend, m, stdout).await,
+                (Ok(m), "export", _) => {
+                    signals_cmd::export(backend, m, since.as_deref(), min_reward.as_deref(), stdout).await
+                }
+                (Ok(_), other, _) => Err(anyhow::anyhow!("unknown signals action `{other}`; use export or pending")),
+            }
+        }
+        Command::Feedback { query_id, rating, intent, comment, backend, manifest } => {
+            init_tracing(false);
+            let body = signals_cmd::feedback_body(rating, intent.as_deref(), comment.as_deref());
+            match load_manifest(manifest.as_ref()) {
+                Ok(m) => signals_cmd::feedback(backend, m, &query_id, &body, &mut std::io::stdout().lock()).await,
+                Err(e) => Err(e),
+            }
+        }
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
         Command::Dlq { action } => {
             init_tracing(false);

@@ -515,6 +515,14 @@ fn http_api() -> Value {
     ])
 }
 
+/// An index's projection: keys only, or the keys and its `include` attributes.
+fn projection(index: &shared::topology::IndexSpec) -> Value {
+    if index.include.is_empty() {
+        return map(vec![("ProjectionType", s("KEYS_ONLY"))]);
+    }
+    map(vec![("ProjectionType", s("INCLUDE")), ("NonKeyAttributes", seq(index.include.iter().map(|a| s(a)).collect()))])
+}
+
 fn table(topology: &Topology) -> Value {
     let t = &topology.table;
     let mut attributes = vec![t.partition_key, t.sort_key];
@@ -553,7 +561,7 @@ fn table(topology: &Topology) -> Value {
                             map(vec![
                                 ("IndexName", s(i.name)),
                                 ("KeySchema", key_schema(i.partition_key, i.sort_key)),
-                                ("Projection", map(vec![("ProjectionType", s("KEYS_ONLY"))])),
+                                ("Projection", projection(i)),
                             ])
                         })
                         .collect()),
@@ -778,10 +786,14 @@ fn http_event_name(method: &str, path: &str) -> String {
     if path == "/v1/manifest/routes" {
         return format!("{}ManifestRoutes", pascal_case(method));
     }
+    if path == "/v1/signals" {
+        return format!("{}Signals", pascal_case(method));
+    }
     let what = match path.trim_start_matches("/v1/queries").trim_start_matches("/{id}") {
         "" if path.ends_with("{id}") => "Query",
         "" => "Queries",
         "/events" => "QueryEvents",
+        "/feedback" => "QueryFeedback",
         _ => "Route",
     };
     format!("{}{what}", pascal_case(method))

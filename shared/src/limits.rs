@@ -25,3 +25,6 @@ pub const WORKER_MARGIN_S: u64 = 30;
 pub const MAX_ATTEMPT_TIMEOUT_MS: u64 = (LAMBDA_MAX_TIMEOUT_S - WORKER_MARGIN_S) * 1_000;
 /// Receives before a message moves to its dead-letter queue (the redrive policy of every queue).
 pub const MAX_RECEIVE_COUNT: u32 = 5;
+
+/// Most training signals one `Store::list_signals` call (and one `GET /v1/signals` page) returns.
+pub const MAX_SIGNAL_PAGE: usize = 500;

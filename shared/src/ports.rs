@@ -89,6 +89,10 @@ pub struct QueryRecord {
     /// Final status once done.
     #[serde(default)]
     pub outcome: Option<OutputStatus>,
+    /// The routing training signal: recorded with the plan, completed with the output, given
+    /// feedback later (crate::signals::collect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<crate::signals::collect::StoredSignal>,
     /// Epoch seconds after which the record is expired (DynamoDB TTL); an expired record that
     /// is still present is treated as absent.
     pub expires_at: i64,
@@ -182,6 +186,28 @@ pub enum HandoffWrite {
     },
     /// A handoff for this dispatch already exists; nothing changed.
     Duplicate,
+}
+
+/// Which page of finished training signals to read ([`Store::list_signals`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalPageRequest {
+    /// Newest recording time looked at (on DynamoDB, the first day bucket read).
+    pub newest: DateTime<Utc>,
+    /// Oldest recording time returned.
+    pub oldest: DateTime<Utc>,
+    /// Continue after this cursor (a page's `next`).
+    pub after: Option<String>,
+    /// Most records returned (1 – [`crate::limits::MAX_SIGNAL_PAGE`]).
+    pub limit: usize,
+}
+
+/// One page of finished signals, newest first.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SignalPage {
+    /// The records (feedback applied, reward computed).
+    pub records: Vec<crate::signals::SignalRecord>,
+    /// Where the next page starts; `None` when there is no more.
+    pub next: Option<String>,
 }
 
 /// Why a store call failed.
@@ -299,6 +325,12 @@ pub trait Store: Send + Sync {
     /// no live session); the stored version becomes `expected_version + 1` (whatever
     /// `session.version` says). `ConditionFailed` when another turn wrote first.
     async fn put_session(&self, session: &SessionRecord, expected_version: u64) -> Result<(), StoreError>;
+
+    /// Finished training signals (their query is done) recorded between `oldest` and `newest`,
+    /// newest first (ties by query id, descending), at most `limit`. Read from an index on
+    /// DynamoDB (eventually consistent: a query finished a moment ago may be missing for that
+    /// moment), never a scan. A malformed cursor is `Corrupt`.
+    async fn list_signals(&self, request: &SignalPageRequest) -> Result<SignalPage, StoreError>;
 }
 
 // ------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ pub struct TableSpec {
     pub indexes: Vec<IndexSpec>,
 }
 
-/// A global secondary index (string keys, all attributes projected).
+/// A global secondary index (string keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexSpec {
     /// Index name.
@@ -48,6 +48,8 @@ pub struct IndexSpec {
     pub partition_key: &'static str,
     /// Its sort key attribute.
     pub sort_key: &'static str,
+    /// Attributes projected besides the keys; none: keys only.
+    pub include: &'static [&'static str],
 }
 
 /// A queue with its dead-letter queue and its consumer.
@@ -158,7 +160,16 @@ impl Topology {
                 partition_key: "pk",
                 sort_key: "sk",
                 ttl_attribute: "expires_at",
-                indexes: vec![IndexSpec { name: "by_user", partition_key: "gsi1pk", sort_key: "gsi1sk" }],
+                indexes: vec![
+                    IndexSpec { name: "by_user", partition_key: "gsi1pk", sort_key: "gsi1sk", include: &[] },
+                    // Finished training signals by day of recording (adapters/dynamodb_signals.rs).
+                    IndexSpec {
+                        name: "by_signal_day",
+                        partition_key: "gsi2pk",
+                        sort_key: "gsi2sk",
+                        include: &["sig", "expires_at"],
+                    },
+                ],
             },
             queues,
         }

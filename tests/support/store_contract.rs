@@ -78,6 +78,7 @@ pub fn query(user_id: &str, idempotency_key: Option<&str>) -> QueryRecord {
         deadline_at: Some(now + ChronoDuration::seconds(60)),
         synth_claimed_at: None,
         outcome: None,
+        signal: None,
         expires_at: live(),
     }
 }
@@ -195,6 +196,7 @@ pub async fn all(store: &dyn Store) {
     a_manifest_version_is_kept_once_under_its_fingerprint(store).await;
     a_callers_recent_queries_are_listed_newest_first_and_only_theirs(store).await;
     a_session_is_written_under_versions_per_caller_and_expires(store).await;
+    finished_signals_are_listed_newest_first_a_page_at_a_time(store).await;
 }
 
 /// GIVEN a session of one caller, THEN it is written under optimistic versions (a stale or
@@ -492,4 +494,129 @@ pub async fn a_callers_recent_queries_are_listed_newest_first_and_only_theirs(st
     assert_eq!(two.len(), 2, "the limit caps the list");
     assert_eq!(two[0].query_id, ids[2]);
     assert!(store.list_user_queries(&new_id(), 10).await.expect("list nobody's").is_empty());
+}
+
+/// A query whose finished training signal was recorded at `recorded_at`.
+pub fn query_with_signal(recorded_at: DateTime<Utc>, finished: bool) -> QueryRecord {
+    let mut q = query(&new_id(), None);
+    q.status = if finished { QueryStatus::Done } else { QueryStatus::Routed };
+    let signal = shared::contracts::RoutingTrainingSignal {
+        signal_id: q.query_id.clone(),
+        session_id: q.session_id.clone(),
+        query: q.parsed.raw_query.clone(),
+        query_pattern: "causal_analysis".into(),
+        intent: "causal_analysis".into(),
+        entities_extracted: vec!["brand:Kisqali".into()],
+        agents_selected: vec!["causal_impact".into()],
+        routing_confidence: 0.9,
+        routing_rationale: "embedded classifier: causal_analysis (0.90)".into(),
+        agents_succeeded: 1,
+        agents_failed: 0,
+        total_latency_ms: 1_500.0,
+        user_satisfaction: None,
+        answer_quality: Some(0.8),
+        was_rerouted: false,
+    };
+    q.signal = Some(shared::signals::collect::StoredSignal {
+        signal,
+        recorded_at,
+        outcome_at: finished.then_some(recorded_at),
+        feedback: None,
+        feedback_at: None,
+    });
+    q
+}
+
+/// Every page of finished signals between `oldest` and `newest`, `limit` at a time.
+pub async fn signal_pages(
+    store: &dyn Store,
+    oldest: DateTime<Utc>,
+    newest: DateTime<Utc>,
+    limit: usize,
+) -> Vec<Vec<shared::signals::SignalRecord>> {
+    let mut request = shared::ports::SignalPageRequest { newest, oldest, after: None, limit };
+    let mut pages = Vec::new();
+    loop {
+        let page = store.list_signals(&request).await.expect("list signals");
+        pages.push(page.records);
+        match page.next {
+            Some(next) => request.after = Some(next),
+            None => return pages,
+        }
+        assert!(pages.len() < 100, "paging does not end");
+    }
+}
+
+/// Finished signals are listed newest first, a page at a time, across days, within the asked
+/// time range; unfinished and expired ones are not listed; feedback written on the record shows
+/// in the listing; a malformed cursor is refused.
+pub async fn finished_signals_are_listed_newest_first_a_page_at_a_time(store: &dyn Store) {
+    // GIVEN five finished signals 7 hours apart (three days' buckets) at a time no other check
+    // uses, an unfinished one and an expired one among them.
+    let days_back = 30 + (uuid::Uuid::new_v4().as_u128() % 300) as i64;
+    let base = Utc::now() - ChronoDuration::days(days_back);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let q = query_with_signal(base + ChronoDuration::hours(7 * i), true);
+        store.create_query(&q, &[]).await.expect("create");
+        ids.push(q.query_id);
+    }
+    store.create_query(&query_with_signal(base + ChronoDuration::hours(3), false), &[]).await.expect("unfinished");
+    let mut gone = query_with_signal(base + ChronoDuration::hours(4), true);
+    gone.expires_at = expired();
+    store.create_query(&gone, &[]).await.expect("expired");
+    let (oldest, newest) = (base - ChronoDuration::hours(1), base + ChronoDuration::days(2));
+
+    // WHEN they are read two at a time (the index may lag a moment on DynamoDB).
+    let mut pages = Vec::new();
+    for _ in 0..50 {
+        pages = signal_pages(store, oldest, newest, 2).await;
+        if pages.iter().map(Vec::len).sum::<usize>() >= 5 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // THEN every finished live signal comes once, newest first, at most two per page.
+    let listed: Vec<&str> = pages.iter().flatten().map(|r| r.signal.signal_id.as_str()).collect();
+    let want: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
+    assert_eq!(listed, want, "newest first, each once, neither the unfinished nor the expired one");
+    assert!(pages.iter().all(|p| p.len() <= 2), "a page holds at most the limit: {:?}", pages.iter().map(Vec::len));
+    assert!(pages.len() >= 3, "five signals two at a time take three pages");
+    let record = &pages[0][0];
+    assert!((0.0..=1.0).contains(&record.reward) && record.reward > 0.9, "reward {}", record.reward);
+    assert_eq!(record.recorded_at, base + ChronoDuration::hours(28));
+
+    // AND the range bounds the listing.
+    let recent = signal_pages(store, base + ChronoDuration::hours(14), newest, 10).await;
+    let recent: Vec<&str> = recent.iter().flatten().map(|r| r.signal.signal_id.as_str()).collect();
+    assert_eq!(recent, want[..3].to_vec(), "only signals recorded at or after `oldest`");
+
+    // AND feedback written on a record shows in the listing.
+    let mut rated = store.get_query(&ids[4]).await.expect("read").expect("present");
+    let version = rated.version;
+    if let Some(s) = rated.signal.as_mut() {
+        s.feedback = Some(shared::signals::Feedback { rating: 1, correct_intent: Some("other".into()), comment: None });
+    }
+    store.update_query(&rated, version, &[]).await.expect("feedback write");
+    let mut top = None;
+    for _ in 0..50 {
+        let page = store
+            .list_signals(&shared::ports::SignalPageRequest { newest, oldest, after: None, limit: 1 })
+            .await
+            .expect("list");
+        top = page.records.into_iter().next();
+        if top.as_ref().is_some_and(|r| r.signal.user_satisfaction.is_some()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let top = top.expect("the newest signal");
+    assert_eq!(top.signal.user_satisfaction, Some(1.0));
+    assert_eq!(top.correct_intent.as_deref(), Some("other"));
+    assert!(top.signal.was_rerouted, "a correction marks the routing wrong");
+
+    // AND a malformed cursor is refused.
+    let bad = shared::ports::SignalPageRequest { newest, oldest, after: Some("not a cursor".into()), limit: 2 };
+    assert!(matches!(store.list_signals(&bad).await, Err(StoreError::Corrupt(_))), "a malformed cursor is refused");
 }

@@ -232,7 +232,14 @@ async fn ensure_table(ddb: &aws_sdk_dynamodb::Client, topology: &Topology, table
                     .index_name(index.name)
                     .key_schema(key(index.partition_key, KeyType::Hash)?)
                     .key_schema(key(index.sort_key, KeyType::Range)?)
-                    .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+                    .projection(if index.include.is_empty() {
+                        Projection::builder().projection_type(ProjectionType::KeysOnly).build()
+                    } else {
+                        Projection::builder()
+                            .projection_type(ProjectionType::Include)
+                            .set_non_key_attributes(Some(index.include.iter().map(|a| a.to_string()).collect()))
+                            .build()
+                    })
                     .build()
                     .map_err(build_error(&step))?,
             );

@@ -4,7 +4,7 @@
 //!
 //! | item | `pk` | `sk` | typed attributes (used in conditions, keys, TTL) | compressed documents (B) |
 //! |---|---|---|---|---|
-//! | query | `Q#<query_id>` | `META` | `status` S, `version` N, `gsi1pk` = `U#<user_id>`, `gsi1sk` = accepted_at (RFC 3339) (both written once, at creation), `expires_at` N | `doc`: [`QueryRecord`] without `completed`; `ev_<n>`: the events written with version `n`; `out`: the [`OrchestratorOutput`] once finished |
+//! | query | `Q#<query_id>` | `META` | `status` S, `version` N, `gsi1pk` = `U#<user_id>`, `gsi1sk` = accepted_at (RFC 3339) (both written once, at creation), `expires_at` N; once the query is done, `gsi2pk` = `SIG#<day>`, `gsi2sk` = `<recorded_at>#<query_id>`, `sig` S (the exported training signal, plain JSON) for the `by_signal_day` index | `doc`: [`QueryRecord`] without `completed`; `ev_<n>`: the events written with version `n`; `out`: the [`OrchestratorOutput`] once finished |
 //! | fan-in | `Q#<query_id>` | `META#FANIN` | `completed` SS, `ids` SS (dispatches arrived), `arrivals` L of M (`d` dispatch, `s` slot, in the order applied), `expires_at` N | — |
 //! | handoff | `Q#<query_id>` | `H#<dispatch_id>` | `slot` S (when it fills one), `status` S, `expires_at` N | `doc`: [`HandoffRecord`]; `ev`: its events |
 //! | event | `Q#<query_id>` | `E#<event key>` | `at` S (RFC 3339), `expires_at` N | `doc` S (plain JSON): [`Event`] — only events with no record write ([`Store::append_events`]) |
@@ -19,7 +19,9 @@
 //! item are stored without their query id and expiry, which the item holds. In the idempotency
 //! key's `pk`, `%` and `#` inside the user id and the key are written `%25` and `%23`, so
 //! `(a#b, c)` and `(a, b#c)` cannot share an item; the session's `pk` escapes both parts the
-//! same way, so one caller's session id never names another caller's session. The `by_user` index projects keys only.
+//! same way, so one caller's session id never names another caller's session. The `by_user`
+//! index projects keys only; the `by_signal_day` index projects `sig` and `expires_at` (see
+//! `dynamodb_signals.rs`).
 //!
 //! # Why this shape: what a query costs
 //!
@@ -84,7 +86,10 @@
 use super::fanin::{self, Arrival};
 use crate::contracts::OrchestratorOutput;
 use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_ITEMS};
-use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, SessionRecord, Store, StoreError};
+use crate::ports::{
+    Event, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, SessionRecord, SignalPage, SignalPageRequest, Store,
+    StoreError,
+};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -102,6 +107,10 @@ use std::time::Duration;
 
 /// A DynamoDB item.
 type Item = HashMap<String, AttributeValue>;
+
+#[path = "dynamodb_signals.rs"]
+mod signals;
+pub use signals::INDEX_BY_SIGNAL_DAY;
 
 /// How often a transaction cancelled only by `TransactionConflict` is sent.
 const CONFLICT_ATTEMPTS: u32 = 3;
@@ -159,7 +168,8 @@ pub struct StoreCounts {
     pub items_written: u64,
     /// Write request units billed (on-demand): 1 per KB of the item written (an update: of the
     /// item after it), twice that in a transaction, plus the `by_user` index's write when a
-    /// query record is created; a write whose condition fails is billed too.
+    /// query record is created and the `by_signal_day` index's write when a finished signal is
+    /// written (the final write, and feedback); a write whose condition fails is billed too.
     pub write_units: u64,
     /// Read request units billed: 1 per 4 KB read strongly consistently (a query: of all the
     /// items of the page together), at least 1 per request.
@@ -704,6 +714,7 @@ fn query_fields(query: &QueryRecord, version: u64) -> Result<Item, StoreError> {
     item.insert(STATUS.into(), s(status_name(query.status)));
     item.insert(VERSION.into(), n(version));
     item.insert(EXPIRES_AT.into(), n(query.expires_at));
+    item.extend(signals::signal_fields(query)?);
     Ok(item)
 }
 
@@ -1069,6 +1080,7 @@ impl Store for DynamoStore {
         events: &[Event],
     ) -> Result<(), StoreError> {
         let fields = record_fields(query, expected_version, events)?;
+        let index_units = signals::index_write_units(&query.query_id, &fields);
         self.update_meta(
             &query.query_id,
             fields,
@@ -1077,7 +1089,9 @@ impl Store for DynamoStore {
             vec![("#version", VERSION)],
             "version moved on",
         )
-        .await
+        .await?;
+        bump(&self.counters.write_units, index_units);
+        Ok(())
     }
 
     async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
@@ -1116,6 +1130,7 @@ impl Store for DynamoStore {
     ) -> Result<(), StoreError> {
         let mut fields = record_fields(query, expected_version, events)?;
         fields.insert(OUT.into(), packed("output", output)?);
+        let index_units = signals::index_write_units(&query.query_id, &fields);
         self.update_meta(
             &query.query_id,
             fields,
@@ -1124,7 +1139,9 @@ impl Store for DynamoStore {
             vec![("#version", VERSION), ("#out", OUT)],
             "output exists or version moved on",
         )
-        .await
+        .await?;
+        bump(&self.counters.write_units, index_units);
+        Ok(())
     }
 
     async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
@@ -1167,6 +1184,10 @@ impl Store for DynamoStore {
         item.insert(DOC.into(), s(body));
         // Stored before (by this deployment or another process): the same content.
         self.put_if_absent("manifest", item).await
+    }
+
+    async fn list_signals(&self, request: &SignalPageRequest) -> Result<SignalPage, StoreError> {
+        signals::list(self, request).await
     }
 
     async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
@@ -1272,6 +1293,7 @@ mod tests {
             deadline_at: Some(at(60)),
             synth_claimed_at: None,
             outcome: None,
+            signal: None,
             expires_at: 1_790_086_400,
         }
     }

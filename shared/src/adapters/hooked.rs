@@ -8,7 +8,9 @@
 //! a call the hook refuses was not applied.
 
 use crate::contracts::OrchestratorOutput;
-use crate::ports::{Event, HandoffRecord, HandoffWrite, QueryRecord, SessionRecord, Store, StoreError};
+use crate::ports::{
+    Event, HandoffRecord, HandoffWrite, QueryRecord, SessionRecord, SignalPage, SignalPageRequest, Store, StoreError,
+};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -47,6 +49,8 @@ pub enum StoreOp<'a> {
     GetSession(&'a str),
     /// [`Store::put_session`].
     PutSession(&'a SessionRecord),
+    /// [`Store::list_signals`].
+    ListSignals,
 }
 
 impl StoreOp<'_> {
@@ -69,6 +73,7 @@ impl StoreOp<'_> {
             StoreOp::GetManifest => "get_manifest",
             StoreOp::GetSession(_) => "get_session",
             StoreOp::PutSession(_) => "put_session",
+            StoreOp::ListSignals => "list_signals",
         }
     }
 
@@ -278,5 +283,12 @@ impl<H: StoreHooks> Store for HookedStore<H> {
         self.hooks.before(self.inner.as_ref(), op).await?;
         let r = self.inner.put_session(session, expected_version).await;
         self.settle(op, r, |_| Applied::Written)
+    }
+
+    async fn list_signals(&self, request: &SignalPageRequest) -> Result<SignalPage, StoreError> {
+        let op = StoreOp::ListSignals;
+        self.hooks.before(self.inner.as_ref(), op).await?;
+        let r = self.inner.list_signals(request).await;
+        self.settle(op, r, |_| Applied::Read)
     }
 }

@@ -18,7 +18,7 @@ use super::fanin::{self, Arrival};
 use crate::contracts::OrchestratorOutput;
 use crate::ports::{
     Clock, Event, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord, Queue, QueueDepth, QueueError, QueueId,
-    ReceivedMessage, SessionRecord, Store, StoreError,
+    ReceivedMessage, SessionRecord, SignalPage, SignalPageRequest, Store, StoreError,
 };
 use crate::topology::Topology;
 use async_trait::async_trait;
@@ -263,6 +263,31 @@ impl Store for MemoryStore {
         mine.sort_by(|a, b| (b.accepted_at, &b.query_id).cmp(&(a.accepted_at, &a.query_id)));
         mine.truncate(limit);
         Ok(mine)
+    }
+
+    async fn list_signals(&self, request: &SignalPageRequest) -> Result<SignalPage, StoreError> {
+        self.read();
+        if let Some(after) = &request.after {
+            if crate::signals::sort_key_time(after).is_none() {
+                return Err(StoreError::Corrupt("signal cursor is malformed".into()));
+            }
+        }
+        let t = self.lock()?;
+        let mut found: Vec<(String, crate::signals::SignalRecord)> = t
+            .queries
+            .values()
+            .filter(|q| self.live(q.expires_at))
+            .filter_map(|q| q.signal.as_ref().filter(|s| s.finished()).map(|s| (q, s)))
+            .filter(|(_, s)| s.recorded_at >= request.oldest && s.recorded_at <= request.newest)
+            .map(|(q, s)| (crate::signals::sort_key(&s.recorded_at, &q.query_id), s.record()))
+            .filter(|(key, _)| request.after.as_ref().is_none_or(|after| key < after))
+            .collect();
+        drop(t);
+        found.sort_by(|a, b| b.0.cmp(&a.0));
+        let more = found.len() > request.limit;
+        found.truncate(request.limit);
+        let next = if more { found.last().map(|(key, _)| key.clone()) } else { None };
+        Ok(SignalPage { records: found.into_iter().map(|(_, r)| r).collect(), next })
     }
 
     async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {

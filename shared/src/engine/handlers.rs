@@ -8,7 +8,7 @@
 use super::follow::{self, LAST_EVENT_ID};
 use super::intake::{self, Caller, IntakeError, QueryView};
 use super::worker::{self, DispatchJob};
-use super::{listing, router, synth, Deps, StepError};
+use super::{learning, listing, router, synth, Deps, StepError};
 use crate::jobs::{Job, JobMessage};
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
@@ -159,7 +159,7 @@ pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResp
     let (status, code, details) = match e {
         IntakeError::Invalid(v) => (400, "invalid_input", serde_json::to_value(&v.errors).ok()),
         IntakeError::Unauthenticated | IntakeError::BadToken(_) => (401, "unauthenticated", None),
-        IntakeError::Forbidden { .. } => (403, "forbidden", None),
+        IntakeError::Forbidden { .. } | IntakeError::RoleRequired { .. } => (403, "forbidden", None),
         IntakeError::NotFound | IntakeError::UnknownRoute => (404, "not_found", None),
         IntakeError::MethodNotAllowed { .. } => (405, "method_not_allowed", None),
         IntakeError::Conflict(_) => (409, "conflict", None),
@@ -253,11 +253,13 @@ pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
 
 /// The routes the HTTP handler serves: (method, path template). The SAM template declares
 /// exactly these, and a test asks the handler for each.
-pub const HTTP_ROUTES: [(&str, &str); 5] = [
+pub const HTTP_ROUTES: [(&str, &str); 7] = [
     ("POST", "/v1/queries"),
     ("GET", "/v1/queries"),
     ("GET", "/v1/queries/{id}"),
     ("GET", "/v1/queries/{id}/events"),
+    ("POST", "/v1/queries/{id}/feedback"),
+    ("GET", "/v1/signals"),
     ("GET", "/v1/manifest/routes"),
 ];
 
@@ -278,6 +280,17 @@ fn allowed_methods(template: &str) -> &'static str {
         (true, true) => "GET, POST",
         (false, true) => "POST",
         _ => "GET",
+    }
+}
+
+/// The request body as bytes (API Gateway may send it base64-encoded).
+fn body_bytes(request: &ApiGatewayV2httpRequest) -> Result<Vec<u8>, IntakeError> {
+    match (&request.body, request.is_base64_encoded) {
+        (None, _) => Ok(Vec::new()),
+        (Some(b), false) => Ok(b.clone().into_bytes()),
+        (Some(b), true) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .map_err(|_| invalid("body", "base64 body does not decode")),
     }
 }
 
@@ -313,13 +326,7 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
     };
     match (method, segments.as_slice()) {
         (Method::POST, ["v1", "queries"]) => {
-            let body = match (&request.body, request.is_base64_encoded) {
-                (None, _) => Vec::new(),
-                (Some(b), false) => b.clone().into_bytes(),
-                (Some(b), true) => base64::engine::general_purpose::STANDARD
-                    .decode(b)
-                    .map_err(|_| invalid("body", "base64 body does not decode"))?,
-            };
+            let body = body_bytes(request)?;
             let key = header(&request.headers, "idempotency-key");
             let accepted = intake::submit(deps, &caller, &body, key).await?;
             let location = format!("/v1/queries/{}", accepted.query_id);
@@ -353,6 +360,22 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
             };
             let queries = listing::recent_queries(deps, &caller, limit).await?;
             Ok(json_response(200, &json!({ "queries": queries }), &[]))
+        }
+        (Method::POST, ["v1", "queries", id, "feedback"]) => {
+            let recorded = learning::give_feedback(deps, &caller, id, &body_bytes(request)?).await?;
+            let status = if recorded.replaced { 200 } else { 201 };
+            Ok(json_response(status, &recorded, &[]))
+        }
+        (Method::GET, ["v1", "signals"]) => {
+            let p = &request.query_string_parameters;
+            let query = learning::SignalQuery {
+                since: p.first("since"),
+                min_reward: p.first("min_reward"),
+                limit: p.first("limit"),
+                cursor: p.first("cursor"),
+            };
+            let page = learning::signal_page(deps, &caller, &query).await?;
+            Ok(json_response(200, &json!({ "signals": page.records, "next": page.next }), &[]))
         }
         (Method::GET, ["v1", "manifest", "routes"]) => {
             Ok(json_response(200, &listing::routing_table(&deps.manifest), &[]))

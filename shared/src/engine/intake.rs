@@ -48,6 +48,14 @@ pub enum IntakeError {
         /// The role it needs.
         role: String,
     },
+    /// 403: reading `what` needs one of `roles` (none: nobody may, over HTTP).
+    #[error("{}", role_required(what, roles))]
+    RoleRequired {
+        /// What was asked for.
+        what: &'static str,
+        /// The roles that may.
+        roles: Vec<String>,
+    },
     /// 404: no such query for this caller.
     #[error("no such query")]
     NotFound,
@@ -74,6 +82,14 @@ pub enum IntakeError {
     /// 503: a dependency is down; the request may be retried (with the same idempotency key).
     #[error("temporarily unavailable: {0}")]
     Unavailable(String),
+}
+
+fn role_required(what: &str, roles: &[String]) -> String {
+    if roles.is_empty() {
+        format!("no role may read {what} over HTTP (the manifest's signals.export_roles is empty)")
+    } else {
+        format!("reading {what} requires one of the roles: {}", roles.join(", "))
+    }
 }
 
 impl From<StoreError> for IntakeError {
@@ -244,6 +260,7 @@ pub async fn submit(
         deadline_at: None,
         synth_claimed_at: None,
         outcome: None,
+        signal: None,
         expires_at: deps.expires_at(),
     };
     let mut events = vec![

@@ -21,6 +21,8 @@
 //!   step of an orchestration mode (what that step is, is decided by the pure
 //!   [`crate::plan::modes`]), or the synthesis.
 //! - [`conversation`]: record a finished query as its session's next turn, once.
+//! - [`learning`]: feedback on a finished query, pages and exports of the training signals the
+//!   router and synthesizer record, and the optimization requests they raise.
 //! - [`listing`]: the caller's recent queries and the manifest's routing table, for people.
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
 //! - [`live`]: the routes answered with a streamed response (the live events endpoint), for
@@ -30,7 +32,7 @@
 //! The modules form a tree, so no step depends on another in a loop:
 //!
 //! ```text
-//! handlers ─► intake, router, worker, synth
+//! handlers ─► intake, router, worker, synth, learning ─► intake
 //! live ─► handlers, intake, follow
 //!             worker, synth ─► advance, stream
 //!             synth ─► conversation
@@ -49,6 +51,7 @@ pub mod effects;
 pub mod follow;
 pub mod handlers;
 pub mod intake;
+pub mod learning;
 pub mod listing;
 pub mod live;
 pub mod reflection;

@@ -68,6 +68,8 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             }),
         )];
         events.extend(dispatch_events(deps, &query, &plan, 0));
+        // The training signal rides on the write that records the plan.
+        routed.signal = Some(crate::signals::collect::at_routing(&manifest, &query, &plan, now));
         routed.plan = Some(plan);
         if !written(deps.store.update_query(&routed, query.version, &events).await)? {
             return Ok(Attempt::Conflict);

@@ -124,6 +124,10 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         let mut done = claimed.clone();
         done.status = QueryStatus::Done;
         done.outcome = Some(output.status);
+        // The signal's outcome rides on the final write.
+        if let Some(signal) = done.signal.as_mut() {
+            crate::signals::collect::with_outcome(signal, claimed.plan.as_ref(), &output, &handoffs, now);
+        }
         let events = [
             deps.event(
                 &claimed,

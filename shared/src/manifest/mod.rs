@@ -96,6 +96,11 @@ pub struct Manifest {
     /// Conversations: history view, rolling summary, salience notes, token budgets.
     #[serde(default)]
     pub context: ContextSettings,
+    /// Training signals: who may read them over HTTP, whether they keep the question text, and
+    /// when a falling reward raises an optimization request (docs/routing.md#training-signal).
+    /// Left out of the canonical JSON while default, so existing fingerprints stay the same.
+    #[serde(default, skip_serializing_if = "SignalSettings::is_default")]
+    pub signals: SignalSettings,
     /// How streamed answers are written to the event log.
     #[serde(default)]
     pub tokens: TokenSettings,
@@ -106,6 +111,50 @@ pub struct Manifest {
     /// corpus or index) are resolved against it. Not part of the YAML.
     #[serde(skip)]
     pub base_dir: Option<std::path::PathBuf>,
+}
+
+/// Training-signal settings (`signals:` in routing.yaml).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SignalSettings {
+    /// Roles allowed to read every caller's signals (`GET /v1/signals`); none: nobody over HTTP.
+    pub export_roles: Vec<String>,
+    /// Keep the question text in the signal (the re-fit learns from it); off: `query` is empty.
+    pub query_text: bool,
+    /// When a falling mean reward raises an optimization request.
+    pub optimization: OptimizationSettings,
+}
+
+impl Default for SignalSettings {
+    fn default() -> Self {
+        SignalSettings { export_roles: Vec::new(), query_text: true, optimization: OptimizationSettings::default() }
+    }
+}
+
+impl SignalSettings {
+    /// Whether these are the defaults (then the section is left out of the canonical JSON).
+    pub fn is_default(&self) -> bool {
+        *self == SignalSettings::default()
+    }
+}
+
+/// `signals.optimization`: the E2I design's `request_optimization`, raised from stored signals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimizationSettings {
+    /// Newest signals considered.
+    pub window: usize,
+    /// A target (the router, or an agent) whose mean reward over the window is below this gets
+    /// a pending request.
+    pub threshold: f64,
+    /// Fewest signals a target needs before its mean counts.
+    pub min_signals: usize,
+}
+
+impl Default for OptimizationSettings {
+    fn default() -> Self {
+        OptimizationSettings { window: 200, threshold: 0.6, min_signals: 3 }
+    }
 }
 
 /// How a streamed answer's text reaches the event log: in `token` events, each holding the

@@ -56,6 +56,9 @@ const MAX_NEGATIVE_EXAMPLES: usize = 1_000;
 /// Longest negative example, in characters (a question, not a document).
 const MAX_NEGATIVE_EXAMPLE_CHARS: usize = 500;
 
+/// Most signals an optimization window may span (one export page walk on AWS).
+const MAX_OPTIMIZATION_WINDOW: usize = 10_000;
+
 /// Every problem in the manifest; empty when it is valid.
 pub fn validate(manifest: &Manifest) -> Vec<Problem> {
     let mut check = Check { m: manifest, problems: Vec::new() };
@@ -73,6 +76,7 @@ pub fn validate(manifest: &Manifest) -> Vec<Problem> {
     check.reflections();
     check.merges();
     check.context();
+    check.signals();
     check.streaming();
     check.problems
 }
@@ -131,6 +135,38 @@ impl<'m> Check<'m> {
         }
         if self.m.name.trim().is_empty() {
             self.report("name", "`name` is empty; name the system this manifest describes (e.g. `e2i`)");
+        }
+    }
+
+    fn signals(&mut self) {
+        let s = &self.m.signals;
+        for (i, role) in s.export_roles.iter().enumerate() {
+            let ok = !role.is_empty()
+                && role.len() <= 64
+                && role.chars().all(|c| c.is_ascii_alphanumeric() || "_-:.".contains(c));
+            if !ok {
+                self.report(
+                    format!("signals.export_roles[{i}]"),
+                    "a role is 1 – 64 characters of letters, digits, `_`, `-`, `:` or `.`; write the role name as the token carries it",
+                );
+            }
+        }
+        let o = &s.optimization;
+        if o.window == 0 || o.window > MAX_OPTIMIZATION_WINDOW {
+            self.report(
+                "signals.optimization.window",
+                format!("window {} is outside 1 – {MAX_OPTIMIZATION_WINDOW}; the newest signals considered must be a positive number", o.window),
+            );
+        }
+        self.unit_interval("signals.optimization.threshold".into(), "threshold", o.threshold);
+        if o.min_signals == 0 || o.min_signals > o.window {
+            self.report(
+                "signals.optimization.min_signals",
+                format!(
+                    "min_signals {} must be from 1 to the window ({}); a mean over no signals says nothing",
+                    o.min_signals, o.window
+                ),
+            );
         }
     }
 

@@ -3,6 +3,7 @@
 //! `routing.yaml` from signals ([`refit`]). Everything here is pure (no store, no clock); the
 //! rules are written down in `docs/routing.md#training-signal`.
 
+pub mod collect;
 pub mod refit;
 
 use crate::contracts::RoutingTrainingSignal;
@@ -38,6 +39,22 @@ impl SignalRecord {
         let reward = signal.compute_reward();
         SignalRecord { signal, reward, correct_intent, recorded_at }
     }
+}
+
+/// The order key of a finished signal: its recording time (RFC 3339, microseconds, UTC: fixed
+/// width, so text order is time order) and its query id. Cursors of [`crate::ports::SignalPage`]
+/// are these keys; DynamoDB's signal index sorts by them.
+pub fn sort_key(recorded_at: &DateTime<Utc>, query_id: &str) -> String {
+    format!("{}#{query_id}", recorded_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+}
+
+/// The recording time in a [`sort_key`], when the key is well formed.
+pub fn sort_key_time(key: &str) -> Option<DateTime<Utc>> {
+    let (at, id) = key.split_once('#')?;
+    if id.is_empty() || id.len() > 64 {
+        return None;
+    }
+    DateTime::parse_from_rfc3339(at).ok().map(|t| t.with_timezone(&Utc))
 }
 
 /// A rejected input: the field and the rule it broke.

@@ -268,3 +268,36 @@ fn a_refit_from_corrections_routes_paraphrases_better_and_keeps_the_manifest_val
         RefitOutcome::Refused { reason, .. } => panic!("refused: {reason}"),
     }
 }
+
+#[test]
+fn a_stored_signal_exports_with_only_its_latest_feedback_applied() {
+    let mut stored = collect::StoredSignal {
+        signal: signal("q1", "why did trx drop", "causal_impact"),
+        recorded_at: at(1),
+        outcome_at: Some(at(2)),
+        feedback: Some(Feedback { rating: 1, correct_intent: Some("explanation".into()), comment: None }),
+        feedback_at: Some(at(3)),
+    };
+    let first = stored.record();
+    assert!(first.signal.was_rerouted);
+    assert_eq!(first.correct_intent.as_deref(), Some("explanation"));
+    // A second feedback that agrees with the routing replaces the first: no re-route remains.
+    stored.feedback = Some(Feedback { rating: 5, correct_intent: None, comment: Some("thanks".into()) });
+    let second = stored.record();
+    assert!(!second.signal.was_rerouted, "the first feedback's correction is gone");
+    assert_eq!(second.signal.user_satisfaction, Some(5.0));
+    assert_eq!(second.correct_intent, None);
+    assert!(second.reward > first.reward);
+    assert!(!serde_json::to_string(&second).unwrap_or_default().contains("thanks"), "comments are not exported");
+}
+
+#[test]
+fn sort_keys_order_by_time_as_text_and_malformed_cursors_are_refused() {
+    let early = sort_key(&at(1), "b");
+    let late = sort_key(&(at(1) + chrono::Duration::microseconds(1)), "a");
+    assert!(early < late, "{early} < {late}");
+    assert_eq!(sort_key_time(&late), Some(at(1) + chrono::Duration::microseconds(1)));
+    for bad in ["", "#id", "yesterday#id", "2026-11-22T12:01:00.000000Z#", "2026-11-22T12:01:00.000000Z"] {
+        assert_eq!(sort_key_time(bad), None, "{bad:?}");
+    }
+}
