@@ -242,7 +242,7 @@ pub async fn ask(args: AskArgs) -> anyhow::Result<u8> {
 }
 
 /// Print streamed text as it comes (flushed: stdout is line-buffered).
-fn print_live(text: &str) {
+pub(crate) fn print_live(text: &str) {
     if !text.is_empty() {
         use std::io::Write;
         print!("{text}");

@@ -7,7 +7,7 @@
 //! ready; from a pipe it answers every line in order (with `--json`, one `OrchestratorOutput`
 //! JSON line per turn, or the error object of a refused turn).
 
-use crate::ask::{body_text, request, start_backend, Backend};
+use crate::ask::{body_text, print_live, request, start_backend, Backend};
 use clap::Args;
 use shared::engine::handlers::handle_http;
 use shared::engine::EngineSettings;
@@ -97,12 +97,21 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<u8> {
             session = accepted["session_id"].as_str().map(str::to_string);
         }
         let until = tokio::time::Instant::now() + TURN_WAIT;
+        // On a terminal a streamed answer is printed as its token events reach the log, as
+        // `switchyard ask` does.
+        let live = !args.json && std::io::stdout().is_terminal();
+        let mut view = crate::tokens_view::TokenView::default();
+        let mut polls = 0u32;
         let output = loop {
             if let Some(output) = deps.store.get_output(&query_id).await? {
                 break Some(output);
             }
             if tokio::time::Instant::now() >= until {
                 break None;
+            }
+            polls += 1;
+            if live && polls % 10 == 0 {
+                print_live(&view.take(&deps.store.list_events(&query_id).await?));
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         };
@@ -116,10 +125,28 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<u8> {
         wait_for_turn(&deps, &args.user, session.as_deref().unwrap_or_default(), &query_id).await;
         failed |=
             matches!(output.status, shared::contracts::OutputStatus::Failed | shared::contracts::OutputStatus::Blocked);
+        let mut streamed = false;
+        if live {
+            let events = deps.store.list_events(&query_id).await?;
+            print_live(&view.take(&events));
+            let answer_stream = events
+                .iter()
+                .find(|e| e.kind == shared::ports::EventKind::Synthesis)
+                .and_then(|e| e.detail["answer_stream"].as_str());
+            streamed = view.finish(answer_stream, &output.response_text);
+            if view.printed_any() {
+                println!();
+                if !streamed {
+                    println!("\n[the answer]");
+                }
+            }
+        }
         if args.json {
             println!("{}", serde_json::to_string(&output)?);
         } else {
-            println!("{}", output.response_text);
+            if !streamed {
+                println!("{}", output.response_text);
+            }
             let carried: Vec<&str> = output
                 .entities
                 .iter()
