@@ -140,8 +140,8 @@ async fn a_two_turn_conversation_is_kept_in_dynamodb_with_ttl_and_resolves_the_f
         }
     };
     recorded(first.clone()).await;
-    // The follow-up says nothing of its own: it is resolved with the first turn.
-    let second = ask("and once more please").await;
+    // The follow-up names only a period: it is resolved with the first turn.
+    let second = ask("and in Q1?").await;
     let second_out = wait_output(deps, &second).await;
     assert_eq!(second_out.intent, first_out.intent, "{second_out:#?}");
     let events = deps.store.list_events(&second).await.expect("store");
