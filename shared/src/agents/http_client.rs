@@ -98,12 +98,7 @@ impl HttpClient {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<HttpReply, HttpError> {
-        let mut request =
-            hyper::Request::post(url).header("content-type", "application/json").header("accept", "application/json");
-        for (k, v) in headers {
-            request = request.header(k.as_str(), v.as_str());
-        }
-        let request = request.body(Full::new(Bytes::from(body))).map_err(|e| HttpError::Invalid(e.to_string()))?;
+        let request = json_post(url, headers, body, "application/json")?;
         let exchange = async {
             let response = self
                 .inner
@@ -111,13 +106,7 @@ impl HttpClient {
                 .await
                 .map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })?;
             let status = response.status().as_u16();
-            let retry_after = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(Duration::from_secs_f64);
+            let retry_after = retry_after(response.headers());
             let body = response
                 .into_body()
                 .collect()
@@ -143,12 +132,7 @@ impl HttpClient {
         timeout: Duration,
         on_chunk: &mut (dyn FnMut(&[u8]) + Send),
     ) -> Result<HttpReply, HttpError> {
-        let mut request =
-            hyper::Request::post(url).header("content-type", "application/json").header("accept", "text/event-stream");
-        for (k, v) in headers {
-            request = request.header(k.as_str(), v.as_str());
-        }
-        let request = request.body(Full::new(Bytes::from(body))).map_err(|e| HttpError::Invalid(e.to_string()))?;
+        let request = json_post(url, headers, body, "text/event-stream")?;
         let exchange = async {
             let response = self
                 .inner
@@ -156,13 +140,7 @@ impl HttpClient {
                 .await
                 .map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })?;
             let status = response.status().as_u16();
-            let retry_after = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(Duration::from_secs_f64);
+            let retry_after = retry_after(response.headers());
             let mut incoming = response.into_body();
             let mut error_body = Vec::new();
             while let Some(frame) = incoming.frame().await {
@@ -182,4 +160,28 @@ impl HttpClient {
         };
         tokio::time::timeout(timeout, exchange).await.map_err(|_| HttpError::Timeout(timeout.as_millis() as u64))?
     }
+}
+
+/// A POST of a JSON `body` to `url` with `headers`, accepting `accept`.
+fn json_post(
+    url: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+    accept: &str,
+) -> Result<hyper::Request<Full<Bytes>>, HttpError> {
+    let mut request = hyper::Request::post(url).header("content-type", "application/json").header("accept", accept);
+    for (k, v) in headers {
+        request = request.header(k.as_str(), v.as_str());
+    }
+    request.body(Full::new(Bytes::from(body))).map_err(|e| HttpError::Invalid(e.to_string()))
+}
+
+/// A `retry-after` header in seconds (a finite, non-negative number), if the reply has one.
+fn retry_after(headers: &hyper::HeaderMap) -> Option<Duration> {
+    headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
 }
