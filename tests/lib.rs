@@ -303,3 +303,36 @@ pub mod tokens {
         json!({ "iss": ISSUER, "aud": AUDIENCE, "sub": sub, "roles": roles, "iat": now, "exp": now + 3600 })
     }
 }
+
+/// Read one HTTP/1.1 request from a loopback test server's socket: its head (request line and
+/// headers, as sent) and its body (`content-length` bytes). `None` when the client went away
+/// before the head was complete.
+pub async fn read_http_request(socket: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let (head_end, length) = loop {
+        let read = socket.read(&mut chunk).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..read]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            break (end + 4, length);
+        }
+    };
+    while buf.len() < head_end + length {
+        match socket.read(&mut chunk).await {
+            Ok(read) if read > 0 => buf.extend_from_slice(&chunk[..read]),
+            _ => break,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    Some((head, buf.split_off(head_end)))
+}

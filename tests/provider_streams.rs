@@ -16,7 +16,7 @@ use shared::ports::{AgentReply, AgentRuntime, EventKind, TokenSink};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_tests::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// One streamed response: its content type, the body in the pieces it is written in, and
 /// whether the connection is cut before the last piece (the declared length is never reached).
@@ -43,32 +43,8 @@ async fn serve(responses: Vec<Streamed>) -> (String, Arc<Mutex<Vec<Value>>>) {
             n += 1;
             let log = log.clone();
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                let (head_end, length) = loop {
-                    let Ok(read) = socket.read(&mut chunk).await else { return };
-                    if read == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..read]);
-                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
-                        let length = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse::<usize>().ok())
-                            .unwrap_or(0);
-                        break (end + 4, length);
-                    }
-                };
-                while buf.len() < head_end + length {
-                    let Ok(read) = socket.read(&mut chunk).await else { return };
-                    if read == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..read]);
-                }
-                let body = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+                let Some((_, request)) = switchyard_tests::read_http_request(&mut socket).await else { return };
+                let body = serde_json::from_slice(&request).unwrap_or(Value::Null);
                 log.lock().expect("log").push(body);
                 let total: usize = response.pieces.iter().map(Vec::len).sum();
                 let head = format!(

@@ -13,7 +13,7 @@ use shared::ports::{AgentReply, AgentRuntime};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_tests::fixture_text;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// A recorded response: status, extra headers, body, and how long to wait before answering.
 #[derive(Clone)]
@@ -51,34 +51,9 @@ async fn serve(responses: Vec<Recorded>) -> (String, Arc<Mutex<Vec<Received>>>) 
             n += 1;
             let log = log.clone();
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let (head_end, length) = loop {
-                    let Ok(read) = socket.read(&mut chunk).await else { return };
-                    if read == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..read]);
-                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
-                        let length = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse::<usize>().ok())
-                            .unwrap_or(0);
-                        break (end + 4, length);
-                    }
-                };
-                while buf.len() < head_end + length {
-                    let Ok(read) = socket.read(&mut chunk).await else { return };
-                    if read == 0 {
-                        break;
-                    }
-                    buf.extend_from_slice(&chunk[..read]);
-                }
-                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                let Some((head, request)) = switchyard_tests::read_http_request(&mut socket).await else { return };
                 let path = head.split_whitespace().nth(1).unwrap_or_default().to_string();
-                let body = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+                let body = serde_json::from_slice(&request).unwrap_or(Value::Null);
                 log.lock().expect("log").push(Received { path, headers: head.to_lowercase(), body });
                 tokio::time::sleep(response.delay).await;
                 let mut out = format!(

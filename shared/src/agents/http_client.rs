@@ -90,6 +90,18 @@ impl HttpClient {
         HttpClient { inner: Client::builder(TokioExecutor::new()).build(connector) }
     }
 
+    /// Send `request` (a POST to `url`); a transport failure names the URL.
+    async fn send(
+        &self,
+        request: hyper::Request<Full<Bytes>>,
+        url: &str,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, HttpError> {
+        self.inner
+            .request(request)
+            .await
+            .map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })
+    }
+
     /// POST `body` as JSON to `url` with `headers`; the whole exchange within `timeout`.
     pub async fn post_json(
         &self,
@@ -100,11 +112,7 @@ impl HttpClient {
     ) -> Result<HttpReply, HttpError> {
         let request = json_post(url, headers, body, "application/json")?;
         let exchange = async {
-            let response = self
-                .inner
-                .request(request)
-                .await
-                .map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })?;
+            let response = self.send(request, url).await?;
             let status = response.status().as_u16();
             let retry_after = retry_after(response.headers());
             let body = response
@@ -134,11 +142,7 @@ impl HttpClient {
     ) -> Result<HttpReply, HttpError> {
         let request = json_post(url, headers, body, "text/event-stream")?;
         let exchange = async {
-            let response = self
-                .inner
-                .request(request)
-                .await
-                .map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })?;
+            let response = self.send(request, url).await?;
             let status = response.status().as_u16();
             let retry_after = retry_after(response.headers());
             let mut incoming = response.into_body();
