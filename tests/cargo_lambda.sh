@@ -38,7 +38,7 @@ invoke() { # function file [query] [dispatch]
   sed -e "s/$Q0/${3:-$Q0}/g" -e "s/$D0/${4:-$D0}/g" "$2" >"$file"
   cargo lambda invoke --invoke-address 127.0.0.1 --invoke-port "$port" "$1" --data-file "$file" --output-format json
 }
-field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1], {}, {'d': d}))" "$1"; }
+field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1], {'json': json}, {'d': d}))" "$1"; }
 fail() { echo "cargo-lambda: $*"; echo "--- cargo lambda watch log:"; tail -30 "$work/watch.log"; exit 1; }
 
 posted=$(invoke intake events/apigw-post-query.json) || fail "intake invoke failed"
