@@ -108,6 +108,8 @@ use std::time::Duration;
 /// A DynamoDB item.
 type Item = HashMap<String, AttributeValue>;
 
+#[path = "dynamodb_packing.rs"]
+mod packing;
 #[path = "dynamodb_signals.rs"]
 mod signals;
 pub use signals::INDEX_BY_SIGNAL_DAY;
@@ -678,7 +680,7 @@ fn packed<T: serde::Serialize + ?Sized>(what: &str, record: &T) -> Result<Attrib
             json.len()
         )));
     }
-    Ok(AttributeValue::B(Blob::new(miniz_oxide::deflate::compress_to_vec(&json, 6))))
+    Ok(AttributeValue::B(Blob::new(packing::pack(&json))))
 }
 
 /// A document attribute: deflated JSON (B) or plain JSON (S).
@@ -688,8 +690,14 @@ fn unpack<T: serde::de::DeserializeOwned>(what: &str, item: &Item, name: &str) -
         None => Ok(None),
         Some(AttributeValue::S(json)) => serde_json::from_str(json).map(Some).map_err(|e| corrupt(e.to_string())),
         Some(AttributeValue::B(blob)) => {
-            let json = miniz_oxide::inflate::decompress_to_vec_with_limit(blob.as_ref(), MAX_INFLATED_BYTES)
-                .map_err(|e| corrupt(format!("cannot be inflated: {e:?}")))?;
+            let json = if packing::is_tagged(blob.as_ref()) {
+                packing::unpack(blob.as_ref(), MAX_INFLATED_BYTES)
+                    .map_err(|e| corrupt(format!("cannot be inflated: {e}")))?
+            } else {
+                // Written before the dictionary: plain raw deflate.
+                miniz_oxide::inflate::decompress_to_vec_with_limit(blob.as_ref(), MAX_INFLATED_BYTES)
+                    .map_err(|e| corrupt(format!("cannot be inflated: {e:?}")))?
+            };
             serde_json::from_slice(&json).map(Some).map_err(|e| corrupt(e.to_string()))
         }
         Some(_) => Err(corrupt("neither a string nor binary".into())),
@@ -1430,6 +1438,19 @@ mod tests {
         let item = query_item(&q, &[]).expect("encodes");
         let Some(AttributeValue::B(doc)) = item.get(DOC) else { panic!("doc is binary") };
         assert!(doc.as_ref().len() < json, "{} compressed vs {json} bytes of JSON", doc.as_ref().len());
+    }
+
+    #[test]
+    fn a_document_deflated_before_the_dictionary_is_still_read() {
+        let q = query();
+        let mut item = query_item(&q, &[]).expect("encodes");
+        let mut doc = to_doc("query", &q).expect("json");
+        doc.as_object_mut().expect("object").remove(COMPLETED);
+        let plain = miniz_oxide::deflate::compress_to_vec(&serde_json::to_vec(&doc).expect("json"), 6);
+        item.insert(DOC.into(), AttributeValue::B(Blob::new(plain)));
+        let mut without = q.clone();
+        without.completed.clear();
+        assert_eq!(query_from_items(&item, None).expect("decodes"), without);
     }
 
     #[test]
