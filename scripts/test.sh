@@ -4,7 +4,8 @@
 # From a fresh clone it builds the workspace (a warning fails the run), installs and starts a
 # local SQS + DynamoDB endpoint on 127.0.0.1 (moto, in its own venv), runs every test — unit,
 # handler, pipeline and the adapter / end-to-end tests against that endpoint — then the
-# `switchyard serve` smoke test, the web console in headless Chromium (tests/console_chromium.sh
+# `switchyard serve` smoke test, the OpenAI-compatible endpoint with the official `openai` package
+# (in its own venv), the web console in headless Chromium (tests/console_chromium.sh
 # installs Debian's chromium and playwright-core when missing), `cargo lambda` invocation of the
 # four functions against the endpoint and the SAM template lint, and stops the endpoint on exit.
 set -euo pipefail
@@ -42,6 +43,9 @@ cargo test -p switchyard-sim --features planted-bug --test planted_bug -- --noca
 
 step "switchyard serve smoke test"
 bash tests/smoke_serve.sh
+
+step "the official openai Python package against switchyard serve (installs it into its own venv)"
+bash tests/openai_client.sh
 
 step "schemathesis fuzzes switchyard serve against docs/openapi.json"
 bash tests/schemathesis.sh

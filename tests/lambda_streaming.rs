@@ -253,6 +253,56 @@ async fn the_events_stream_function_streams_through_the_lambda_runtime_protocol(
     invoke.send(("req-6".into(), url_event(&slow, &[("authorization", &other)]))).await.expect("invoke");
     let not_found = read_response(&mut seen, store.as_ref(), &slow).await;
     assert_eq!(not_found.prelude["statusCode"], 404);
+
+    // WHEN a streamed chat completion comes through the same Function URL (base64, as a URL
+    // may send a body)
+    let ask = json!({
+        "model": "scripted-scenarios",
+        "stream": true,
+        "messages": [{ "role": "user", "content": "alpha steady question" }],
+    });
+    invoke.send(("req-7".into(), chat_event(&ask, &[("authorization", &bearer)]))).await.expect("invoke");
+    let chat = read_response(&mut seen, store.as_ref(), "none").await;
+    // THEN the prelude says 200 and SSE, and the chunks end with [DONE]; the content is the answer
+    assert_eq!(chat.prelude["statusCode"], 200, "{}", chat.body);
+    assert_eq!(chat.prelude["headers"]["content-type"], "text/event-stream");
+    assert!(chat.body.ends_with("data: [DONE]\n\n"), "{}", chat.body);
+    let chunks: Vec<Value> = chat
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).expect("a JSON chunk"))
+        .collect();
+    let content: String =
+        chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect::<Vec<_>>().concat();
+    let last = chunks.last().expect("a final chunk");
+    assert_eq!(last["choices"][0]["finish_reason"], "stop");
+    let query_id = last["switchyard"]["query_id"].as_str().expect("query id");
+    assert_eq!(content, h.output(query_id).await.response_text);
+    assert_eq!(h.system.deps.store.get_query(query_id).await.expect("store").expect("query").user_id, "owner");
+    // AND without a token: 401 in the OpenAI error shape, before any chunk
+    invoke.send(("req-8".into(), chat_event(&ask, &[]))).await.expect("invoke");
+    let refused = read_response(&mut seen, store.as_ref(), "none").await;
+    assert_eq!(refused.prelude["statusCode"], 401);
+    let body: Value = serde_json::from_str(&refused.body).expect("JSON error");
+    assert_eq!(
+        (body["error"]["type"].as_str(), body["error"]["code"].as_str()),
+        (Some("authentication_error"), Some("unauthenticated"))
+    );
+}
+
+/// A Function URL event for `POST /v1/chat/completions` with `body` (base64) and `headers`.
+fn chat_event(body: &Value, headers: &[(&str, &str)]) -> Value {
+    use base64::Engine as _;
+    let mut event = url_event("x", headers);
+    event["rawPath"] = json!("/v1/chat/completions");
+    event["requestContext"]["http"]["path"] = json!("/v1/chat/completions");
+    event["requestContext"]["http"]["method"] = json!("POST");
+    event["headers"]["content-type"] = json!("application/json");
+    event["body"] = json!(base64::engine::general_purpose::STANDARD.encode(body.to_string()));
+    event["isBase64Encoded"] = json!(true);
+    event
 }
 
 async fn post_query(h: &Harness, question: &str) -> String {

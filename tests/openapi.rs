@@ -178,6 +178,7 @@ fn every_error_code_the_handler_maps_is_documented() {
         IntakeError::UnknownRoute,
         IntakeError::MethodNotAllowed { allowed: "GET" },
         IntakeError::TooLarge { size: 2, limit: 1 },
+        IntakeError::NotReady { query_id: "q".into(), waited: std::time::Duration::from_secs(1) },
     ];
     for e in &errors {
         let r = error_response(e, "req-1");
@@ -304,10 +305,49 @@ async fn every_response_in_the_scenarios_matches_the_document() {
         response: error_response(&IntakeError::Unavailable("store down".into()), "req-1"),
     });
 
+    // The OpenAI-compatible routes: a completion, a (buffered) stream, the model list, and
+    // errors in the OpenAI shape, the 504 of an answer not ready among them.
+    let chat = |body: Value, user: &str| request("POST", "/v1/chat/completions", "", Some(&body.to_string()), user);
+    let ask =
+        json!({ "model": "scripted-scenarios", "messages": [{ "role": "user", "content": "alpha steady question" }] });
+    let completion = handle_http(deps, chat(ask.clone(), "u1")).await;
+    assert_eq!(completion.status_code, 200, "{}", text_body(&completion));
+    samples.push(Sample { path: "/v1/chat/completions", method: "post", response: completion });
+    let mut streamed_body = ask.clone();
+    streamed_body["stream"] = json!(true);
+    let streamed = handle_http(deps, chat(streamed_body, "u1")).await;
+    assert_eq!(content_type(&streamed), "text/event-stream");
+    assert!(text_body(&streamed).ends_with("data: [DONE]\n\n"), "{}", text_body(&streamed));
+    samples.push(Sample { path: "/v1/chat/completions", method: "post", response: streamed });
+    let bad_role = json!({ "model": "scripted-scenarios", "messages": [{ "role": "wizard", "content": "hi" }] });
+    samples.push(Sample {
+        path: "/v1/chat/completions",
+        method: "post",
+        response: handle_http(deps, chat(bad_role, "u1")).await,
+    });
+    samples.push(Sample {
+        path: "/v1/chat/completions",
+        method: "post",
+        response: handle_http(deps, unauthenticated("POST", "/v1/chat/completions", Some(&ask.to_string()))).await,
+    });
+    samples.push(Sample {
+        path: "/v1/chat/completions",
+        method: "post",
+        response: shared::engine::handlers::openai_error_response(
+            &IntakeError::NotReady { query_id: "q".into(), waited: std::time::Duration::from_secs(25) },
+            "req-1",
+        ),
+    });
+    samples.push(Sample {
+        path: "/v1/models",
+        method: "get",
+        response: handle_http(deps, request("GET", "/v1/models", "", None, "u1")).await,
+    });
+
     let statuses: std::collections::BTreeSet<i64> = samples.iter().map(|s| s.response.status_code).collect();
     assert_eq!(
         statuses.into_iter().collect::<Vec<_>>(),
-        vec![200, 201, 202, 400, 401, 403, 404, 409, 413, 503],
+        vec![200, 201, 202, 400, 401, 403, 404, 409, 413, 503, 504],
         "the scenarios cover every status the handler gives"
     );
     let records: Vec<Value> = samples

@@ -1,7 +1,8 @@
 //! The local HTTP server behind `switchyard serve`: each request becomes an API Gateway HTTP
-//! API event for the intake handler; `GET …/events` with `Accept: text/event-stream` follows the
-//! event log as server-sent events until the query ends, through the same streamed route as
-//! the `events-stream` Lambda function (`shared::engine::live`, `shared::engine::follow`). `/`, `/console.js` and `/console.css`
+//! API event for the intake handler; `GET …/events` with `Accept: text/event-stream` (the event
+//! log as server-sent events until the query ends) and `POST /v1/chat/completions` (streamed
+//! when asked) go through the same streamed routes as the `events-stream` Lambda function
+//! (`shared::engine::live`, `shared::engine::chat`). `/`, `/console.js` and `/console.css`
 //! are the web console ([`crate::console`]).
 
 use crate::ask::api_event;
@@ -10,7 +11,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use shared::engine::handlers::{error_response, handle_http};
+use shared::engine::handlers::{error_response, handle_http, is_openai_path, openai_error_response};
 use shared::engine::intake::IntakeError;
 use shared::engine::live::{self, Identity, StreamReply};
 use shared::engine::Deps;
@@ -27,9 +28,14 @@ pub async fn run(listener: tokio::net::TcpListener, system: Arc<Deps>) -> anyhow
     Ok(())
 }
 
-/// A request refused before it reaches the handler, through the handler's one error mapping.
-fn refuse(e: IntakeError) -> Response {
-    to_response(error_response(&e, &uuid::Uuid::new_v4().to_string()))
+/// A request refused before it reaches the handler, through the handler's one error mapping
+/// (in the OpenAI shape on the OpenAI-compatible routes).
+fn refuse(path: &str, e: IntakeError) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    if is_openai_path(path) {
+        return to_response(openai_error_response(&e, &request_id));
+    }
+    to_response(error_response(&e, &request_id))
 }
 
 fn invalid(field: &str, rule: &str) -> IntakeError {
@@ -41,16 +47,19 @@ async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
         return page;
     }
     let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_string();
     let bytes = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(b) => b,
-        Err(_) => return refuse(IntakeError::TooLarge { size: MAX_REQUEST_BYTES + 1, limit: MAX_REQUEST_BYTES }),
+        Err(_) => {
+            return refuse(&path, IntakeError::TooLarge { size: MAX_REQUEST_BYTES + 1, limit: MAX_REQUEST_BYTES })
+        }
     };
     let body = if bytes.is_empty() {
         None
     } else {
         match String::from_utf8(bytes.to_vec()) {
             Ok(s) => Some(s),
-            Err(_) => return refuse(invalid("body", "must be UTF-8 JSON")),
+            Err(_) => return refuse(&path, invalid("body", "must be UTF-8 JSON")),
         }
     };
     let headers: Vec<(String, String)> = parts
@@ -58,16 +67,12 @@ async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
         .iter()
         .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string())))
         .collect();
-    let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or("").to_string();
-    let sse = parts.method == axum::http::Method::GET
-        && path.ends_with("/events")
-        && parts.headers.get("accept").and_then(|a| a.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
     let event = match api_event(parts.method.as_str(), &path, &query, &headers, body, None) {
         Ok(e) => e,
-        Err(_) => return refuse(invalid("request", "could not be read as an API Gateway event")),
+        Err(_) => return refuse(&path, invalid("request", "could not be read as an API Gateway event")),
     };
-    if sse && live::is_stream_route(&path) {
+    if live::wants_stream(&event) {
         return to_streamed(live::handle_stream(&system, Identity::Gateway, &event).await);
     }
     to_response(handle_http(&system, event).await)

@@ -61,8 +61,8 @@ const REPORT_BATCH_ITEM_FAILURES: &str = "ReportBatchItemFailures";
 pub const STREAM_FUNCTION_TIMEOUT_S: u64 = LAMBDA_MAX_TIMEOUT_S;
 /// The Function URL's invoke mode that sends the response as it is written.
 pub const STREAM_INVOKE_MODE: &str = "RESPONSE_STREAM";
-/// What the events-stream function may do with the table: read, nothing else.
-const STREAM_TABLE_ACTIONS: [&str; 2] = ["dynamodb:GetItem", "dynamodb:Query"];
+/// What intake and events-stream (which accepts streamed chat completions) may do with the
+/// table; the SQS consumers use the same set.
 const TABLE_ACTIONS: [&str; 9] = [
     "dynamodb:BatchGetItem",
     "dynamodb:BatchWriteItem",
@@ -112,7 +112,7 @@ pub const STREAM_URL_OUTPUT: &str = "EventsStreamUrl";
 pub const STREAM_FUNCTION: &str = "events-stream";
 
 /// The functions of a deployment: intake, router, one agent-worker per tier, synthesizer, and
-/// events-stream (the live events endpoint, behind a Function URL).
+/// events-stream (the streamed routes: live events and chat completions, behind a Function URL).
 ///
 /// Who writes where: intake -> route; router -> every tier (dispatches) and synth (the deadline);
 /// a worker -> every tier (its own for retries, another for a fallback agent) and synth (fan-in);
@@ -161,7 +161,8 @@ pub fn functions(manifest: &Manifest, topology: &Topology) -> Vec<FunctionSpec> 
         let f = functions.remove(i);
         functions.push(f);
     }
-    // The live events endpoint: reads the table, sends nothing.
+    // The streamed routes: the live events endpoint reads the table; a chat completion is a
+    // query accepted as intake accepts one (its record, its route job).
     functions.push(FunctionSpec {
         name: STREAM_FUNCTION.to_string(),
         binary: STREAM_FUNCTION,
@@ -170,7 +171,7 @@ pub fn functions(manifest: &Manifest, topology: &Topology) -> Vec<FunctionSpec> 
         timeout_s: STREAM_FUNCTION_TIMEOUT_S,
         batch_size: None,
         reserved_concurrency: None,
-        sends_to: Vec::new(),
+        sends_to: vec![QueueId::route()],
         bedrock_models: Vec::new(),
         lambda_functions: Vec::new(),
         streaming: true,
@@ -622,7 +623,6 @@ fn log_group() -> Value {
 }
 
 fn role(f: &FunctionSpec, stem: &str) -> Value {
-    let table_actions: &[&str] = if f.streaming { &STREAM_TABLE_ACTIONS } else { &TABLE_ACTIONS };
     let mut policies = vec![
         policy(
             "logs",
@@ -633,7 +633,7 @@ fn role(f: &FunctionSpec, stem: &str) -> Value {
         ),
         policy(
             "table",
-            vec![allow(table_actions, vec![get_att(TABLE_ID, "Arn"), sub(&format!("${{{TABLE_ID}.Arn}}/index/*"))])],
+            vec![allow(&TABLE_ACTIONS, vec![get_att(TABLE_ID, "Arn"), sub(&format!("${{{TABLE_ID}.Arn}}/index/*"))])],
         ),
     ];
     if !f.sends_to.is_empty() {
@@ -693,7 +693,7 @@ fn function_description(f: &FunctionSpec) -> String {
         (None, Some(QueueKind::Route)) => "Classifies, plans and dispatches each query; arms its deadline.".to_string(),
         (None, Some(QueueKind::Synth)) => "Merges handoffs into the final answer; fires deadlines.".to_string(),
         _ if f.streaming => {
-            "The live events endpoint: verifies the caller's JWT, streams a query's events until it ends.".to_string()
+            "The streamed routes: verifies the caller's JWT; streams a query's events, and chat completions as they are written.".to_string()
         }
         _ => "The HTTP API: accepts queries, serves their status and events.".to_string(),
     }
@@ -789,6 +789,12 @@ fn http_event_name(method: &str, path: &str) -> String {
     if path == "/v1/signals" {
         return format!("{}Signals", pascal_case(method));
     }
+    if path == "/v1/chat/completions" {
+        return format!("{}ChatCompletions", pascal_case(method));
+    }
+    if path == "/v1/models" {
+        return format!("{}Models", pascal_case(method));
+    }
     let what = match path.trim_start_matches("/v1/queries").trim_start_matches("/{id}") {
         "" if path.ends_with("{id}") => "Query",
         "" => "Queries",
@@ -869,7 +875,7 @@ fn outputs(topology: &Topology) -> Value {
         map(vec![
             (
                 "Description",
-                s("Base URL of the live events endpoint (GET /v1/queries/{id}/events, server-sent events through Lambda response streaming; Authorization: Bearer <JWT>)."),
+                s("Base URL of the streamed routes (GET /v1/queries/{id}/events and POST /v1/chat/completions, sent as written through Lambda response streaming; Authorization: Bearer <JWT>)."),
             ),
             ("Value", get_att(&format!("{}Url", function_id(STREAM_FUNCTION)), "FunctionUrl")),
         ]),
@@ -1651,7 +1657,7 @@ intents:
         assert!(follow.max_duration.as_secs() + 30 <= STREAM_FUNCTION_TIMEOUT_S, "{follow:?}");
         let f = functions(&shipped(), &Topology::for_manifest(&shipped()));
         let stream = f.iter().find(|f| f.streaming).expect("events-stream");
-        assert_eq!((stream.binary, stream.timeout_s, stream.sends_to.len()), ("events-stream", 900, 0));
+        assert_eq!((stream.binary, stream.timeout_s, stream.sends_to.len()), ("events-stream", 900, 1));
     }
 
     #[test]

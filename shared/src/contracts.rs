@@ -210,6 +210,10 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Kind of source a citation points at (E2I `Citation.source_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -530,6 +534,12 @@ pub struct HandoffMetadata {
     /// Tokens in + out.
     #[serde(default)]
     pub tokens_consumed: u64,
+    /// Of which prompt tokens, when the agent reported them apart (model agents).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub input_tokens: u64,
+    /// Of which completion tokens, when the agent reported them apart.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub output_tokens: u64,
     /// Whether a cache answered.
     #[serde(default)]
     pub cache_hit: bool,

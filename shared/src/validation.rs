@@ -156,7 +156,8 @@ fn path_error(prefix: &str, e: serde_path_to_error::Error<serde_json::Error>) ->
 
 /// Whether arrays and objects nest deeper than `limit` anywhere in `text` (strings skipped).
 /// Runs before the parser, so a hostile body never reaches serde's recursion.
-fn json_depth_exceeds(text: &str, limit: usize) -> bool {
+/// Whether `text` (JSON) nests arrays or objects deeper than `limit`, checked before parsing.
+pub fn json_depth_exceeds(text: &str, limit: usize) -> bool {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;

@@ -676,6 +676,8 @@ fn reply_from(settings: &LlmSettings, response: ModelResponse) -> AgentReply {
         "caveats": caveats,
         "model_used": response.model,
         "tokens_consumed": response.input_tokens + response.output_tokens,
+        "input_tokens": response.input_tokens,
+        "output_tokens": response.output_tokens,
         "cache_hit": response.cache_hit,
     }))
 }

@@ -30,7 +30,7 @@
 use crate::ports::{Event, EventKind, Store};
 use crate::validation::{FieldError, ValidationError};
 use bytes::Bytes;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,21 +136,37 @@ struct Follower {
     preamble: bool,
 }
 
+/// What the follower has for its reader next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Followed {
+    /// The stream opened: the reconnection delay to advertise (`retry:`).
+    Opened(Duration),
+    /// Events not sent before, in the log's order.
+    Events(Vec<Event>),
+    /// Nothing was sent for [`FollowSettings::heartbeat`].
+    Heartbeat,
+    /// [`FollowSettings::max_duration`] passed; the reader reconnects to continue. Last item.
+    TimeLimit,
+    /// The log could not be read [`FollowSettings::max_store_failures`] times in a row. Last
+    /// item.
+    Unavailable,
+}
+
 impl Follower {
-    /// The next frames to send, or `None` when the stream is over.
-    async fn next_frames(&mut self) -> Option<String> {
+    /// The next item, or `None` when the stream is over.
+    async fn next_item(&mut self) -> Option<Followed> {
         if self.done {
             return None;
         }
         if self.preamble {
             self.preamble = false;
             self.last_frame = Instant::now();
-            return Some(format!("retry: {}\n\n", self.settings.client_retry.as_millis()));
+            return Some(Followed::Opened(self.settings.client_retry));
         }
         loop {
             if self.started.elapsed() >= self.settings.max_duration {
                 self.done = true;
-                return Some(": stream time limit reached; reconnect with Last-Event-ID to continue\n\n".into());
+                return Some(Followed::TimeLimit);
             }
             if !self.read_now {
                 // Sleep until the next read, or the heartbeat, or the time limit: whichever
@@ -166,7 +182,7 @@ impl Follower {
                 }
                 if wake == beat_at && wake < read_at {
                     self.last_frame = Instant::now();
-                    return Some(HEARTBEAT_FRAME.into());
+                    return Some(Followed::Heartbeat);
                 }
             }
             self.read_now = false;
@@ -176,10 +192,7 @@ impl Follower {
                     tracing::warn!(query_id = %self.query_id, failures = self.failures, error = %e, "event stream: reading the log failed");
                     if self.failures >= self.settings.max_store_failures {
                         self.done = true;
-                        return Some(
-                            "event: error\ndata: {\"code\":\"unavailable\",\"message\":\"the event log cannot be read; reconnect with Last-Event-ID\"}\n\n"
-                                .into(),
-                        );
+                        return Some(Followed::Unavailable);
                     }
                     self.poll = (self.poll * 2).min(self.settings.max_poll);
                 }
@@ -205,13 +218,23 @@ impl Follower {
                     }
                     self.poll = self.settings.first_poll;
                     self.done = fresh.iter().any(|e| e.kind == EventKind::Final);
-                    let text: String = fresh.iter().map(sse_frame).collect();
-                    self.sent.extend(fresh.into_iter().map(|e| e.key));
+                    self.sent.extend(fresh.iter().map(|e| e.key.clone()));
                     self.last_frame = Instant::now();
-                    return Some(text);
+                    return Some(Followed::Events(fresh));
                 }
             }
         }
+    }
+}
+
+/// The frames of one [`Followed`] item on the events endpoint.
+fn frames(item: Followed) -> String {
+    match item {
+        Followed::Opened(retry) => format!("retry: {}\n\n", retry.as_millis()),
+        Followed::Events(events) => events.iter().map(sse_frame).collect(),
+        Followed::Heartbeat => HEARTBEAT_FRAME.into(),
+        Followed::TimeLimit => ": stream time limit reached; reconnect with Last-Event-ID to continue\n\n".into(),
+        Followed::Unavailable => "event: error\ndata: {\"code\":\"unavailable\",\"message\":\"the event log cannot be read; reconnect with Last-Event-ID\"}\n\n".into(),
     }
 }
 
@@ -225,6 +248,17 @@ pub fn follow(
     resume_after: Option<String>,
     settings: FollowSettings,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
+    follow_events(store, query_id, resume_after, settings).map(|item| Bytes::from(frames(item)))
+}
+
+/// The same follower as [`follow`], item by item, for readers that send the events in another
+/// shape (the chat completions stream, `super::chat`).
+pub fn follow_events(
+    store: Arc<dyn Store>,
+    query_id: String,
+    resume_after: Option<String>,
+    settings: FollowSettings,
+) -> impl Stream<Item = Followed> + Send + 'static {
     let now = Instant::now();
     let follower = Follower {
         store,
@@ -241,7 +275,7 @@ pub fn follow(
         preamble: true,
     };
     futures::stream::unfold(follower, |mut follower| async move {
-        let frames = follower.next_frames().await?;
-        Some((Bytes::from(frames), follower))
+        let item = follower.next_item().await?;
+        Some((item, follower))
     })
 }

@@ -8,7 +8,7 @@
 use super::follow::{self, LAST_EVENT_ID};
 use super::intake::{self, Caller, IntakeError, QueryView};
 use super::worker::{self, DispatchJob};
-use super::{learning, listing, router, synth, Deps, StepError};
+use super::{chat, learning, listing, router, synth, Deps, StepError};
 use crate::jobs::{Job, JobMessage};
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
@@ -137,7 +137,11 @@ struct ErrorBody<'a> {
     request_id: &'a str,
 }
 
-fn json_response(status: i64, body: &impl Serialize, headers: &[(&'static str, String)]) -> ApiGatewayV2httpResponse {
+pub(super) fn json_response(
+    status: i64,
+    body: &impl Serialize,
+    headers: &[(&'static str, String)],
+) -> ApiGatewayV2httpResponse {
     let mut response = ApiGatewayV2httpResponse::default();
     response.status_code = status;
     let text = serde_json::to_string_pretty(body).unwrap_or_else(|_| "{}".into());
@@ -156,6 +160,27 @@ fn json_response(status: i64, body: &impl Serialize, headers: &[(&'static str, S
 /// The one place errors become HTTP responses: a status, a string `code`, a message that names
 /// the field and the rule for a caller's mistake, and the `request_id` — never internals.
 pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResponse {
+    let (status, code, details, message, headers) = error_parts(e, request_id);
+    let body = json!({ "error": ErrorBody { code, message, details, request_id } });
+    json_response(status, &body, &headers)
+}
+
+/// The same errors in the OpenAI error shape, for the chat completions routes
+/// ([`super::chat::error_body`]): same status, same code, the field at fault as `param`.
+pub fn openai_error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResponse {
+    let (status, code, _, message, mut headers) = error_parts(e, request_id);
+    // The official clients retry 408, 409, 429 and 5xx by default: a retry of a turn that was
+    // accepted would ask it again, so only an unavailable dependency invites one.
+    if !matches!(e, IntakeError::Unavailable(_)) {
+        headers.push(("x-should-retry", "false".to_string()));
+    }
+    headers.push(("x-request-id", request_id.to_string()));
+    json_response(status, &super::chat::error_body(status, code, &message, e), &headers)
+}
+
+type ErrorParts = (i64, &'static str, Option<Value>, String, Vec<(&'static str, String)>);
+
+fn error_parts(e: &IntakeError, request_id: &str) -> ErrorParts {
     let (status, code, details) = match e {
         IntakeError::Invalid(v) => (400, "invalid_input", serde_json::to_value(&v.errors).ok()),
         IntakeError::Unauthenticated | IntakeError::BadToken(_) => (401, "unauthenticated", None),
@@ -164,6 +189,7 @@ pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResp
         IntakeError::MethodNotAllowed { .. } => (405, "method_not_allowed", None),
         IntakeError::Conflict(_) => (409, "conflict", None),
         IntakeError::TooLarge { .. } => (413, "too_large", None),
+        IntakeError::NotReady { query_id, .. } => (504, "not_ready", Some(json!({ "query_id": query_id }))),
         IntakeError::Unavailable(reason) => {
             error!(request_id, %reason, "request failed on a dependency");
             (503, "unavailable", None)
@@ -176,14 +202,13 @@ pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResp
         IntakeError::Unavailable(_) => "temporarily unavailable; retry with the same Idempotency-Key".to_string(),
         other => other.to_string(),
     };
-    let body = json!({ "error": ErrorBody { code, message, details, request_id } });
     let headers = match e {
         IntakeError::Unavailable(_) => vec![("retry-after", "1".to_string())],
         IntakeError::MethodNotAllowed { allowed } => vec![("allow", (*allowed).to_string())],
         IntakeError::BadToken(_) => vec![("www-authenticate", "Bearer error=\"invalid_token\"".to_string())],
         _ => vec![],
     };
-    json_response(status, &body, &headers)
+    (status, code, details, message, headers)
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -213,8 +238,15 @@ pub fn caller(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Option<Caller> 
         return Some(Caller { user_id: sub.clone(), roles });
     }
     if deps.settings.dev_identity_headers {
-        let user = header(&request.headers, "x-switchyard-user").filter(|u| !u.is_empty() && u.len() <= 128)?;
         let roles = header(&request.headers, "x-switchyard-roles").map(parse_roles).unwrap_or_default();
+        if let Some(user) = header(&request.headers, "x-switchyard-user") {
+            return (!user.is_empty() && user.len() <= 128).then(|| Caller { user_id: user.to_string(), roles });
+        }
+        // A client that can only set an API key (most chat front ends) names its dev user
+        // as `Authorization: Bearer dev:<user>`.
+        let user = header(&request.headers, "authorization")
+            .and_then(|a| a.strip_prefix("Bearer dev:"))
+            .filter(|u| !u.is_empty() && u.len() <= 128 && u.chars().all(|c| c.is_ascii_graphic()))?;
         return Some(Caller { user_id: user.to_string(), roles });
     }
     None
@@ -231,12 +263,18 @@ pub async fn handle_http(deps: &Deps, request: ApiGatewayV2httpRequest) -> ApiGa
     let request_id = request.request_context.request_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     match serve_http(deps, &request).await {
         Ok(response) => response,
+        Err(e) if is_openai_path(&route_path(&request)) => openai_error_response(&e, &request_id),
         Err(e) => error_response(&e, &request_id),
     }
 }
 
+/// The request's path (`rawPath`, else the context's).
+pub(super) fn route_path(request: &ApiGatewayV2httpRequest) -> String {
+    request.raw_path.clone().or_else(|| request.request_context.http.path.clone()).unwrap_or_default()
+}
+
 fn route_of(request: &ApiGatewayV2httpRequest) -> (Method, Vec<String>) {
-    let path = request.raw_path.clone().or_else(|| request.request_context.http.path.clone()).unwrap_or_default();
+    let path = route_path(request);
     let segments = path.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
     (request.request_context.http.method.clone(), segments)
 }
@@ -253,7 +291,7 @@ pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
 
 /// The routes the HTTP handler serves: (method, path template). The SAM template declares
 /// exactly these, and a test asks the handler for each.
-pub const HTTP_ROUTES: [(&str, &str); 7] = [
+pub const HTTP_ROUTES: [(&str, &str); 9] = [
     ("POST", "/v1/queries"),
     ("GET", "/v1/queries"),
     ("GET", "/v1/queries/{id}"),
@@ -261,7 +299,16 @@ pub const HTTP_ROUTES: [(&str, &str); 7] = [
     ("POST", "/v1/queries/{id}/feedback"),
     ("GET", "/v1/signals"),
     ("GET", "/v1/manifest/routes"),
+    ("POST", "/v1/chat/completions"),
+    ("GET", "/v1/models"),
 ];
+
+/// Whether `path` is one of the OpenAI-compatible routes, whose errors take the OpenAI shape
+/// ([`openai_error_response`]).
+pub fn is_openai_path(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    matches!(segments.as_slice(), ["v1", "chat", "completions"] | ["v1", "models"])
+}
 
 /// The route template of a path, if the API has one: `/v1/queries/abc/events` →
 /// `/v1/queries/{id}/events`.
@@ -284,7 +331,7 @@ fn allowed_methods(template: &str) -> &'static str {
 }
 
 /// The request body as bytes (API Gateway may send it base64-encoded).
-fn body_bytes(request: &ApiGatewayV2httpRequest) -> Result<Vec<u8>, IntakeError> {
+pub(super) fn body_bytes(request: &ApiGatewayV2httpRequest) -> Result<Vec<u8>, IntakeError> {
     match (&request.body, request.is_base64_encoded) {
         (None, _) => Ok(Vec::new()),
         (Some(b), false) => Ok(b.clone().into_bytes()),
@@ -377,6 +424,28 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
             let page = learning::signal_page(deps, &caller, &query).await?;
             Ok(json_response(200, &json!({ "signals": page.records, "next": page.next }), &[]))
         }
+        (Method::POST, ["v1", "chat", "completions"]) => {
+            let chat_request = chat::parse_request(&body_bytes(request)?, &deps.manifest)?;
+            let key = header(&request.headers, "idempotency-key");
+            if !chat_request.stream {
+                return Ok(json_response(200, &chat::complete(deps, &caller, &chat_request, key).await?, &[]));
+            }
+            // Behind a buffering API (API Gateway HTTP APIs do not stream) the whole stream in
+            // one response, bounded by the wait limit; the events-stream function's URL sends
+            // it as it is written (crate::engine::live).
+            let settings = follow::FollowSettings { max_duration: deps.settings.max_wait, ..deps.settings.follow };
+            let chunks: Vec<bytes::Bytes> =
+                futures::StreamExt::collect(chat::stream(deps, &caller, &chat_request, key, settings).await?).await;
+            let mut response = ApiGatewayV2httpResponse::default();
+            response.status_code = 200;
+            response.body = Some(Body::Text(chunks.iter().map(|c| String::from_utf8_lossy(c)).collect()));
+            let mut map = HeaderMap::new();
+            map.insert("content-type", HeaderValue::from_static("text/event-stream"));
+            map.insert("cache-control", HeaderValue::from_static("no-cache"));
+            response.headers = map;
+            Ok(response)
+        }
+        (Method::GET, ["v1", "models"]) => Ok(json_response(200, &chat::models(deps), &[])),
         (Method::GET, ["v1", "manifest", "routes"]) => {
             Ok(json_response(200, &listing::routing_table(&deps.manifest), &[]))
         }

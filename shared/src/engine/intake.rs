@@ -79,6 +79,15 @@ pub enum IntakeError {
     /// 409: the idempotency key or query id is already used by a different request.
     #[error("{0}")]
     Conflict(String),
+    /// 504: the query was accepted but its answer was not ready within the wait (a
+    /// non-streamed chat completion); it stays readable at `GET /v1/queries/{query_id}`.
+    #[error("the answer was not ready within {} s; the query {query_id} goes on: read it at GET /v1/queries/{query_id}", waited.as_secs())]
+    NotReady {
+        /// The accepted query.
+        query_id: String,
+        /// How long the request waited.
+        waited: Duration,
+    },
     /// 503: a dependency is down; the request may be retried (with the same idempotency key).
     #[error("temporarily unavailable: {0}")]
     Unavailable(String),

@@ -4,15 +4,15 @@
 //! Lambda response streaming behind a Function URL (docs/operations.md#streaming-on-aws).
 //!
 //! A route here answers a status, headers and a body that is a stream of chunks; errors are
-//! answered by [`super::handlers::error_response`] like every other route. New streamed routes
-//! (an OpenAI-compatible `POST /v1/chat/completions` with `stream: true`) join
-//! [`STREAM_ROUTES`] and the match in [`handle_stream`]; the function, its URL and the template
-//! do not change.
+//! answered by [`super::handlers::error_response`] like every other route (in the OpenAI shape
+//! on the chat completions route). The routes: the live events endpoint, and
+//! `POST /v1/chat/completions` ([`super::chat`]): streamed when its body says `stream: true`,
+//! else one `chat.completion` sent as a one-chunk stream, so a chat client needs one base URL.
 
 use super::follow::{self, LAST_EVENT_ID};
-use super::handlers::{self, error_response};
+use super::handlers::{self, error_response, openai_error_response};
 use super::intake::{self, Caller, IntakeError};
-use super::Deps;
+use super::{chat, Deps};
 use crate::jwt::JwtVerifier;
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
@@ -22,7 +22,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 
 /// The routes [`handle_stream`] serves: (method, path template).
-pub const STREAM_ROUTES: [(&str, &str); 1] = [("GET", "/v1/queries/{id}/events")];
+pub const STREAM_ROUTES: [(&str, &str); 2] = [("GET", "/v1/queries/{id}/events"), ("POST", "/v1/chat/completions")];
 
 /// Where a streamed route's caller comes from.
 #[derive(Debug, Clone, Copy)]
@@ -91,9 +91,18 @@ fn caller(deps: &Deps, identity: Identity<'_>, request: &ApiGatewayV2httpRequest
     }
 }
 
-/// Whether `path` is a route [`handle_stream`] serves (any method).
-pub fn is_stream_route(path: &str) -> bool {
-    route(path).is_some()
+/// Whether a server that can stream (`switchyard serve`) sends this request through
+/// [`handle_stream`]: a chat completion, or the events endpoint asked for as
+/// `text/event-stream`. The rest go to [`super::handlers::handle_http`].
+pub fn wants_stream(request: &ApiGatewayV2httpRequest) -> bool {
+    let path = handlers::route_path(request);
+    let method = &request.request_context.http.method;
+    let sse = header(request, "accept").is_some_and(|a| a.contains("text/event-stream"));
+    match route(&path) {
+        Some(("/v1/chat/completions", _)) => true,
+        Some(_) => *method == Method::GET && sse,
+        None => false,
+    }
 }
 
 /// The route template `path` matches, with its `{id}`.
@@ -122,6 +131,9 @@ pub async fn handle_stream(deps: &Deps, identity: Identity<'_>, request: &ApiGat
     let request_id = request.request_context.request_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     match open(deps, identity, request).await {
         Ok(reply) => reply,
+        Err(e) if handlers::is_openai_path(&handlers::route_path(request)) => {
+            StreamReply::from_response(openai_error_response(&e, &request_id))
+        }
         Err(e) => StreamReply::from_response(error_response(&e, &request_id)),
     }
 }
@@ -131,11 +143,12 @@ async fn open(
     identity: Identity<'_>,
     request: &ApiGatewayV2httpRequest,
 ) -> Result<StreamReply, IntakeError> {
-    let path = request.raw_path.clone().or_else(|| request.request_context.http.path.clone()).unwrap_or_default();
+    let path = handlers::route_path(request);
     let (template, id) = route(&path).ok_or(IntakeError::UnknownRoute)?;
     let method = &request.request_context.http.method;
+    let allowed = if template == "/v1/chat/completions" { "POST" } else { "GET" };
     if !STREAM_ROUTES.iter().any(|(m, t)| *t == template && *m == method.as_str()) {
-        return Err(IntakeError::MethodNotAllowed { allowed: "GET" });
+        return Err(IntakeError::MethodNotAllowed { allowed });
     }
     let caller = caller(deps, identity, request)?;
     match (method, template) {
@@ -158,6 +171,24 @@ async fn open(
                 body,
             })
         }
-        _ => Err(IntakeError::MethodNotAllowed { allowed: "GET" }),
+        (&Method::POST, "/v1/chat/completions") => {
+            let chat_request = chat::parse_request(&handlers::body_bytes(request)?, &deps.manifest)?;
+            let key = header(request, "idempotency-key");
+            if !chat_request.stream {
+                let completion = chat::complete(deps, &caller, &chat_request, key).await?;
+                return Ok(StreamReply::from_response(handlers::json_response(200, &completion, &[])));
+            }
+            let body = chat::stream(deps, &caller, &chat_request, key, deps.settings.follow).await?;
+            Ok(StreamReply {
+                status: 200,
+                headers: vec![
+                    ("content-type".into(), "text/event-stream".into()),
+                    ("cache-control".into(), "no-cache".into()),
+                    ("x-accel-buffering".into(), "no".into()),
+                ],
+                body,
+            })
+        }
+        _ => Err(IntakeError::MethodNotAllowed { allowed }),
     }
 }

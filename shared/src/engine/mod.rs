@@ -25,15 +25,17 @@
 //!   router and synthesizer record, and the optimization requests they raise.
 //! - [`listing`]: the caller's recent queries and the manifest's routing table, for people.
 //! - [`handlers`]: API Gateway HTTP API and SQS events in, responses and batch failures out.
-//! - [`live`]: the routes answered with a streamed response (the live events endpoint), for
-//!   `switchyard serve` and the `events-stream` function; [`follow`] follows a query's log as
-//!   server-sent events for them.
+//! - [`live`]: the routes answered with a streamed response (the live events endpoint, streamed
+//!   chat completions), for `switchyard serve` and the `events-stream` function; [`follow`]
+//!   follows a query's log for them.
+//! - [`chat`]: the OpenAI-compatible chat completions API: messages as the session, one query
+//!   per turn, the answer as `chat.completion` or `chat.completion.chunk` events.
 //!
 //! The modules form a tree, so no step depends on another in a loop:
 //!
 //! ```text
-//! handlers ─► intake, router, worker, synth, learning ─► intake
-//! live ─► handlers, intake, follow
+//! handlers ─► intake, router, worker, synth, learning, chat ─► intake
+//! live ─► handlers, intake, follow, chat ─► follow
 //!             worker, synth ─► advance, stream
 //!             synth ─► conversation
 //!             intake, router, worker, synth, advance ─► effects ─► deps
@@ -45,6 +47,7 @@
 //! [`crate::system`].
 
 pub mod advance;
+pub mod chat;
 pub mod conversation;
 mod deps;
 pub mod effects;

@@ -231,6 +231,8 @@ fn handoff_from_answer(
         metadata: HandoffMetadata {
             model_used: obj.get("model_used").and_then(Value::as_str).unwrap_or_default().to_string(),
             tokens_consumed: obj.get("tokens_consumed").and_then(Value::as_u64).unwrap_or(0),
+            input_tokens: obj.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
+            output_tokens: obj.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
             cache_hit: obj.get("cache_hit").and_then(Value::as_bool).unwrap_or(false),
         },
     })
