@@ -65,9 +65,10 @@
 //!   field name and on each stream's own code tables; a preset dictionary (a sample of every
 //!   record's JSON, `dynamodb_dictionary.txt`) halves it again. The exported signal `sig` is
 //!   packed the same way (the index projects it as it is). At k = 3 (`bench requests`) the
-//!   query item after routing is 884 B instead of 1,687 B, so the router's and the claim's
-//!   updates bill 1 WRU each instead of 2, and the finished item is about 1,460 B (2 WRU)
-//!   instead of 3,042 B (3 WRU).
+//!   query item after routing is about 900 B instead of 1,687 B, so the router's and the
+//!   claim's updates bill 1 WRU each instead of 2, and the finished item is about 1,490 B
+//!   (2 WRU) instead of 3,042 B (3 WRU). The routed item is the tight one: a question a few
+//!   hundred characters long takes it past 1 KB.
 //! - **TTL.** Every item carries `expires_at` (epoch seconds; the table's TTL attribute).
 //!   DynamoDB deletes expired items only eventually, so reads treat an item whose `expires_at`
 //!   has passed as absent, and the write-once conditions accept an expired item as absent too.
