@@ -67,8 +67,8 @@
 //!   packed the same way (the index projects it as it is). At k = 3 (`bench requests`) the
 //!   query item after routing is about 900 B instead of 1,687 B, so the router's and the
 //!   claim's updates bill 1 WRU each instead of 2, and the finished item is about 1,490 B
-//!   (2 WRU) instead of 3,042 B (3 WRU). The routed item is the tight one: a question a few
-//!   hundred characters long takes it past 1 KB.
+//!   (2 WRU) instead of 3,042 B (3 WRU). The routed item is the tight one: by estimate, a
+//!   question about 170 characters longer than the benchmark's takes it past 1 KB.
 //! - **TTL.** Every item carries `expires_at` (epoch seconds; the table's TTL attribute).
 //!   DynamoDB deletes expired items only eventually, so reads treat an item whose `expires_at`
 //!   has passed as absent, and the write-once conditions accept an expired item as absent too.
