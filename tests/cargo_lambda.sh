@@ -3,7 +3,9 @@
 # endpoint, with the ready payloads in events/: a question goes in through intake, the route
 # job through the router, the primary's dispatch through the tier-2 agent-worker, an expired
 # deadline through the synthesizer — and the output comes back partial (the tier-5 supporting
-# agent was never invoked). Also: a malformed SQS record is reported as a batch item failure.
+# agent was never invoked). Also: a malformed SQS record is reported as a batch item failure, and
+# intake serves the OpenAI-compatible routes (the model list; a chat completion with `tools` is a
+# 400 naming the parameter).
 # Needs AWS_ENDPOINT_URL (scripts/test.sh starts the endpoint first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +65,21 @@ got=$(invoke intake events/apigw-get-query.json "$q")
 status=$(printf '%s' "$got" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["statusCode"], json.loads(r["body"])["status"])')
 [ "$status" = "200 partial" ] || fail "GET after the deadline: $got"
 echo "cargo-lambda: synthesizer fired the deadline; output is partial"
+
+models=$(invoke intake events/apigw-list-models.json)
+[ "$(printf '%s' "$models" | field 'json.loads(d["body"])["data"][0]["id"]')" = e2i ] || fail "GET /v1/models: $models"
+tools="$work/tools.json"
+python3 - "$tools" <<'PY'
+import json, sys
+e = json.load(open("events/apigw-chat-completion.json"))
+body = json.loads(e["body"])
+body["tools"] = [{"type": "function", "function": {"name": "lookup"}}]
+e["body"] = json.dumps(body)
+json.dump(e, open(sys.argv[1], "w"))
+PY
+refused_chat=$(cargo lambda invoke --invoke-address 127.0.0.1 --invoke-port "$port" intake --data-file "$tools" --output-format json)
+[ "$(printf '%s' "$refused_chat" | field '(d["statusCode"], json.loads(d["body"])["error"]["param"])')" = "(400, 'tools')" ] || fail "chat completion with tools: $refused_chat"
+echo "cargo-lambda: intake lists the manifest as a model and refuses a chat completion with tools by name"
 
 bad="$work/bad.json"
 python3 - "$bad" <<'PY'

@@ -82,32 +82,41 @@ def _():
     assert r.usage is not None and r.usage.total_tokens >= 0
 
 
+def read_stream(stream, on_first_content=None):
+    """Every chunk of a streamed completion: the content and reasoning deltas, the final chunk,
+    usage and the query id; `on_first_content(seen)` runs when the first content arrives."""
+    seen = {"content": [], "reasoning": [], "final": None, "usage": None, "query_id": None, "at_first": None}
+    for chunk in stream:
+        assert chunk.object == "chat.completion.chunk", chunk.object
+        seen["query_id"] = chunk.id.removeprefix("chatcmpl-")
+        if chunk.usage is not None:
+            seen["usage"] = chunk.usage
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        reasoning = (delta.model_extra or {}).get("reasoning_content")
+        if reasoning:
+            seen["reasoning"].append(reasoning)
+        if delta.content:
+            if not seen["content"] and on_first_content:
+                seen["at_first"] = on_first_content(seen)
+            seen["content"].append(delta.content)
+        if chunk.choices[0].finish_reason is not None:
+            seen["final"] = chunk
+    return seen
+
+
 @check("a streamed completion sends tokens while the query runs; the joined deltas are the answer")
 def _():
-    c = client(live_base)
-    stream = c.chat.completions.create(
+    stream = client(live_base).chat.completions.create(
         model="chat-live",
         messages=[{"role": "user", "content": "How many vacation days can I carry over?"}],
         stream=True,
         stream_options={"include_usage": True},
     )
-    content, query_id, status_at_first, final, usage, chunks = [], None, None, None, None, 0
-    for chunk in stream:
-        chunks += 1
-        assert chunk.object == "chat.completion.chunk", chunk.object
-        query_id = chunk.id.removeprefix("chatcmpl-")
-        if chunk.usage is not None:
-            usage = chunk.usage
-        if not chunk.choices:
-            continue
-        delta = chunk.choices[0].delta
-        if delta.content:
-            if not content:
-                status_at_first, _ = query_status(live_base, query_id)
-            content.append(delta.content)
-        if chunk.choices[0].finish_reason is not None:
-            final = chunk
-    assert status_at_first == 202, f"the query had already ended at the first token ({status_at_first})"
+    seen = read_stream(stream, on_first_content=lambda seen: query_status(live_base, seen["query_id"])[0])
+    content, final, usage, query_id = seen["content"], seen["final"], seen["usage"], seen["query_id"]
+    assert seen["at_first"] == 202, f"the query had already ended at the first token ({seen['at_first']})"
     assert len(content) > 3, f"the answer came in {len(content)} pieces"
     assert final is not None and final.choices[0].finish_reason == "stop"
     ext = final.model_extra["switchyard"]
@@ -119,30 +128,17 @@ def _():
 
 @check("with a critic, drafts stream as reasoning_content and the content is the accepted answer")
 def _():
-    c = client(critic_base)
-    stream = c.chat.completions.create(
+    stream = client(critic_base).chat.completions.create(
         model="unified-chat",
         messages=[{"role": "user", "content": "How many vacation days can I carry over?"}],
         stream=True,
     )
-    content, reasoning, final = [], [], None
-    for chunk in stream:
-        if not chunk.choices:
-            continue
-        delta = chunk.choices[0].delta
-        extra = delta.model_extra or {}
-        if extra.get("reasoning_content"):
-            reasoning.append(extra["reasoning_content"])
-        if delta.content:
-            assert reasoning, "content before any draft"
-            content.append(delta.content)
-        if chunk.choices[0].finish_reason:
-            final = chunk
-    drafts = "".join(reasoning)
+    seen = read_stream(stream, on_first_content=lambda seen: len(seen["reasoning"]))
+    drafts = "".join(seen["reasoning"])
+    assert seen["at_first"], "content came before any draft"
     assert "[policy_answerer, draft 1]" in drafts and "[policy_answerer, draft 2]" in drafts, drafts
-    ext = final.model_extra["switchyard"]
-    output = output_of(critic_base, ext["query_id"])
-    assert "".join(content) == output["response_text"], ("".join(content), output["response_text"])
+    output = output_of(critic_base, seen["final"].model_extra["switchyard"]["query_id"])
+    assert "".join(seen["content"]) == output["response_text"], ("".join(seen["content"]), output["response_text"])
     assert "§4.2" in output["response_text"]
 
 

@@ -196,6 +196,8 @@ async fn the_synthesis_agent_writes_and_streams_the_answer_keeping_citations_ban
         "You can carry over up to five unused days; they expire on March 31 [handbook#4.2]."
     );
     assert_eq!(synthesis_block(&output)["answered_by"], "synthesis_agent");
+    let spent = |key: &str| synthesis_block(&output)[key].as_u64().unwrap_or(0);
+    assert!(spent("input_tokens") > 0 && spent("output_tokens") > 0, "the synthesis agent's tokens are kept");
     assert_eq!(output.citations.len(), 1, "the handoff's citation is kept");
     assert!(output.final_reason.is_some(), "the band still applies");
     let winner = answer_stream(&events).expect("answer stream");

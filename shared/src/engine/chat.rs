@@ -545,9 +545,14 @@ async fn start(
     intake::submit(deps, caller, &body, idempotency_key).await
 }
 
-/// Tokens the query's agents reported: `(prompt, completion, total)`.
-async fn usage_of(store: &dyn Store, query_id: &str) -> Value {
-    let (mut prompt, mut completion, mut total) = (0u64, 0u64, 0u64);
+/// Tokens the query's agents reported: in their handoffs, and the synthesis agent's in the
+/// output's `orchestration.synthesis` report.
+async fn usage_of(store: &dyn Store, output: &OrchestratorOutput) -> Value {
+    let query_id = output.query_id.as_str();
+    let synthesis = output.orchestration.as_ref().map(|o| &o["synthesis"]);
+    let reported = |key: &str| synthesis.and_then(|s| s[key].as_u64()).unwrap_or(0);
+    let (mut prompt, mut completion) = (reported("input_tokens"), reported("output_tokens"));
+    let mut total = prompt + completion;
     if let Ok(handoffs) = store.list_handoffs(query_id).await {
         for h in handoffs {
             let m = &h.handoff.metadata;
@@ -597,7 +602,7 @@ pub async fn complete(
         .await
         .map_err(|e| IntakeError::Unavailable(e.to_string()))?
         .ok_or_else(|| IntakeError::NotReady { query_id: accepted.query_id.clone(), waited: deps.settings.max_wait })?;
-    let usage = usage_of(deps.store.as_ref(), &accepted.query_id).await;
+    let usage = usage_of(deps.store.as_ref(), &output).await;
     Ok(json!({
         "id": completion_id(&output.query_id),
         "object": "chat.completion",
@@ -806,7 +811,7 @@ impl ChunkStream {
             self.content_sent.push_str(&rest);
             self.push_delta(json!({ "content": rest }));
         }
-        let usage = usage_of(self.store.as_ref(), &self.query_id).await;
+        let usage = usage_of(self.store.as_ref(), &output).await;
         let mut extension = extension(&output, &self.ignored);
         extension["revised"] = json!(revised);
         if revised {

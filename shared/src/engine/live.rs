@@ -51,6 +51,20 @@ impl std::fmt::Debug for StreamReply {
 }
 
 impl StreamReply {
+    /// A `200` server-sent-events stream of `body`.
+    pub fn events(body: BoxStream<'static, Bytes>) -> StreamReply {
+        StreamReply {
+            status: 200,
+            headers: vec![
+                ("content-type".into(), "text/event-stream".into()),
+                ("cache-control".into(), "no-cache".into()),
+                // Proxies that buffer by default (nginx) pass the stream through.
+                ("x-accel-buffering".into(), "no".into()),
+            ],
+            body,
+        }
+    }
+
     /// A whole (buffered) response sent as a one-chunk stream: how errors are answered.
     pub fn from_response(response: ApiGatewayV2httpResponse) -> StreamReply {
         let body = match response.body {
@@ -159,17 +173,7 @@ async fn open(
                 Some(value) => Some(follow::parse_last_event_id(value).map_err(IntakeError::Invalid)?),
             };
             intake::owned_query(deps, &caller, &id).await?;
-            let body = follow::follow(deps.store.clone(), id, resume_after, deps.settings.follow).boxed();
-            Ok(StreamReply {
-                status: 200,
-                headers: vec![
-                    ("content-type".into(), "text/event-stream".into()),
-                    ("cache-control".into(), "no-cache".into()),
-                    // Proxies that buffer by default (nginx) pass the stream through.
-                    ("x-accel-buffering".into(), "no".into()),
-                ],
-                body,
-            })
+            Ok(StreamReply::events(follow::follow(deps.store.clone(), id, resume_after, deps.settings.follow).boxed()))
         }
         (&Method::POST, "/v1/chat/completions") => {
             let chat_request = chat::parse_request(&handlers::body_bytes(request)?, &deps.manifest)?;
@@ -178,16 +182,7 @@ async fn open(
                 let completion = chat::complete(deps, &caller, &chat_request, key).await?;
                 return Ok(StreamReply::from_response(handlers::json_response(200, &completion, &[])));
             }
-            let body = chat::stream(deps, &caller, &chat_request, key, deps.settings.follow).await?;
-            Ok(StreamReply {
-                status: 200,
-                headers: vec![
-                    ("content-type".into(), "text/event-stream".into()),
-                    ("cache-control".into(), "no-cache".into()),
-                    ("x-accel-buffering".into(), "no".into()),
-                ],
-                body,
-            })
+            Ok(StreamReply::events(chat::stream(deps, &caller, &chat_request, key, deps.settings.follow).await?))
         }
         _ => Err(IntakeError::MethodNotAllowed { allowed }),
     }

@@ -227,10 +227,15 @@ pub async fn synthesize_answer(
                 run_synthesis_agent(deps, manifest, s, query, handoffs, output).await
             };
             report = Some(match why_not {
-                Ok(stream) => {
+                Ok((stream, (input_tokens, output_tokens))) => {
                     return AnswerSource {
                         stream: Some(stream),
-                        report: Some(json!({ "answered_by": "synthesis_agent", "agent": s.agent })),
+                        report: Some(json!({
+                            "answered_by": "synthesis_agent",
+                            "agent": s.agent,
+                            "input_tokens": input_tokens,
+                            "output_tokens": output_tokens,
+                        })),
                     }
                 }
                 Err(reason) => {
@@ -260,7 +265,8 @@ fn streamed_handoff(
         .map(|h| stream_id(&h.handoff.dispatch_id, h.attempts))
 }
 
-/// Run the synthesis agent; its stream id when its answer replaced the output's text.
+/// Run the synthesis agent; its stream id and the tokens it reported (prompt, completion) when
+/// its answer replaced the output's text.
 async fn run_synthesis_agent(
     deps: &Deps,
     manifest: &crate::manifest::Manifest,
@@ -268,7 +274,7 @@ async fn run_synthesis_agent(
     query: &QueryRecord,
     handoffs: &[crate::ports::HandoffRecord],
     output: &mut crate::contracts::OrchestratorOutput,
-) -> Result<String, String> {
+) -> Result<(String, (u64, u64)), String> {
     use crate::contracts::{AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting};
     let agent = manifest.agent(&settings.agent).ok_or_else(|| format!("agent `{}` is not declared", settings.agent))?;
     let field = agent
@@ -341,5 +347,6 @@ async fn run_synthesis_agent(
         ));
     }
     output.response_text = text;
-    Ok(stream)
+    let tokens = |key: &str| reply.get(key).and_then(Value::as_u64).unwrap_or(0);
+    Ok((stream, (tokens("input_tokens"), tokens("output_tokens"))))
 }
