@@ -93,6 +93,8 @@ pub(super) struct Cues {
     about_answer: bool,
     /// It has no content word at all, only entities, periods and function words ("And in Q1?").
     no_content: bool,
+    /// At most one content word besides what it names ("And for the whole of 2027?").
+    at_most_one_content_word: bool,
 }
 
 /// First words that continue the previous question: "And for Fabhalta?", "Same for the West".
@@ -149,8 +151,18 @@ impl Cues {
         });
         let asks = words.iter().any(|w| is_question_word(w));
         let bare_question = content_words == 0 && asks;
-        let about_answer = asks && refers_back && words.iter().any(|w| matches!(*w, "you" | "your"));
-        Cues { continuation, refers_back, bare_question, about_answer, no_content: content_words == 0 }
+        // "How did you calculate the potential?": asking what the assistant did is asking
+        // about its answer, even without a word pointing back.
+        let did_you = words.windows(2).any(|w| w == ["did", "you"]);
+        let about_answer = asks && (refers_back || did_you) && words.iter().any(|w| matches!(*w, "you" | "your"));
+        Cues {
+            continuation,
+            refers_back,
+            bare_question,
+            about_answer,
+            no_content: content_words == 0,
+            at_most_one_content_word: content_words <= 1,
+        }
     }
 }
 
@@ -195,9 +207,14 @@ impl Classifier {
         };
         let other = if k > 1 { (1.0 - carry) / (k - 1) as f64 } else { 0.0 };
         let prior = |i: usize| if i == favoured { carry } else { other };
+        // A continuation that names an entity, a period or a region and at most one word
+        // besides ("And for the whole of 2027?") only changes that entity: its words are no
+        // evidence about the intent (the classifier's probabilities for so short a text are
+        // sharp and arbitrary), so the prior alone decides.
+        let only_changes_an_entity = cues.continuation && cues.at_most_one_content_word && !c.entities.is_empty();
         let mut posterior: Vec<f64> = match &probabilities {
-            Some(p) => p.iter().enumerate().map(|(i, p)| p * prior(i)).collect(),
-            None => (0..k).map(prior).collect(),
+            Some(p) if !only_changes_an_entity => p.iter().enumerate().map(|(i, p)| p * prior(i)).collect(),
+            _ => (0..k).map(prior).collect(),
         };
         let total: f64 = posterior.iter().sum();
         if total > 0.0 {
