@@ -46,11 +46,18 @@ pub struct HttpReply {
     pub body: Bytes,
 }
 
+/// The hyper client behind [`HttpClient`].
+type Inner = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 /// A pooled HTTP/1.1 client for `http://` and `https://` (native roots; with none available,
-/// only plain HTTP works).
+/// only plain HTTP works). Built on its first request, not when it is created: loading the
+/// system's root certificates is more than half of a function's init otherwise (about 37
+/// million instructions of 65 in a release router, callgrind), and the router, the
+/// synthesizer and a worker whose agents make no HTTP call never need it. Clones share one
+/// client.
 #[derive(Clone)]
 pub struct HttpClient {
-    inner: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    inner: std::sync::Arc<std::sync::OnceLock<Inner>>,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -66,8 +73,17 @@ impl Default for HttpClient {
 }
 
 impl HttpClient {
-    /// Build the client (once per process).
+    /// A client, built on its first request (create it once per process).
     pub fn new() -> HttpClient {
+        HttpClient { inner: std::sync::Arc::new(std::sync::OnceLock::new()) }
+    }
+
+    /// The hyper client, built now if this is the first request.
+    fn client(&self) -> &Inner {
+        self.inner.get_or_init(Self::build)
+    }
+
+    fn build() -> Inner {
         let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let builder = hyper_rustls::HttpsConnectorBuilder::new();
         let builder = match builder.with_provider_and_native_roots(provider.clone()) {
@@ -87,7 +103,7 @@ impl HttpClient {
             }
         };
         let connector = builder.https_or_http().enable_http1().build();
-        HttpClient { inner: Client::builder(TokioExecutor::new()).build(connector) }
+        Client::builder(TokioExecutor::new()).build(connector)
     }
 
     /// Send `request` (a POST to `url`); a transport failure names the URL.
@@ -96,7 +112,7 @@ impl HttpClient {
         request: hyper::Request<Full<Bytes>>,
         url: &str,
     ) -> Result<hyper::Response<hyper::body::Incoming>, HttpError> {
-        self.inner
+        self.client()
             .request(request)
             .await
             .map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })
