@@ -82,6 +82,9 @@ def _():
     assert r.usage is not None and r.usage.total_tokens >= 0
 
 
+VACATION = [{"role": "user", "content": "How many vacation days can I carry over?"}]
+
+
 def read_stream(stream, on_first_content=None):
     """Every chunk of a streamed completion: the content and reasoning deltas, the final chunk,
     usage and the query id; `on_first_content(seen)` runs when the first content arrives."""
@@ -109,10 +112,7 @@ def read_stream(stream, on_first_content=None):
 @check("a streamed completion sends tokens while the query runs; the joined deltas are the answer")
 def _():
     stream = client(live_base).chat.completions.create(
-        model="chat-live",
-        messages=[{"role": "user", "content": "How many vacation days can I carry over?"}],
-        stream=True,
-        stream_options={"include_usage": True},
+        model="chat-live", messages=VACATION, stream=True, stream_options={"include_usage": True}
     )
     seen = read_stream(stream, on_first_content=lambda seen: query_status(live_base, seen["query_id"])[0])
     content, final, usage, query_id = seen["content"], seen["final"], seen["usage"], seen["query_id"]
@@ -128,11 +128,7 @@ def _():
 
 @check("with a critic, drafts stream as reasoning_content and the content is the accepted answer")
 def _():
-    stream = client(critic_base).chat.completions.create(
-        model="unified-chat",
-        messages=[{"role": "user", "content": "How many vacation days can I carry over?"}],
-        stream=True,
-    )
+    stream = client(critic_base).chat.completions.create(model="unified-chat", messages=VACATION, stream=True)
     seen = read_stream(stream, on_first_content=lambda seen: len(seen["reasoning"]))
     drafts = "".join(seen["reasoning"])
     assert seen["at_first"], "content came before any draft"
@@ -148,14 +144,12 @@ def _():
     model = default_model()
     first_q = "What is the market share of Kisqali in the Northeast?"
     first = c.chat.completions.create(model=model, messages=[{"role": "user", "content": first_q}])
-    second = c.chat.completions.create(
-        model=model,
-        messages=[
-            {"role": "user", "content": first_q},
-            {"role": "assistant", "content": first.choices[0].message.content},
-            {"role": "user", "content": "And for Fabhalta?"},
-        ],
-    )
+    exchange = [
+        {"role": "user", "content": first_q},
+        {"role": "assistant", "content": first.choices[0].message.content},
+    ]
+    follow_up = {"role": "user", "content": "And for Fabhalta?"}
+    second = c.chat.completions.create(model=model, messages=exchange + [follow_up])
     a, b = first.model_extra["switchyard"], second.model_extra["switchyard"]
     assert b["intent"] == a["intent"], (a["intent"], b["intent"])
     carried = {e["value"] for e in b["entities"] if e.get("source") == "context"}
@@ -163,18 +157,12 @@ def _():
     assert "Fabhalta" in own and "Kisqali" not in own | carried, b["entities"]
     assert {"Northeast", "market_share"} <= carried, b["entities"]
     # Alone, the same words are not that question.
-    alone = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "And for Fabhalta?"}])
+    alone = c.chat.completions.create(model=model, messages=[follow_up])
     assert not any(e.get("source") == "context" for e in alone.model_extra["switchyard"]["entities"])
     # A third turn continues the same session.
+    answer = {"role": "assistant", "content": second.choices[0].message.content}
     third = c.chat.completions.create(
-        model=model,
-        messages=[
-            {"role": "user", "content": first_q},
-            {"role": "assistant", "content": first.choices[0].message.content},
-            {"role": "user", "content": "And for Fabhalta?"},
-            {"role": "assistant", "content": second.choices[0].message.content},
-            {"role": "user", "content": "What about the Midwest?"},
-        ],
+        model=model, messages=exchange + [follow_up, answer, {"role": "user", "content": "What about the Midwest?"}]
     )
     t = third.model_extra["switchyard"]
     assert t["session_id"] == b["session_id"], (t["session_id"], b["session_id"])
