@@ -18,6 +18,27 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Every field of the E2I design's `RoutingTrainingSignal`, and the reward: what an exported
+/// training signal carries (`GET /v1/signals`, `switchyard signals export`).
+pub const SIGNAL_FIELDS: [&str; 16] = [
+    "signal_id",
+    "session_id",
+    "query",
+    "query_pattern",
+    "intent",
+    "entities_extracted",
+    "agents_selected",
+    "routing_confidence",
+    "routing_rationale",
+    "agents_succeeded",
+    "agents_failed",
+    "total_latency_ms",
+    "user_satisfaction",
+    "answer_quality",
+    "was_rerouted",
+    "reward",
+];
+
 /// `tests/fixtures/<rel>`.
 pub fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel)

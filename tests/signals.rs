@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use shared::engine::handlers::handle_http;
 use shared::engine::learning;
 use shared::manifest::Manifest;
-use switchyard_tests::{api_request, json_body, manifest_fixture, text_body, Harness};
+use switchyard_tests::{api_request, json_body, manifest_fixture, text_body, Harness, SIGNAL_FIELDS};
 
 const TRAINER: &str = "signal_trainer";
 
@@ -62,24 +62,7 @@ async fn a_finished_query_has_a_signal_with_the_seeds_fields_and_its_outcome() {
     assert_eq!(body["next"], Value::Null);
     assert_eq!(list[0]["signal_id"], json!(broken));
     assert_eq!(list[1]["signal_id"], json!(steady));
-    for field in [
-        "signal_id",
-        "session_id",
-        "query",
-        "query_pattern",
-        "intent",
-        "entities_extracted",
-        "agents_selected",
-        "routing_confidence",
-        "routing_rationale",
-        "agents_succeeded",
-        "agents_failed",
-        "total_latency_ms",
-        "user_satisfaction",
-        "answer_quality",
-        "was_rerouted",
-        "reward",
-    ] {
+    for field in SIGNAL_FIELDS {
         assert!(list[1].get(field).is_some(), "field {field} missing: {}", list[1]);
     }
     let s = &list[1];

@@ -20,27 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_tests::{api_request, endpoint, json_body, text_body};
-
-/// Every field of the E2I design's `RoutingTrainingSignal`, and the reward.
-const SEED_FIELDS: [&str; 16] = [
-    "signal_id",
-    "session_id",
-    "query",
-    "query_pattern",
-    "intent",
-    "entities_extracted",
-    "agents_selected",
-    "routing_confidence",
-    "routing_rationale",
-    "agents_succeeded",
-    "agents_failed",
-    "total_latency_ms",
-    "user_satisfaction",
-    "answer_quality",
-    "was_rerouted",
-    "reward",
-];
+use switchyard_tests::{api_request, endpoint, json_body, text_body, SIGNAL_FIELDS};
 
 #[derive(serde::Deserialize)]
 struct Correction {
@@ -186,7 +166,7 @@ async fn feedback_on_misrouted_questions_exported_from_aws_refits_a_manifest_tha
     assert_eq!(exported.len(), ids.len(), "one signal per query");
     let mut exported_ids: Vec<&str> = exported.iter().map(|s| s["signal_id"].as_str().expect("id")).collect();
     for s in &exported {
-        for field in SEED_FIELDS {
+        for field in SIGNAL_FIELDS {
             assert!(s.get(field).is_some(), "{field} missing in {s}");
         }
         let reward = s["reward"].as_f64().expect("reward");

@@ -192,18 +192,7 @@ impl RetrieverAgents {
                 },
             ),
         };
-        let evidence: Vec<Value> = found
-            .candidates
-            .iter()
-            .map(|c| {
-                json!({
-                    "source_type": agent.citation_source,
-                    "source_id": c.chunk_id,
-                    "text": c.text,
-                    "relevance": (c.score * 1000.0).round() / 1000.0,
-                })
-            })
-            .collect();
+        let evidence = evidence(agent, &found.candidates);
         let candidates: Vec<Value> = found
             .candidates
             .iter()
@@ -240,6 +229,21 @@ impl RetrieverAgents {
             "model_used": "retriever",
         })))
     }
+}
+
+/// The handoff's `evidence`: each candidate cited by its chunk id, with its score.
+fn evidence(agent: &Agent, candidates: &[Candidate]) -> Vec<Value> {
+    candidates
+        .iter()
+        .map(|c| {
+            json!({
+                "source_type": agent.citation_source,
+                "source_id": c.chunk_id,
+                "text": c.text,
+                "relevance": (c.score * 1000.0).round() / 1000.0,
+            })
+        })
+        .collect()
 }
 
 /// The `rerank` and `answer` roles: work on the `candidates` a route's merge put in the
@@ -340,17 +344,7 @@ mod given {
             }
             None => ("partial", "The retrieved documents hold nothing that answers this question.".to_string(), 0.2),
         };
-        let evidence: Vec<Value> = given
-            .iter()
-            .map(|c| {
-                json!({
-                    "source_type": agent.citation_source,
-                    "source_id": c.chunk_id,
-                    "text": c.text,
-                    "relevance": (c.score * 1000.0).round() / 1000.0,
-                })
-            })
-            .collect();
+        let evidence = evidence(agent, &given);
         Ok(AgentReply::Answer(json!({
             "status": status,
             "primary_output": {
