@@ -4,7 +4,6 @@
 //! Fails (never skips) when the endpoint is missing: run through `scripts/test.sh`.
 
 use serde_json::json;
-use shared::adapters::aws::ensure_resources;
 use shared::adapters::faults::{FaultyQueue, QueueFaults};
 use shared::contracts::{HandoffStatus, OutputStatus};
 use shared::engine::handlers::handle_http;
@@ -24,17 +23,7 @@ struct Setup {
 async fn setup() -> Setup {
     let manifest = Arc::new(manifest_fixture("manifests/e2e.yaml"));
     let config = endpoint::config().await;
-    let p = endpoint::prefix();
-    let topology = shared::topology::Topology::for_manifest(&manifest);
-    let urls = ensure_resources(
-        &aws_sdk_dynamodb::Client::new(&config),
-        &aws_sdk_sqs::Client::new(&config),
-        &topology,
-        &format!("{p}-table"),
-        &format!("{p}-"),
-    )
-    .await
-    .expect("resources are created on the endpoint");
+    let urls = endpoint::resources(&manifest, &config).await;
     let system = AwsSystem::with_resources(manifest, EngineSettings::default(), &config, &urls.table, urls.queues);
     Setup { system }
 }

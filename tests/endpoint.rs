@@ -70,3 +70,20 @@ pub async fn clients() -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
 pub fn prefix() -> String {
     format!("t{}", uuid::Uuid::new_v4().simple())
 }
+
+/// The table and queues `manifest` needs, created on the endpoint under a new [`prefix`].
+pub async fn resources(
+    manifest: &shared::manifest::Manifest,
+    config: &aws_config::SdkConfig,
+) -> shared::adapters::aws::ResourceUrls {
+    let p = prefix();
+    shared::adapters::aws::ensure_resources(
+        &aws_sdk_dynamodb::Client::new(config),
+        &aws_sdk_sqs::Client::new(config),
+        &shared::topology::Topology::for_manifest(manifest),
+        &format!("{p}-table"),
+        &format!("{p}-"),
+    )
+    .await
+    .expect("resources are created on the endpoint")
+}

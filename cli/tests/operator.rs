@@ -4,7 +4,7 @@
 //! endpoint.
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use shared::adapters::aws::{ensure_resources, ResourceUrls};
+use shared::adapters::aws::ResourceUrls;
 use shared::engine::intake::{submit, Caller};
 use shared::engine::EngineSettings;
 use shared::jobs::JobMessage;
@@ -25,19 +25,9 @@ struct Setup {
 
 async fn setup() -> Setup {
     let config = endpoint::config().await;
-    let p = endpoint::prefix();
     let manifest = Manifest::embedded().expect("embedded manifest");
-    let topology = shared::topology::Topology::for_manifest(&manifest);
     let sqs = aws_sdk_sqs::Client::new(&config);
-    let urls = ensure_resources(
-        &aws_sdk_dynamodb::Client::new(&config),
-        &sqs,
-        &topology,
-        &format!("{p}-table"),
-        &format!("{p}-"),
-    )
-    .await
-    .expect("resources are created on the endpoint");
+    let urls = endpoint::resources(&manifest, &config).await;
     Setup { urls, sqs, config }
 }
 

@@ -9,7 +9,7 @@
 //! worse, and `switchyard validate` accepts it. Fails (never skips) without the endpoint.
 
 use serde_json::{json, Value};
-use shared::adapters::aws::{ensure_resources, ResourceUrls};
+use shared::adapters::aws::ResourceUrls;
 use shared::classify::Classifier;
 use shared::engine::handlers::handle_http;
 use shared::engine::EngineSettings;
@@ -72,17 +72,7 @@ async fn feedback_on_misrouted_questions_exported_from_aws_refits_a_manifest_tha
     let manifest_path = repo().join("routing.yaml");
     let manifest = Arc::new(Manifest::load(&manifest_path).expect("routing.yaml is valid"));
     let config = endpoint::config().await;
-    let p = endpoint::prefix();
-    let topology = shared::topology::Topology::for_manifest(&manifest);
-    let urls = ensure_resources(
-        &aws_sdk_dynamodb::Client::new(&config),
-        &aws_sdk_sqs::Client::new(&config),
-        &topology,
-        &format!("{p}-table"),
-        &format!("{p}-"),
-    )
-    .await
-    .expect("resources are created on the endpoint");
+    let urls = endpoint::resources(&manifest, &config).await;
     let system = AwsSystem::with_resources(
         manifest.clone(),
         EngineSettings::default(),
@@ -186,7 +176,7 @@ async fn feedback_on_misrouted_questions_exported_from_aws_refits_a_manifest_tha
     assert_eq!(exported_ids, want);
 
     // WHEN the exported signals re-fit the manifest.
-    let dir = std::env::temp_dir().join(format!("switchyard-loop-{p}"));
+    let dir = std::env::temp_dir().join(format!("switchyard-loop-{}", endpoint::prefix()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let signals_file = dir.join("signals.jsonl");
     std::fs::write(&signals_file, exported.iter().map(|s| format!("{s}\n")).collect::<String>()).expect("write");
