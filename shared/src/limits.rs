@@ -28,3 +28,26 @@ pub const MAX_RECEIVE_COUNT: u32 = 5;
 
 /// Most training signals one `Store::list_signals` call (and one `GET /v1/signals` page) returns.
 pub const MAX_SIGNAL_PAGE: usize = 500;
+
+/// Counts the bytes written to it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The size of `value` serialized as JSON, in bytes, counted without building the JSON: what
+/// the item and message limits above are checked against (0 if it does not serialize).
+pub fn json_size<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    let mut count = ByteCount(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
+}

@@ -29,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
+use crate::limits::{json_size, DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
 
 /// How many requests an adapter has served, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -91,28 +91,6 @@ impl std::fmt::Debug for MemoryStore {
 
 fn poisoned() -> StoreError {
     StoreError::Unavailable { message: "store lock poisoned by a panic".into(), source: None }
-}
-
-/// Counts the bytes written to it: an item's JSON size without building the JSON.
-struct ByteCount(usize);
-
-impl std::io::Write for ByteCount {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The size of `value` serialized as JSON, in bytes.
-fn json_size<T: serde::Serialize>(value: &T) -> usize {
-    let mut count = ByteCount(0);
-    match serde_json::to_writer(&mut count, value) {
-        Ok(()) => count.0,
-        Err(_) => 0,
-    }
 }
 
 fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreError> {

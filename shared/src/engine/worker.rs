@@ -286,7 +286,7 @@ fn record_for(
 /// A handoff too large for one item keeps its status, confidence and caveats; its outputs are
 /// replaced by a note, and a caveat says so. Nothing is dropped silently.
 fn shrink_if_too_large(record: &mut HandoffRecord) {
-    let size = serde_json::to_vec(record).map(|v| v.len()).unwrap_or(0);
+    let size = crate::limits::json_size(record);
     if size <= MAX_HANDOFF_BYTES {
         return;
     }
