@@ -29,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::limits::{json_size, DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
+use crate::limits::{json_fits, DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
 
 /// How many requests an adapter has served, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,13 +94,9 @@ fn poisoned() -> StoreError {
 }
 
 fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreError> {
-    let size = json_size(value);
-    if size > DYNAMODB_MAX_ITEM_BYTES {
-        return Err(StoreError::TooLarge(format!(
-            "{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}"
-        )));
-    }
-    Ok(())
+    json_fits(value, DYNAMODB_MAX_ITEM_BYTES).map_err(|size| {
+        StoreError::TooLarge(format!("{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}"))
+    })
 }
 
 impl MemoryStore {

@@ -322,11 +322,8 @@ fn truncate_chars(text: &mut String, max_chars: usize) {
 /// its first 2000 characters of text, the merged answer its first 100 000, citation texts
 /// their first 500, and a caveat says so. Every agent's full answer stays in its handoff.
 fn fit_output(output: &mut OrchestratorOutput) {
-    let size = |o: &OrchestratorOutput| crate::limits::json_size(o);
-    let original = size(output);
-    if original <= MAX_OUTPUT_BYTES {
-        return;
-    }
+    let fits = |o: &OrchestratorOutput| crate::limits::json_fits(o, MAX_OUTPUT_BYTES);
+    let Err(original) = fits(output) else { return };
     for r in &mut output.agent_results {
         let mut text = match r.result.get("response").and_then(Value::as_str) {
             Some(t) => t.to_string(),
@@ -341,7 +338,7 @@ fn fit_output(output: &mut OrchestratorOutput) {
             truncate_chars(text, 500);
         }
     }
-    if size(output) > MAX_OUTPUT_BYTES {
+    if fits(output).is_err() {
         output.visualizations.clear();
         output.citations.truncate(20);
     }

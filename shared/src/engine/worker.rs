@@ -286,10 +286,7 @@ fn record_for(
 /// A handoff too large for one item keeps its status, confidence and caveats; its outputs are
 /// replaced by a note, and a caveat says so. Nothing is dropped silently.
 fn shrink_if_too_large(record: &mut HandoffRecord) {
-    let size = crate::limits::json_size(record);
-    if size <= MAX_HANDOFF_BYTES {
-        return;
-    }
+    let Err(size) = crate::limits::json_fits(record, MAX_HANDOFF_BYTES) else { return };
     let h = &mut record.handoff;
     let text: String =
         h.result.primary_output.get("response").and_then(Value::as_str).unwrap_or("").chars().take(4_000).collect();
