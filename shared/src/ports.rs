@@ -71,9 +71,10 @@ pub struct QueryRecord {
     /// The scope check of an embedded classification (none for a pre-parsed query).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<crate::scope::ScopeCheck>,
-    /// Set by the router.
+    /// Set by the router. Shared (`Arc`): the copies of a record a step reads and writes share
+    /// one plan until a step changes it, and a step that changes it writes a new one.
     #[serde(default)]
-    pub plan: Option<Plan>,
+    pub plan: Option<std::sync::Arc<Plan>>,
     /// Fan-in set: slots of the current stage that have their final handoff. Owned by
     /// [`Store::record_handoff`]; [`Store::update_query`] leaves it alone.
     #[serde(default)]

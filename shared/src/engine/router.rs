@@ -73,7 +73,7 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         routed.status = QueryStatus::Routed;
         routed.deadline_at = Some(deadline_at);
         routed.signal = Some(signal);
-        routed.plan = Some(plan);
+        routed.plan = Some(std::sync::Arc::new(plan));
         if !written(deps.store.update_query(&routed, version, &events).await)? {
             return Ok(Attempt::Conflict);
         }

@@ -129,7 +129,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         done.outcome = Some(output.status);
         // The signal's outcome rides on the final write.
         if let Some(signal) = done.signal.as_mut() {
-            crate::signals::collect::with_outcome(signal, done.plan.as_ref(), &output, &handoffs, now);
+            crate::signals::collect::with_outcome(signal, done.plan.as_deref(), &output, &handoffs, now);
         }
         let events = [
             deps.event(
@@ -384,7 +384,7 @@ pub fn build_output(
         deadline_ms: 0,
         flow: None,
     };
-    let plan = query.plan.as_ref().unwrap_or(&empty);
+    let plan = query.plan.as_deref().unwrap_or(&empty);
     if query.scope.as_ref().is_some_and(crate::scope::ScopeCheck::is_out_of_scope) && plan.stages.is_empty() {
         return out_of_scope_output(manifest, query, now);
     }

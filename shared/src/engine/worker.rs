@@ -440,7 +440,7 @@ async fn hand_over(
         if query.status != QueryStatus::Routed {
             return Ok(Attempt::Done(()));
         }
-        let Some(mut plan) = query.plan.clone() else { return Ok(Attempt::Done(())) };
+        let Some(mut plan) = query.plan.as_deref().cloned() else { return Ok(Attempt::Done(())) };
         if plan.all_dispatches().any(|d| d.fallback_for.as_deref() == Some(planned.dispatch.dispatch_id.as_str())) {
             return Ok(Attempt::Done(())); // already handed over (a duplicate delivery): sent once
         }
@@ -492,7 +492,7 @@ async fn hand_over(
             stage.dispatches.push(fallback);
         }
         let mut updated = query.clone();
-        updated.plan = Some(plan);
+        updated.plan = Some(std::sync::Arc::new(plan));
         if !written(deps.store.update_query(&updated, query.version, &events).await)? {
             return Ok(Attempt::Conflict);
         }
