@@ -188,7 +188,11 @@ impl MemoryStore {
     /// DynamoDB adapter's conditional put does.
     fn put_events(tables: &mut Tables, events: &[Event], now: i64) {
         for e in events {
-            let log = tables.events.entry(e.query_id.clone()).or_default();
+            // The query's log usually exists: its id is copied only to start one.
+            if !tables.events.contains_key(&e.query_id) {
+                tables.events.insert(e.query_id.clone(), BTreeMap::new());
+            }
+            let Some(log) = tables.events.get_mut(&e.query_id) else { continue };
             if log.get(&e.key).is_none_or(|old| old.expires_at < now) {
                 log.insert(e.key.clone(), e.clone());
             }

@@ -28,6 +28,7 @@ use crate::manifest::{Agent, Fallback, Manifest};
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tracing::{info, instrument, warn};
@@ -200,18 +201,24 @@ fn handoff_from_answer(
         h.agent_tier = agent.tier;
         return Ok(h);
     }
-    let obj = value.as_object().ok_or_else(|| "the answer is not a JSON object".to_string())?;
+    let Value::Object(mut obj) = value else { return Err("the answer is not a JSON object".to_string()) };
     let status: HandoffStatus = match obj.get("status") {
-        Some(s) => serde_json::from_value(s.clone()).map_err(|_| format!("status {s} is not a handoff status"))?,
+        Some(s) => HandoffStatus::deserialize(s).map_err(|_| format!("status {s} is not a handoff status"))?,
         None => HandoffStatus::Success,
     };
-    let result: HandoffResult = serde_json::from_value(json!({
-        "primary_output": obj.get("primary_output").cloned().unwrap_or(Value::Null),
-        "confidence": obj.get("confidence").cloned().unwrap_or(json!(0.0)),
-        "evidence": obj.get("evidence").cloned().unwrap_or(json!([])),
-        "caveats": obj.get("caveats").cloned().unwrap_or(json!([])),
-    }))
-    .map_err(|e| format!("result fields: {e}"))?;
+    // The result's fields are moved out of the answer (the other fields are read below).
+    let mut take = |key: &str, absent: Value| obj.remove(key).unwrap_or(absent);
+    let fields: serde_json::Map<String, Value> = [
+        ("primary_output", take("primary_output", Value::Null)),
+        ("confidence", take("confidence", json!(0.0))),
+        ("evidence", take("evidence", json!([]))),
+        ("caveats", take("caveats", json!([]))),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let result: HandoffResult =
+        serde_json::from_value(Value::Object(fields)).map_err(|e| format!("result fields: {e}"))?;
     check_confidence(result.confidence)?;
     Ok(AgentHandoff {
         dispatch_id: planned.dispatch.dispatch_id.clone(),
