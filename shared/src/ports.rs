@@ -63,8 +63,9 @@ pub struct QueryRecord {
     pub status: QueryStatus,
     /// Optimistic-concurrency version; every [`Store::update_query`] bumps it.
     pub version: u64,
-    /// The parsed query (classified at intake, or supplied pre-parsed).
-    pub parsed: ParsedQuery,
+    /// The parsed query (classified at intake, or supplied pre-parsed). Shared (`Arc`) like
+    /// the plan: written once at intake, replaced whole by the step that re-classifies.
+    pub parsed: std::sync::Arc<ParsedQuery>,
     /// Warnings from validation and classification.
     #[serde(default)]
     pub warnings: Vec<String>,

@@ -139,7 +139,7 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
                 new_plan.pipeline = intent.route.pipeline.clone();
             }
             new_plan.intent = parsed.intent.clone();
-            updated.parsed = parsed;
+            updated.parsed = Arc::new(parsed);
         }
         if let Some(c) = next.classification {
             new_plan.flow.get_or_insert_with(Flow::default).classification = Some(c);

@@ -79,13 +79,21 @@ pub async fn run_dispatch(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> R
     result
 }
 
-async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(QueryRecord, PlannedDispatch), StepError> {
-    let query = deps
-        .store
+async fn load(deps: &Deps, job: &DispatchJob) -> Result<QueryRecord, StepError> {
+    deps.store
         .get_query(&job.query_id)
         .await?
-        .ok_or_else(|| StepError::Permanent(format!("dispatch for unknown query {}", job.query_id)))?;
-    let planned = query.plan.as_ref().and_then(|p| p.dispatch(&job.dispatch_id)).cloned().ok_or_else(|| {
+        .ok_or_else(|| StepError::Permanent(format!("dispatch for unknown query {}", job.query_id)))
+}
+
+/// The job's dispatch in the query's plan (borrowed from the record, not copied), checked
+/// against the worker's tier.
+fn planned_dispatch<'a>(
+    query: &'a QueryRecord,
+    tier: Option<u8>,
+    job: &DispatchJob,
+) -> Result<&'a PlannedDispatch, StepError> {
+    let planned = query.plan.as_ref().and_then(|p| p.dispatch(&job.dispatch_id)).ok_or_else(|| {
         StepError::Permanent(format!("dispatch {} is not in the plan of query {}", job.dispatch_id, job.query_id))
     })?;
     if let Some(tier) = tier {
@@ -96,11 +104,12 @@ async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(Query
             )));
         }
     }
-    Ok((query, planned))
+    Ok(planned)
 }
 
 async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(), StepError> {
-    let (query, planned) = load(deps, tier, job).await?;
+    let query = load(deps, job).await?;
+    let planned = planned_dispatch(&query, tier, job)?;
     if deps.store.get_handoff(&job.query_id, &job.dispatch_id).await?.is_some() {
         // Already answered (a duplicate or a late redelivery): make sure the fan-in moved on.
         return advance(deps, &job.query_id).await;
@@ -613,7 +622,8 @@ async fn close_after_the_end(deps: &Deps, query: &QueryRecord, planned: &Planned
 /// The last delivery of a dispatch job failed: record the dispatch as failed (it fills its
 /// slot, no fallback — the worker itself is what keeps failing).
 async fn give_up_after_deliveries(deps: &Deps, job: &DispatchJob, reason: &str) -> Result<(), StepError> {
-    let (query, planned) = load(deps, None, job).await?;
+    let query = load(deps, job).await?;
+    let planned = planned_dispatch(&query, None, job)?;
     if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
         return Ok(());
     }
