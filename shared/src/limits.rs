@@ -116,7 +116,7 @@ mod bound {
 
     type Done = Result<(), Unsupported>;
 
-    impl<'a> ser::Serializer for &'a mut SizeBound {
+    impl ser::Serializer for &mut SizeBound {
         type Ok = ();
         type Error = Unsupported;
         type SerializeSeq = Self;
