@@ -116,7 +116,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     }
     // A background dispatch (the research-assistant design's memory step) still runs after the answer is out.
     if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
-        return close_after_the_end(deps, &query, &planned).await;
+        return close_after_the_end(deps, &query, planned).await;
     }
     let manifest = deps.manifest_for(&query).await?;
     let Some(agent) = manifest.agent(&planned.dispatch.target_agent) else {
@@ -130,7 +130,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
             started_at: now,
             completed_at: now,
         };
-        return give_up(deps, &manifest, &query, &planned, None, job.attempt, failure).await;
+        return give_up(deps, &manifest, &query, planned, None, job.attempt, failure).await;
     };
     let started_at = deps.clock.now();
     let started = tokio::time::Instant::now();
@@ -154,7 +154,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
         Ok(Err(e)) => Err(failure("agent_error", e.message, e.recoverable, false)),
         Ok(Ok(AgentReply::Malformed(raw))) => Err(failure("malformed_handoff", malformed_message(&raw), true, false)),
         Ok(Ok(AgentReply::Answer(value))) => {
-            match handoff_from_answer(value, agent, &planned, started_at, completed_at, latency_ms) {
+            match handoff_from_answer(value, agent, planned, started_at, completed_at, latency_ms) {
                 Ok(h) if matches!(h.execution.status, HandoffStatus::Failed | HandoffStatus::Timeout) => {
                     let recoverable = h.errors.recoverable;
                     let message =
@@ -168,13 +168,13 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     };
     match outcome {
         Ok(handoff) => {
-            let record = record_for(deps, &query, &planned, agent, handoff, job.attempt);
-            finalize(deps, &query, &planned, record).await
+            let record = record_for(deps, &query, planned, agent, handoff, job.attempt);
+            finalize(deps, &query, planned, record).await
         }
         Err(f) if f.recoverable && job.attempt <= planned.dispatch.routing.retry_count => {
-            schedule_retry(deps, &manifest, &query, &planned, agent, job, f).await
+            schedule_retry(deps, &manifest, &query, planned, agent, job, f).await
         }
-        Err(f) => give_up(deps, &manifest, &query, &planned, Some(agent), job.attempt, f).await,
+        Err(f) => give_up(deps, &manifest, &query, planned, Some(agent), job.attempt, f).await,
     }
 }
 
@@ -643,8 +643,8 @@ async fn give_up_after_deliveries(deps: &Deps, job: &DispatchJob, reason: &str) 
         attempts: job.attempt,
         fallback_for: planned.fallback_for.clone(),
         engine_caveats: Vec::new(),
-        handoff: failed_handoff(&planned, planned.dispatch.target_tier, &f),
+        handoff: failed_handoff(planned, planned.dispatch.target_tier, &f),
         expires_at: deps.expires_at(),
     };
-    finalize(deps, &query, &planned, record).await
+    finalize(deps, &query, planned, record).await
 }
