@@ -37,8 +37,19 @@ pub const DLQ_RETENTION_S: u64 = 14 * 24 * 60 * 60;
 /// Honours the usual sources (environment, profile, container and instance credentials) and
 /// `AWS_ENDPOINT_URL`: with an endpoint set and no region configured, the region is
 /// `us-east-1`, which local endpoints accept.
+///
+/// When the credentials are in the environment — always the case on Lambda, which sets
+/// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` for the function's
+/// role — they are read from there directly. The default chain would find them there too
+/// (the environment is its first source), but building it also builds the profile, web
+/// identity (an STS client with its own endpoint rules), container and instance providers:
+/// about 0.9 million instructions of every function's init.
 pub async fn aws_config_from_env() -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    if env_credentials() {
+        loader = loader
+            .credentials_provider(aws_config::environment::credentials::EnvironmentVariableCredentialsProvider::new());
+    }
     let endpoint = std::env::var(ENV_ENDPOINT_URL).ok().filter(|e| !e.trim().is_empty());
     let native_roots = endpoint.is_some() || std::env::var(ENV_NATIVE_ROOTS).is_ok_and(|v| v == "1");
     loader = with_shared_client(loader, native_roots);
@@ -48,6 +59,11 @@ pub async fn aws_config_from_env() -> SdkConfig {
             .region(RegionProviderChain::default_provider().or_else(Region::new(LOCAL_DEFAULT_REGION)));
     }
     loader.load().await
+}
+
+/// Whether the environment holds an access key id and a secret key (non-empty).
+fn env_credentials() -> bool {
+    ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"].iter().all(|k| std::env::var(k).is_ok_and(|v| !v.trim().is_empty()))
 }
 
 /// Set to `1` to trust the system's certificate store for AWS calls instead of Amazon's roots.
@@ -62,7 +78,7 @@ const AMAZON_ROOTS_PEM: &[u8] = include_bytes!("../../certs/amazon-roots.pem");
 ///
 /// Why: with the SDK's default client each function start parsed the system's whole CA bundle
 /// (~140 PEM certificates) twice — once for aws-config's STS client, once for the service
-/// clients — which was about half of a function's init instructions (docs/operations.md
+/// clients — which was about half of a function's init instructions (README
 /// "Cold start"). Five roots compiled in cost next to nothing. With a custom endpoint
 /// (`AWS_ENDPOINT_URL`: a local endpoint, a proxy) or `SWITCHYARD_NATIVE_ROOTS=1` the system
 /// store is used, still through one shared client. If the TLS context cannot be built the

@@ -39,6 +39,14 @@ use std::path::Path;
 /// that `switchyard ask` works with no files around it.
 pub const EMBEDDED_ROUTING_YAML: &str = include_str!("../../../routing.yaml");
 
+/// The same document as JSON, converted by `shared/build.rs` from the very file above at build
+/// time (empty when that file is not valid YAML). JSON deserializes into a [`Manifest`] several
+/// times faster than YAML, and this parse is most of every function's init.
+const EMBEDDED_ROUTING_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/routing.json"));
+
+/// How the embedded manifest names itself in errors.
+const EMBEDDED_FILE: &str = "<embedded routing.yaml>";
+
 /// A manifest that failed to load: the file, and every problem found in it.
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: {}", render_problems(.problems))]
@@ -803,6 +811,11 @@ impl Manifest {
             let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
             ManifestError { file: file.to_string(), problems: vec![Problem { path, line, message }] }
         })?;
+        Manifest::validated(manifest, file)
+    }
+
+    /// `manifest` when [`validate`] finds nothing wrong with it.
+    fn validated(manifest: Manifest, file: &str) -> Result<Manifest, ManifestError> {
         let problems = validate(&manifest);
         if problems.is_empty() {
             Ok(manifest)
@@ -834,9 +847,20 @@ impl Manifest {
         }
     }
 
-    /// The manifest embedded in the binary ([`EMBEDDED_ROUTING_YAML`]).
+    /// The manifest embedded in the binary ([`EMBEDDED_ROUTING_YAML`]), read from its JSON form
+    /// prepared at build time and validated like any other. Should that form not deserialize
+    /// (the YAML is broken, or uses something JSON cannot carry), the YAML is parsed instead, so
+    /// the result and every error (with its line) are exactly those of [`Manifest::from_yaml`].
     pub fn embedded() -> Result<Manifest, ManifestError> {
-        Manifest::from_yaml(EMBEDDED_ROUTING_YAML, "<embedded routing.yaml>")
+        Manifest::from_prepared(EMBEDDED_ROUTING_JSON, EMBEDDED_ROUTING_YAML, EMBEDDED_FILE)
+    }
+
+    /// The manifest `yaml`, read from `json` (its build-time JSON form) when that deserializes.
+    fn from_prepared(json: &str, yaml: &str, file: &str) -> Result<Manifest, ManifestError> {
+        match serde_json::from_str::<Manifest>(json) {
+            Ok(manifest) => Manifest::validated(manifest, file),
+            Err(_) => Manifest::from_yaml(yaml, file),
+        }
     }
 
     /// The agent with this id.
@@ -894,14 +918,30 @@ impl Manifest {
     /// A stable fingerprint of the manifest's content, recorded with each query so a query
     /// finishes on the manifest version it started with.
     pub fn fingerprint(&self) -> String {
-        // FNV-1a over the canonical JSON: stable across processes and builds.
-        let text = serde_json::to_string(self).unwrap_or_default();
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in text.bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        // FNV-1a over the canonical JSON: stable across processes and builds. The JSON is
+        // hashed as it is written, never held (every function computes this in its init).
+        let mut hash = Fnv1a(0xcbf2_9ce4_8422_2325);
+        if serde_json::to_writer(&mut hash, self).is_err() {
+            hash = Fnv1a(0xcbf2_9ce4_8422_2325);
         }
-        format!("{hash:016x}")
+        format!("{:016x}", hash.0)
+    }
+}
+
+/// FNV-1a as an `io::Write`: the hash of everything written to it.
+struct Fnv1a(u64);
+
+impl std::io::Write for Fnv1a {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -910,5 +950,51 @@ fn strip_location(message: &str) -> String {
     match message.find(" at line ") {
         Some(i) => message[..i].to_string(),
         None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_manifest_read_from_its_prepared_json_is_the_yaml_one() {
+        assert!(!EMBEDDED_ROUTING_JSON.is_empty(), "build.rs prepares the JSON form of routing.yaml");
+        let from_json: Manifest = serde_json::from_str(EMBEDDED_ROUTING_JSON).expect("the JSON form deserializes");
+        let from_yaml = Manifest::from_yaml(EMBEDDED_ROUTING_YAML, EMBEDDED_FILE).expect("the shipped manifest loads");
+        assert_eq!(from_json, from_yaml);
+        let embedded = Manifest::embedded().expect("the embedded manifest loads");
+        assert_eq!(embedded.fingerprint(), from_yaml.fingerprint());
+    }
+
+    #[test]
+    fn a_prepared_form_that_does_not_deserialize_gives_the_yaml_result_and_errors() {
+        let from_yaml = Manifest::from_yaml(EMBEDDED_ROUTING_YAML, EMBEDDED_FILE).expect("the shipped manifest loads");
+        for json in ["", "{", "{\"version\": \"one\"}"] {
+            let manifest = Manifest::from_prepared(json, EMBEDDED_ROUTING_YAML, EMBEDDED_FILE).expect("falls back");
+            assert_eq!(manifest, from_yaml, "json {json:?}");
+        }
+        let broken = EMBEDDED_ROUTING_YAML.replacen("version: 1", "version: [1", 1);
+        let err = Manifest::from_prepared("", &broken, EMBEDDED_FILE).expect_err("broken YAML");
+        assert!(err.problems.iter().all(|p| p.line.is_some()), "the YAML error keeps its line: {err}");
+    }
+
+    #[test]
+    fn a_prepared_form_is_validated_like_the_yaml() {
+        let yaml = EMBEDDED_ROUTING_YAML.replacen("version: 1", "version: 7", 1);
+        let json =
+            serde_json::to_string(&serde_yaml::from_str::<serde_json::Value>(&yaml).expect("yaml")).expect("json");
+        let from_json = Manifest::from_prepared(&json, &yaml, EMBEDDED_FILE).expect_err("version 7 is refused");
+        let from_yaml = Manifest::from_yaml(&yaml, EMBEDDED_FILE).expect_err("version 7 is refused");
+        assert_eq!(from_json.to_string(), from_yaml.to_string());
+    }
+
+    #[test]
+    fn the_fingerprint_is_fnv1a_of_the_canonical_json() {
+        let manifest = Manifest::embedded().expect("the embedded manifest loads");
+        let text = serde_json::to_string(&manifest).expect("serializes");
+        let hash =
+            text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        assert_eq!(manifest.fingerprint(), format!("{hash:016x}"));
     }
 }
