@@ -97,7 +97,7 @@ async fn another_caller_using_the_same_session_id_gets_a_separate_session() {
     assert!(carried(&theirs).is_empty(), "{:?}", theirs.entities);
     assert!(context_event(&h, &theirs.query_id).await.is_none());
     let query = h.system.deps.store.get_query(&theirs.query_id).await.expect("store").expect("query");
-    assert!(!query.parsed.context.unwrap_or_default().to_string().contains("Kisqali"));
+    assert!(!query.parsed.context.clone().unwrap_or_default().to_string().contains("Kisqali"));
     // AND each caller's session holds only their own turn
     let a = session_of(&h, ANALYST, "shared-id").await.expect("mine");
     let b = session_of(&h, OTHER, "shared-id").await.expect("theirs");

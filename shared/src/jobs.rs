@@ -117,12 +117,18 @@ impl JobMessage {
                 None => return Err(JobError::Malformed(format!("`v` must be a whole number, not {v}"))),
             },
         }
-        // Name the field a value is wrong in: `fire_at: input contains invalid characters`.
-        let job: Job = serde_path_to_error::deserialize(serde_json::Value::Object(map)).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            JobError::Malformed(if path == "." { inner.to_string() } else { format!("{path}: {inner}") })
-        })?;
+        let body = serde_json::Value::Object(map);
+        // A well-formed job is read directly; only a refused one is read again with its path
+        // tracked, to name the field a value is wrong in: `fire_at: input contains invalid
+        // characters`.
+        let job: Job = match Job::deserialize(&body) {
+            Ok(job) => job,
+            Err(_) => serde_path_to_error::deserialize(body).map_err(|e| {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                JobError::Malformed(if path == "." { inner.to_string() } else { format!("{path}: {inner}") })
+            })?,
+        };
         if uuid::Uuid::parse_str(job.query_id()).is_err() {
             return Err(JobError::BadId { field: "query_id" });
         }

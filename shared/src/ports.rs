@@ -63,17 +63,19 @@ pub struct QueryRecord {
     pub status: QueryStatus,
     /// Optimistic-concurrency version; every [`Store::update_query`] bumps it.
     pub version: u64,
-    /// The parsed query (classified at intake, or supplied pre-parsed).
-    pub parsed: ParsedQuery,
+    /// The parsed query (classified at intake, or supplied pre-parsed). Shared (`Arc`) like
+    /// the plan: written once at intake, replaced whole by the step that re-classifies.
+    pub parsed: std::sync::Arc<ParsedQuery>,
     /// Warnings from validation and classification.
     #[serde(default)]
     pub warnings: Vec<String>,
     /// The scope check of an embedded classification (none for a pre-parsed query).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<crate::scope::ScopeCheck>,
-    /// Set by the router.
+    /// Set by the router. Shared (`Arc`): the copies of a record a step reads and writes share
+    /// one plan until a step changes it, and a step that changes it writes a new one.
     #[serde(default)]
-    pub plan: Option<Plan>,
+    pub plan: Option<std::sync::Arc<Plan>>,
     /// Fan-in set: slots of the current stage that have their final handoff. Owned by
     /// [`Store::record_handoff`]; [`Store::update_query`] leaves it alone.
     #[serde(default)]

@@ -60,7 +60,7 @@ pub fn query(user_id: &str, idempotency_key: Option<&str>) -> QueryRecord {
         manifest_fingerprint: "fp-1".into(),
         status: QueryStatus::Accepted,
         version: 0,
-        parsed: ParsedQuery {
+        parsed: std::sync::Arc::new(ParsedQuery {
             query_id,
             raw_query: "Why did Kisqali TRx drop in the Northeast last quarter?".into(),
             intent: "causal_analysis".into(),
@@ -69,7 +69,7 @@ pub fn query(user_id: &str, idempotency_key: Option<&str>) -> QueryRecord {
             ambiguity_flag: false,
             context: None,
             timestamp: now,
-        },
+        }),
         warnings: vec![],
         scope: None,
         plan: None,
@@ -420,7 +420,7 @@ pub async fn expired_records_read_as_absent(store: &dyn Store) {
 /// nothing is written.
 pub async fn an_oversized_record_is_refused_as_too_large(store: &dyn Store) {
     let mut q = query(&new_id(), None);
-    q.parsed.raw_query = "x".repeat(420 * 1024);
+    std::sync::Arc::make_mut(&mut q.parsed).raw_query = "x".repeat(420 * 1024);
     match store.create_query(&q, &[]).await {
         Err(StoreError::TooLarge(message)) => assert!(!message.is_empty()),
         other => panic!("expected TooLarge, got {other:?}"),

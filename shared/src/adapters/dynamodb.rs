@@ -1288,7 +1288,7 @@ mod tests {
             manifest_fingerprint: "fp".into(),
             status: QueryStatus::Routed,
             version: 3,
-            parsed: ParsedQuery {
+            parsed: std::sync::Arc::new(ParsedQuery {
                 query_id: "9b2f0c1e-0000-4000-8000-000000000001".into(),
                 raw_query: "Why did Kisqali TRx drop in the Northeast?".into(),
                 intent: "causal_analysis".into(),
@@ -1302,7 +1302,7 @@ mod tests {
                 ambiguity_flag: false,
                 context: None,
                 timestamp: at(0),
-            },
+            }),
             warnings: vec!["w".into()],
             scope: None,
             plan: None,
@@ -1567,7 +1567,7 @@ mod tests {
     #[test]
     fn oversized_records_are_refused_before_compression() {
         let mut q = query();
-        q.parsed.raw_query = "x".repeat(DYNAMODB_MAX_ITEM_BYTES);
+        std::sync::Arc::make_mut(&mut q.parsed).raw_query = "x".repeat(DYNAMODB_MAX_ITEM_BYTES);
         match query_item(&q, &[]) {
             Err(StoreError::TooLarge(message)) => assert!(message.contains("query is"), "{message}"),
             other => panic!("expected TooLarge, got {other:?}"),

@@ -29,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::limits::{DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
+use crate::limits::{json_fits, DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
 
 /// How many requests an adapter has served, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,36 +93,10 @@ fn poisoned() -> StoreError {
     StoreError::Unavailable { message: "store lock poisoned by a panic".into(), source: None }
 }
 
-/// Counts the bytes written to it: an item's JSON size without building the JSON.
-struct ByteCount(usize);
-
-impl std::io::Write for ByteCount {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The size of `value` serialized as JSON, in bytes.
-fn json_size<T: serde::Serialize>(value: &T) -> usize {
-    let mut count = ByteCount(0);
-    match serde_json::to_writer(&mut count, value) {
-        Ok(()) => count.0,
-        Err(_) => 0,
-    }
-}
-
 fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreError> {
-    let size = json_size(value);
-    if size > DYNAMODB_MAX_ITEM_BYTES {
-        return Err(StoreError::TooLarge(format!(
-            "{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}"
-        )));
-    }
-    Ok(())
+    json_fits(value, DYNAMODB_MAX_ITEM_BYTES).map_err(|size| {
+        StoreError::TooLarge(format!("{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}"))
+    })
 }
 
 impl MemoryStore {
@@ -214,7 +188,11 @@ impl MemoryStore {
     /// DynamoDB adapter's conditional put does.
     fn put_events(tables: &mut Tables, events: &[Event], now: i64) {
         for e in events {
-            let log = tables.events.entry(e.query_id.clone()).or_default();
+            // The query's log usually exists: its id is copied only to start one.
+            if !tables.events.contains_key(&e.query_id) {
+                tables.events.insert(e.query_id.clone(), BTreeMap::new());
+            }
+            let Some(log) = tables.events.get_mut(&e.query_id) else { continue };
             if log.get(&e.key).is_none_or(|old| old.expires_at < now) {
                 log.insert(e.key.clone(), e.clone());
             }

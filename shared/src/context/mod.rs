@@ -233,8 +233,12 @@ pub fn append_turn(
         at: now,
     });
     let too_many = session.turns.len() > settings.history_turns;
+    // Every cl100k token is at least one byte, so turns of at most `threshold_tokens` bytes in
+    // all are within the threshold without being tokenized (the common case: a short session).
     let too_long = || {
-        session.turns.iter().map(|t| tokens::count(&turn_text(t))).sum::<usize>() > settings.summary.threshold_tokens
+        let texts: Vec<String> = session.turns.iter().map(turn_text).collect();
+        texts.iter().map(String::len).sum::<usize>() > settings.summary.threshold_tokens
+            && texts.iter().map(|t| tokens::count(t)).sum::<usize>() > settings.summary.threshold_tokens
     };
     if !too_many && !too_long() {
         return Vec::new();

@@ -13,9 +13,10 @@ use super::effects::{
 use crate::contracts::HandoffStatus;
 use crate::plan::handoffs::{check_gate, slot_handoff};
 use crate::plan::modes::next_step;
-use crate::plan::Flow;
+use crate::plan::{Flow, Plan};
 use crate::ports::{HandoffRecord, QueryStatus};
 use serde_json::{json, Value};
+use std::sync::Arc;
 use tracing::info;
 
 /// Move the query on if its current stage is complete: start the next pipeline stage (when
@@ -58,7 +59,7 @@ pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             return request_synthesis(deps, query_id).await.map(Attempt::Done);
         }
         let previous: Vec<Value> = step.iter().map(|h| h.handoff.result.primary_output.clone()).collect();
-        let mut advanced_plan = plan.clone();
+        let mut advanced_plan = Plan::clone(plan);
         advanced_plan.current_stage = next;
         for d in &mut advanced_plan.stages[next].dispatches {
             if let Value::Object(ctx) = &mut d.dispatch.payload.context {
@@ -81,7 +82,7 @@ pub async fn advance(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         }
         events.extend(dispatch_events(deps, &query, &advanced_plan, next));
         let mut updated = query.clone();
-        updated.plan = Some(advanced_plan);
+        updated.plan = Some(Arc::new(advanced_plan));
         if !written(deps.store.update_query(&updated, query.version, &events).await)? {
             return Ok(Attempt::Conflict);
         }
@@ -125,7 +126,7 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             return request_synthesis(deps, query_id).await.map(Attempt::Done);
         }
         let mut updated = query.clone();
-        let mut new_plan = plan.clone();
+        let mut new_plan = Plan::clone(&plan);
         let mut events: Vec<_> = next
             .events
             .iter()
@@ -138,7 +139,7 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
                 new_plan.pipeline = intent.route.pipeline.clone();
             }
             new_plan.intent = parsed.intent.clone();
-            updated.parsed = parsed;
+            updated.parsed = Arc::new(parsed);
         }
         if let Some(c) = next.classification {
             new_plan.flow.get_or_insert_with(Flow::default).classification = Some(c);
@@ -162,7 +163,7 @@ pub async fn extend(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             }
             stage.dispatches.extend(background.iter().cloned());
         }
-        updated.plan = Some(new_plan);
+        updated.plan = Some(Arc::new(new_plan));
         if !written(deps.store.update_query(&updated, query.version, &events).await)? {
             return Ok(Attempt::Conflict);
         }

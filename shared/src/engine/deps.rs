@@ -249,9 +249,18 @@ impl From<QueueError> for StepError {
 /// A W3C `traceparent` whose trace id is the query id's 32 hex digits, so every message and
 /// log line of one query share a trace; `span_id` names the sending step.
 pub fn traceparent(query_id: &str, span_id: u64) -> String {
-    let trace: String = query_id.chars().filter(char::is_ascii_hexdigit).collect::<String>().to_lowercase();
-    let trace = if trace.len() == 32 { trace } else { format!("{:0>32}", fnv_hex(query_id.as_bytes())) };
-    format!("00-{trace}-{span_id:016x}-01")
+    use std::fmt::Write as _;
+    // Written into one buffer of the header's length (55 bytes), without intermediate strings.
+    let mut header = String::with_capacity(55);
+    header.push_str("00-");
+    let hex_digits = query_id.bytes().filter(u8::is_ascii_hexdigit).count();
+    if hex_digits == 32 {
+        header.extend(query_id.bytes().filter(u8::is_ascii_hexdigit).map(|b| char::from(b.to_ascii_lowercase())));
+    } else {
+        let _ = write!(header, "{:0>32}", fnv_hex(query_id.as_bytes()));
+    }
+    let _ = write!(header, "-{span_id:016x}-01");
+    header
 }
 
 /// The parent span id of a `traceparent`, if it is well formed.

@@ -51,9 +51,6 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             }
         };
         let deadline_at = query.accepted_at + chrono::Duration::milliseconds(plan.deadline_ms as i64);
-        let mut routed = query.clone();
-        routed.status = QueryStatus::Routed;
-        routed.deadline_at = Some(deadline_at);
         let mut events = vec![deps.event(
             &query,
             Entry::Plan,
@@ -69,12 +66,18 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         )];
         events.extend(dispatch_events(deps, &query, &plan, 0));
         // The training signal rides on the write that records the plan.
-        routed.signal = Some(crate::signals::collect::at_routing(&manifest, &query, &plan, now));
-        routed.plan = Some(plan);
-        if !written(deps.store.update_query(&routed, query.version, &events).await)? {
+        let signal = crate::signals::collect::at_routing(&manifest, &query, &plan, now);
+        // The record read is not needed again: it becomes the routed one (no copy).
+        let version = query.version;
+        let mut routed = query;
+        routed.status = QueryStatus::Routed;
+        routed.deadline_at = Some(deadline_at);
+        routed.signal = Some(signal);
+        routed.plan = Some(std::sync::Arc::new(plan));
+        if !written(deps.store.update_query(&routed, version, &events).await)? {
             return Ok(Attempt::Conflict);
         }
-        routed.version = query.version + 1;
+        routed.version = version + 1;
         if out_of_scope {
             info!("query out of scope; answered without an agent");
             request_synthesis(deps, query_id).await?;

@@ -102,13 +102,15 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
                 }
             }
         }
-        let mut claimed = query.clone();
+        // The record read becomes the claimed one, then the done one: moved, never copied.
+        let version = query.version;
+        let mut claimed = query;
         claimed.status = QueryStatus::Synthesizing;
         claimed.synth_claimed_at = Some(now);
-        if !written(deps.store.update_query(&claimed, query.version, &[]).await)? {
+        if !written(deps.store.update_query(&claimed, version, &[]).await)? {
             return Ok(Attempt::Conflict);
         }
-        claimed.version = query.version + 1;
+        claimed.version = version + 1;
         let handoffs = deps.store.list_handoffs(query_id).await?;
         let manifest = deps.manifest_for(&claimed).await?;
         let mut output = build_output(deps, &manifest, &claimed, &handoffs, deadline_passed);
@@ -121,16 +123,17 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         }
         output.reflection = super::reflection::reflect(&manifest, &claimed, &handoffs, &output);
         fit_output(&mut output);
-        let mut done = claimed.clone();
+        let claimed_version = claimed.version;
+        let mut done = claimed;
         done.status = QueryStatus::Done;
         done.outcome = Some(output.status);
         // The signal's outcome rides on the final write.
         if let Some(signal) = done.signal.as_mut() {
-            crate::signals::collect::with_outcome(signal, claimed.plan.as_ref(), &output, &handoffs, now);
+            crate::signals::collect::with_outcome(signal, done.plan.as_deref(), &output, &handoffs, now);
         }
         let events = [
             deps.event(
-                &claimed,
+                &done,
                 Entry::Synthesis,
                 0,
                 "",
@@ -145,7 +148,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
                 }),
             ),
             deps.event(
-                &claimed,
+                &done,
                 Entry::Final,
                 0,
                 "",
@@ -153,7 +156,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
             ),
         ];
         // Not written: another synthesizer finished it.
-        if written(deps.store.finish_query(&output, &done, claimed.version, &events).await)? {
+        if written(deps.store.finish_query(&output, &done, claimed_version, &events).await)? {
             info!(status = ?output.status, confidence = output.response_confidence, latency_ms = output.total_latency_ms, "query answered");
             super::conversation::record_turn(deps, &manifest, &done, &output).await?;
         }
@@ -319,11 +322,8 @@ fn truncate_chars(text: &mut String, max_chars: usize) {
 /// its first 2000 characters of text, the merged answer its first 100 000, citation texts
 /// their first 500, and a caveat says so. Every agent's full answer stays in its handoff.
 fn fit_output(output: &mut OrchestratorOutput) {
-    let size = |o: &OrchestratorOutput| serde_json::to_vec(o).map(|v| v.len()).unwrap_or(0);
-    let original = size(output);
-    if original <= MAX_OUTPUT_BYTES {
-        return;
-    }
+    let fits = |o: &OrchestratorOutput| crate::limits::json_fits(o, MAX_OUTPUT_BYTES);
+    let Err(original) = fits(output) else { return };
     for r in &mut output.agent_results {
         let mut text = match r.result.get("response").and_then(Value::as_str) {
             Some(t) => t.to_string(),
@@ -338,7 +338,7 @@ fn fit_output(output: &mut OrchestratorOutput) {
             truncate_chars(text, 500);
         }
     }
-    if size(output) > MAX_OUTPUT_BYTES {
+    if fits(output).is_err() {
         output.visualizations.clear();
         output.citations.truncate(20);
     }
@@ -384,7 +384,7 @@ pub fn build_output(
         deadline_ms: 0,
         flow: None,
     };
-    let plan = query.plan.as_ref().unwrap_or(&empty);
+    let plan = query.plan.as_deref().unwrap_or(&empty);
     if query.scope.as_ref().is_some_and(crate::scope::ScopeCheck::is_out_of_scope) && plan.stages.is_empty() {
         return out_of_scope_output(manifest, query, now);
     }

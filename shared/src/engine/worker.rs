@@ -28,6 +28,7 @@ use crate::manifest::{Agent, Fallback, Manifest};
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tracing::{info, instrument, warn};
@@ -78,13 +79,21 @@ pub async fn run_dispatch(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> R
     result
 }
 
-async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(QueryRecord, PlannedDispatch), StepError> {
-    let query = deps
-        .store
+async fn load(deps: &Deps, job: &DispatchJob) -> Result<QueryRecord, StepError> {
+    deps.store
         .get_query(&job.query_id)
         .await?
-        .ok_or_else(|| StepError::Permanent(format!("dispatch for unknown query {}", job.query_id)))?;
-    let planned = query.plan.as_ref().and_then(|p| p.dispatch(&job.dispatch_id)).cloned().ok_or_else(|| {
+        .ok_or_else(|| StepError::Permanent(format!("dispatch for unknown query {}", job.query_id)))
+}
+
+/// The job's dispatch in the query's plan (borrowed from the record, not copied), checked
+/// against the worker's tier.
+fn planned_dispatch<'a>(
+    query: &'a QueryRecord,
+    tier: Option<u8>,
+    job: &DispatchJob,
+) -> Result<&'a PlannedDispatch, StepError> {
+    let planned = query.plan.as_ref().and_then(|p| p.dispatch(&job.dispatch_id)).ok_or_else(|| {
         StepError::Permanent(format!("dispatch {} is not in the plan of query {}", job.dispatch_id, job.query_id))
     })?;
     if let Some(tier) = tier {
@@ -95,18 +104,19 @@ async fn load(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(Query
             )));
         }
     }
-    Ok((query, planned))
+    Ok(planned)
 }
 
 async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(), StepError> {
-    let (query, planned) = load(deps, tier, job).await?;
+    let query = load(deps, job).await?;
+    let planned = planned_dispatch(&query, tier, job)?;
     if deps.store.get_handoff(&job.query_id, &job.dispatch_id).await?.is_some() {
         // Already answered (a duplicate or a late redelivery): make sure the fan-in moved on.
         return advance(deps, &job.query_id).await;
     }
     // A background dispatch (the research-assistant design's memory step) still runs after the answer is out.
     if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
-        return close_after_the_end(deps, &query, &planned).await;
+        return close_after_the_end(deps, &query, planned).await;
     }
     let manifest = deps.manifest_for(&query).await?;
     let Some(agent) = manifest.agent(&planned.dispatch.target_agent) else {
@@ -120,7 +130,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
             started_at: now,
             completed_at: now,
         };
-        return give_up(deps, &manifest, &query, &planned, None, job.attempt, failure).await;
+        return give_up(deps, &manifest, &query, planned, None, job.attempt, failure).await;
     };
     let started_at = deps.clock.now();
     let started = tokio::time::Instant::now();
@@ -144,7 +154,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
         Ok(Err(e)) => Err(failure("agent_error", e.message, e.recoverable, false)),
         Ok(Ok(AgentReply::Malformed(raw))) => Err(failure("malformed_handoff", malformed_message(&raw), true, false)),
         Ok(Ok(AgentReply::Answer(value))) => {
-            match handoff_from_answer(value, agent, &planned, started_at, completed_at, latency_ms) {
+            match handoff_from_answer(value, agent, planned, started_at, completed_at, latency_ms) {
                 Ok(h) if matches!(h.execution.status, HandoffStatus::Failed | HandoffStatus::Timeout) => {
                     let recoverable = h.errors.recoverable;
                     let message =
@@ -158,13 +168,13 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     };
     match outcome {
         Ok(handoff) => {
-            let record = record_for(deps, &query, &planned, agent, handoff, job.attempt);
-            finalize(deps, &query, &planned, record).await
+            let record = record_for(deps, &query, planned, agent, handoff, job.attempt);
+            finalize(deps, &query, planned, record).await
         }
         Err(f) if f.recoverable && job.attempt <= planned.dispatch.routing.retry_count => {
-            schedule_retry(deps, &manifest, &query, &planned, agent, job, f).await
+            schedule_retry(deps, &manifest, &query, planned, agent, job, f).await
         }
-        Err(f) => give_up(deps, &manifest, &query, &planned, Some(agent), job.attempt, f).await,
+        Err(f) => give_up(deps, &manifest, &query, planned, Some(agent), job.attempt, f).await,
     }
 }
 
@@ -200,18 +210,24 @@ fn handoff_from_answer(
         h.agent_tier = agent.tier;
         return Ok(h);
     }
-    let obj = value.as_object().ok_or_else(|| "the answer is not a JSON object".to_string())?;
+    let Value::Object(mut obj) = value else { return Err("the answer is not a JSON object".to_string()) };
     let status: HandoffStatus = match obj.get("status") {
-        Some(s) => serde_json::from_value(s.clone()).map_err(|_| format!("status {s} is not a handoff status"))?,
+        Some(s) => HandoffStatus::deserialize(s).map_err(|_| format!("status {s} is not a handoff status"))?,
         None => HandoffStatus::Success,
     };
-    let result: HandoffResult = serde_json::from_value(json!({
-        "primary_output": obj.get("primary_output").cloned().unwrap_or(Value::Null),
-        "confidence": obj.get("confidence").cloned().unwrap_or(json!(0.0)),
-        "evidence": obj.get("evidence").cloned().unwrap_or(json!([])),
-        "caveats": obj.get("caveats").cloned().unwrap_or(json!([])),
-    }))
-    .map_err(|e| format!("result fields: {e}"))?;
+    // The result's fields are moved out of the answer (the other fields are read below).
+    let mut take = |key: &str, absent: Value| obj.remove(key).unwrap_or(absent);
+    let fields: serde_json::Map<String, Value> = [
+        ("primary_output", take("primary_output", Value::Null)),
+        ("confidence", take("confidence", json!(0.0))),
+        ("evidence", take("evidence", json!([]))),
+        ("caveats", take("caveats", json!([]))),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let result: HandoffResult =
+        serde_json::from_value(Value::Object(fields)).map_err(|e| format!("result fields: {e}"))?;
     check_confidence(result.confidence)?;
     Ok(AgentHandoff {
         dispatch_id: planned.dispatch.dispatch_id.clone(),
@@ -286,10 +302,7 @@ fn record_for(
 /// A handoff too large for one item keeps its status, confidence and caveats; its outputs are
 /// replaced by a note, and a caveat says so. Nothing is dropped silently.
 fn shrink_if_too_large(record: &mut HandoffRecord) {
-    let size = serde_json::to_vec(record).map(|v| v.len()).unwrap_or(0);
-    if size <= MAX_HANDOFF_BYTES {
-        return;
-    }
+    let Err(size) = crate::limits::json_fits(record, MAX_HANDOFF_BYTES) else { return };
     let h = &mut record.handoff;
     let text: String =
         h.result.primary_output.get("response").and_then(Value::as_str).unwrap_or("").chars().take(4_000).collect();
@@ -443,7 +456,7 @@ async fn hand_over(
         if query.status != QueryStatus::Routed {
             return Ok(Attempt::Done(()));
         }
-        let Some(mut plan) = query.plan.clone() else { return Ok(Attempt::Done(())) };
+        let Some(mut plan) = query.plan.as_deref().cloned() else { return Ok(Attempt::Done(())) };
         if plan.all_dispatches().any(|d| d.fallback_for.as_deref() == Some(planned.dispatch.dispatch_id.as_str())) {
             return Ok(Attempt::Done(())); // already handed over (a duplicate delivery): sent once
         }
@@ -495,7 +508,7 @@ async fn hand_over(
             stage.dispatches.push(fallback);
         }
         let mut updated = query.clone();
-        updated.plan = Some(plan);
+        updated.plan = Some(std::sync::Arc::new(plan));
         if !written(deps.store.update_query(&updated, query.version, &events).await)? {
             return Ok(Attempt::Conflict);
         }
@@ -609,7 +622,8 @@ async fn close_after_the_end(deps: &Deps, query: &QueryRecord, planned: &Planned
 /// The last delivery of a dispatch job failed: record the dispatch as failed (it fills its
 /// slot, no fallback — the worker itself is what keeps failing).
 async fn give_up_after_deliveries(deps: &Deps, job: &DispatchJob, reason: &str) -> Result<(), StepError> {
-    let (query, planned) = load(deps, None, job).await?;
+    let query = load(deps, job).await?;
+    let planned = planned_dispatch(&query, None, job)?;
     if query.status == QueryStatus::Done && planned.role != DispatchRole::Background {
         return Ok(());
     }
@@ -629,8 +643,8 @@ async fn give_up_after_deliveries(deps: &Deps, job: &DispatchJob, reason: &str) 
         attempts: job.attempt,
         fallback_for: planned.fallback_for.clone(),
         engine_caveats: Vec::new(),
-        handoff: failed_handoff(&planned, planned.dispatch.target_tier, &f),
+        handoff: failed_handoff(planned, planned.dispatch.target_tier, &f),
         expires_at: deps.expires_at(),
     };
-    finalize(deps, &query, &planned, record).await
+    finalize(deps, &query, planned, record).await
 }

@@ -1138,7 +1138,7 @@ fn reclassify(
         forbidden_role: forbidden_role.clone(),
         out_of_scope,
     };
-    let mut reparsed = parsed.clone();
+    let mut reparsed = ParsedQuery::clone(parsed);
     reparsed.intent = intent_id.clone();
     reparsed.confidence = confidence;
     reparsed.ambiguity_flag = decided_by == "embedded" && parsed.ambiguity_flag;
