@@ -272,53 +272,46 @@ mod bound {
         }
     }
 
-    impl ser::SerializeSeq for &mut SizeBound {
-        type Ok = ();
-        type Error = Unsupported;
-        fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Done {
-            self.0 += 1;
-            value.serialize(&mut **self)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
+    /// The compound serializers that write one element or field after another: each adds its
+    /// separator (and, for a named field, the quoted key and colon) before the value.
+    macro_rules! elements {
+        ($($trait:ident::$method:ident),*) => {$(
+            impl ser::$trait for &mut SizeBound {
+                type Ok = ();
+                type Error = Unsupported;
+                fn $method<T: ?Sized + Serialize>(&mut self, value: &T) -> Done {
+                    self.0 += 1;
+                    value.serialize(&mut **self)
+                }
+                fn end(self) -> Done {
+                    Ok(())
+                }
+            }
+        )*};
     }
+    elements!(
+        SerializeSeq::serialize_element,
+        SerializeTuple::serialize_element,
+        SerializeTupleStruct::serialize_field,
+        SerializeTupleVariant::serialize_field
+    );
 
-    impl ser::SerializeTuple for &mut SizeBound {
-        type Ok = ();
-        type Error = Unsupported;
-        fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Done {
-            self.0 += 1;
-            value.serialize(&mut **self)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
+    macro_rules! fields {
+        ($($trait:ident),*) => {$(
+            impl ser::$trait for &mut SizeBound {
+                type Ok = ();
+                type Error = Unsupported;
+                fn serialize_field<T: ?Sized + Serialize>(&mut self, key: &'static str, value: &T) -> Done {
+                    self.0 += 2 + string(key.len());
+                    value.serialize(&mut **self)
+                }
+                fn end(self) -> Done {
+                    Ok(())
+                }
+            }
+        )*};
     }
-
-    impl ser::SerializeTupleStruct for &mut SizeBound {
-        type Ok = ();
-        type Error = Unsupported;
-        fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Done {
-            self.0 += 1;
-            value.serialize(&mut **self)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
-    }
-
-    impl ser::SerializeTupleVariant for &mut SizeBound {
-        type Ok = ();
-        type Error = Unsupported;
-        fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Done {
-            self.0 += 1;
-            value.serialize(&mut **self)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
-    }
+    fields!(SerializeStruct, SerializeStructVariant);
 
     impl ser::SerializeMap for &mut SizeBound {
         type Ok = ();
@@ -329,30 +322,6 @@ mod bound {
             key.serialize(&mut **self)
         }
         fn serialize_value<T: ?Sized + Serialize>(&mut self, value: &T) -> Done {
-            value.serialize(&mut **self)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
-    }
-
-    impl ser::SerializeStruct for &mut SizeBound {
-        type Ok = ();
-        type Error = Unsupported;
-        fn serialize_field<T: ?Sized + Serialize>(&mut self, key: &'static str, value: &T) -> Done {
-            self.0 += 2 + string(key.len());
-            value.serialize(&mut **self)
-        }
-        fn end(self) -> Done {
-            Ok(())
-        }
-    }
-
-    impl ser::SerializeStructVariant for &mut SizeBound {
-        type Ok = ();
-        type Error = Unsupported;
-        fn serialize_field<T: ?Sized + Serialize>(&mut self, key: &'static str, value: &T) -> Done {
-            self.0 += 2 + string(key.len());
             value.serialize(&mut **self)
         }
         fn end(self) -> Done {
