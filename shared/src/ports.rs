@@ -11,7 +11,9 @@
 //! disagree and a duplicate delivery that loses its condition writes no event either.
 
 pub use crate::context::SessionRecord;
-use crate::contracts::{AgentDispatch, AgentHandoff, OrchestratorOutput, OutputStatus, ParsedQuery};
+use crate::contracts::{
+    AgentDispatch, AgentHandoff, HandoffResult, HandoffStatus, OrchestratorOutput, OutputStatus, ParsedQuery,
+};
 use crate::manifest::Agent;
 use crate::plan::Plan;
 use async_trait::async_trait;
@@ -564,6 +566,44 @@ pub enum AgentReply {
     /// Text that should have been JSON (the engine turns it into a failed handoff with the raw
     /// text in its error).
     Malformed(String),
+    /// A `result`-shaped answer built as typed values (the builtin agents'): validated like
+    /// the same fields in an [`AgentReply::Answer`], without a round trip through JSON.
+    Typed(Box<TypedAnswer>),
+}
+
+/// The fields of a `result`-shaped answer, typed ([`AgentReply::Typed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedAnswer {
+    /// The handoff status the agent reports.
+    pub status: HandoffStatus,
+    /// Output, confidence, evidence, caveats.
+    pub result: HandoffResult,
+    /// `metadata.model_used`.
+    pub model_used: String,
+}
+
+impl TypedAnswer {
+    /// The same answer as the JSON object an [`AgentReply::Answer`] would carry.
+    pub fn to_value(&self) -> Value {
+        let mut answer = serde_json::to_value(&self.result).unwrap_or_default();
+        if let Value::Object(map) = &mut answer {
+            map.insert("status".into(), serde_json::to_value(self.status).unwrap_or_default());
+            map.insert("model_used".into(), Value::String(self.model_used.clone()));
+        }
+        answer
+    }
+}
+
+impl AgentReply {
+    /// The answer as JSON (`None` for a malformed one): what readers that look into the
+    /// answer's fields (`primary_output.response`, …) read, whichever form it came in.
+    pub fn into_value(self) -> Option<Value> {
+        match self {
+            AgentReply::Answer(v) => Some(v),
+            AgentReply::Typed(a) => Some(a.to_value()),
+            AgentReply::Malformed(_) => None,
+        }
+    }
 }
 
 /// Why an agent did not answer.

@@ -331,8 +331,9 @@ async fn run_synthesis_agent(
     let reply = match run_agent(deps, query, tag, agent, &dispatch, 1, timeout).await {
         Err(()) => return Err(format!("no answer within {} ms", timeout.as_millis())),
         Ok(Err(e)) => return Err(format!("the synthesis agent failed: {}", e.message)),
-        Ok(Ok(AgentReply::Malformed(_))) => return Err("the synthesis agent's answer did not match its schema".into()),
-        Ok(Ok(AgentReply::Answer(v))) => v,
+        Ok(Ok(reply)) => {
+            reply.into_value().ok_or_else(|| "the synthesis agent's answer did not match its schema".to_string())?
+        }
     };
     let text = reply
         .pointer(&format!("/primary_output/{field}"))
