@@ -173,9 +173,10 @@ pub struct Event {
     pub at: DateTime<Utc>,
     /// What happened.
     pub kind: EventKind,
-    /// Details (ids, statuses, timings — never raw query text).
+    /// Details (ids, statuses, timings — never raw query text). Shared (`Arc`): the store
+    /// keeps the event the step built without copying its details.
     #[serde(default)]
-    pub detail: Value,
+    pub detail: std::sync::Arc<Value>,
     /// Epoch seconds TTL.
     pub expires_at: i64,
 }
