@@ -94,9 +94,10 @@ pub struct QueryRecord {
     #[serde(default)]
     pub outcome: Option<OutputStatus>,
     /// The routing training signal: recorded with the plan, completed with the output, given
-    /// feedback later (crate::signals::collect).
+    /// feedback later (crate::signals::collect). Shared (`Arc`) like the plan: a read of the
+    /// record does not copy it; a step that changes it copies it once (`Arc::make_mut`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signal: Option<crate::signals::collect::StoredSignal>,
+    pub signal: Option<std::sync::Arc<crate::signals::collect::StoredSignal>>,
     /// Epoch seconds after which the record is expired (DynamoDB TTL); an expired record that
     /// is still present is treated as absent.
     pub expires_at: i64,

@@ -137,7 +137,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     let started_at = deps.clock.now();
     let started = tokio::time::Instant::now();
     let stage = query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0);
-    let tag = StreamTag::attempt(stage, &agent.id, &planned.dispatch.dispatch_id, job.attempt);
+    let tag = || StreamTag::attempt(stage, &agent.id, &planned.dispatch.dispatch_id, job.attempt);
     let timeout = Duration::from_millis(job.timeout_ms.max(1));
     let ran = run_agent(deps, &query, tag, agent, &planned.dispatch, job.attempt, timeout).await;
     let completed_at = deps.clock.now();
