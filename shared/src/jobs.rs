@@ -277,7 +277,7 @@ mod tests {
             assert!(matches!(JobMessage::parse(body), Err(JobError::Malformed(_))), "{body}");
         }
         let deadline = JobMessage::parse(&refused[6]);
-        assert!(matches!(&deadline, Err(JobError::Malformed(m)) if m.starts_with("fire_at")), "{deadline:?}");
+        assert!(matches!(&deadline, Err(JobError::Malformed(m)) if m.contains("invalid characters")), "{deadline:?}");
         let other_version = format!(r#"{{"v":3,"type":"route","query_id":"{Q}"}}"#);
         assert_eq!(JobMessage::parse(&other_version), Err(JobError::Version(3)));
         let bad_dispatch =
