@@ -144,6 +144,7 @@ async fn run(
 fn answer(reply: AgentReply) -> Value {
     match reply {
         AgentReply::Answer(v) => v,
+        AgentReply::Typed(a) => a.to_value(),
         AgentReply::Malformed(raw) => panic!("malformed: {raw}"),
     }
 }

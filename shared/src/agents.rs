@@ -28,9 +28,9 @@ pub mod streaming;
 
 pub use bedrock::Bedrock;
 
-use crate::contracts::{AgentDispatch, EntityType, HandoffStatus};
+use crate::contracts::{AgentDispatch, EntityType, Evidence, HandoffResult, HandoffStatus};
 use crate::manifest::{Agent, AgentKind, BuiltinSettings, EvidenceSpec, Manifest, ScriptedSettings};
-use crate::ports::{AgentError, AgentReply, AgentRuntime, TokenSink};
+use crate::ports::{AgentError, AgentReply, AgentRuntime, TokenSink, TypedAnswer};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -100,15 +100,26 @@ fn missing(agent: &Agent) -> AgentError {
 #[async_trait]
 impl AgentRuntime for Agents {
     async fn run(&self, agent: &Agent, dispatch: &AgentDispatch, attempt: u32) -> Result<AgentReply, AgentError> {
+        // The remote kinds' futures (HTTP and AWS SDK calls) are large; each is boxed on its
+        // own so that this future, allocated and moved for every agent run, stays small for
+        // the builtin and scripted agents that answer at once.
         match agent.kind {
             AgentKind::Builtin | AgentKind::Scripted => ManifestAgents.run(agent, dispatch, attempt).await,
-            AgentKind::Llm => self.llm.run(agent, agent.llm.as_ref().ok_or_else(|| missing(agent))?, dispatch).await,
-            AgentKind::Http => self.http.run(agent, agent.http.as_ref().ok_or_else(|| missing(agent))?, dispatch).await,
+            AgentKind::Llm => {
+                let settings = agent.llm.as_ref().ok_or_else(|| missing(agent))?;
+                Box::pin(self.llm.run(agent, settings, dispatch)).await
+            }
+            AgentKind::Http => {
+                let settings = agent.http.as_ref().ok_or_else(|| missing(agent))?;
+                Box::pin(self.http.run(agent, settings, dispatch)).await
+            }
             AgentKind::Lambda => {
-                self.lambda.run(agent, agent.lambda.as_ref().ok_or_else(|| missing(agent))?, dispatch).await
+                let settings = agent.lambda.as_ref().ok_or_else(|| missing(agent))?;
+                Box::pin(self.lambda.run(agent, settings, dispatch)).await
             }
             AgentKind::Retriever => {
-                self.retriever.run(agent, agent.retriever.as_ref().ok_or_else(|| missing(agent))?, dispatch).await
+                let settings = agent.retriever.as_ref().ok_or_else(|| missing(agent))?;
+                Box::pin(self.retriever.run(agent, settings, dispatch)).await
             }
         }
     }
@@ -122,7 +133,8 @@ impl AgentRuntime for Agents {
     ) -> Result<AgentReply, AgentError> {
         match agent.kind {
             AgentKind::Llm => {
-                self.llm.run_streaming(agent, agent.llm.as_ref().ok_or_else(|| missing(agent))?, dispatch, tokens).await
+                let settings = agent.llm.as_ref().ok_or_else(|| missing(agent))?;
+                Box::pin(self.llm.run_streaming(agent, settings, dispatch, tokens)).await
             }
             _ => self.run(agent, dispatch, attempt).await,
         }
@@ -211,36 +223,38 @@ fn placeholder(name: &str, dispatch: &AgentDispatch, defaults: &std::collections
     }
 }
 
-fn evidence_json(
+fn evidence(
     agent: &Agent,
     specs: &[EvidenceSpec],
     dispatch: &AgentDispatch,
     defaults: &std::collections::BTreeMap<String, String>,
-) -> Vec<Value> {
+) -> Vec<Evidence> {
     specs
         .iter()
         .enumerate()
-        .map(|(n, e)| {
-            json!({
-                "source_type": e.source_type.unwrap_or(agent.citation_source),
-                "source_id": e.source_id.clone().unwrap_or_else(|| format!("{}#{}", agent.id, n + 1)),
-                "text": render(&e.text, dispatch, defaults),
-                "relevance": e.relevance,
-            })
+        .map(|(n, e)| Evidence::Sourced {
+            source_type: e.source_type.unwrap_or(agent.citation_source),
+            source_id: e.source_id.clone().unwrap_or_else(|| format!("{}#{}", agent.id, n + 1)),
+            text: Some(render(&e.text, dispatch, defaults)),
+            // As JSON would carry it: a number that is not finite has no JSON form.
+            relevance: Some(e.relevance).filter(|r| r.is_finite()),
         })
         .collect()
 }
 
+/// The builtin agent's answer, typed: the engine reads it without building or parsing JSON.
 fn builtin_reply(agent: &Agent, settings: &BuiltinSettings, dispatch: &AgentDispatch) -> AgentReply {
     let mut output: Map<String, Value> = settings.output.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     output.insert("response".into(), Value::String(render(&settings.response, dispatch, &settings.defaults)));
-    AgentReply::Answer(json!({
-        "status": "success",
-        "primary_output": output,
-        "confidence": settings.confidence,
-        "evidence": evidence_json(agent, &settings.evidence, dispatch, &settings.defaults),
-        "caveats": settings.caveats,
-        "model_used": "builtin",
+    AgentReply::Typed(Box::new(TypedAnswer {
+        status: HandoffStatus::Success,
+        result: HandoffResult {
+            primary_output: Value::Object(output),
+            confidence: settings.confidence,
+            evidence: evidence(agent, &settings.evidence, dispatch, &settings.defaults),
+            caveats: settings.caveats.clone(),
+        },
+        model_used: "builtin".into(),
     }))
 }
 

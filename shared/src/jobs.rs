@@ -69,6 +69,67 @@ pub struct JobMessage {
     pub job: Job,
 }
 
+/// A field of [`FlatJob`]: absent, or present with a value (`null` is not a value of any job
+/// field, so it fails the fast read and the body is read the careful way).
+enum Field<T> {
+    Absent,
+    Present(T),
+}
+
+impl<T> Default for Field<T> {
+    fn default() -> Self {
+        Field::Absent
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Field<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize(deserializer).map(Field::Present)
+    }
+}
+
+/// Every field any job has, read in one pass straight from the body (no `Value`, no tag
+/// buffering). Only a body that reads cleanly into exactly one job's fields is taken from
+/// here; anything else is read by [`JobMessage::parse`]'s careful path, which names the fault.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlatJob<'a> {
+    v: u64,
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    query_id: Field<String>,
+    #[serde(default)]
+    dispatch_id: Field<String>,
+    #[serde(default)]
+    attempt: Field<u32>,
+    #[serde(default)]
+    timeout_ms: Field<u64>,
+    #[serde(default)]
+    fire_at: Field<DateTime<Utc>>,
+}
+
+impl FlatJob<'_> {
+    /// The job, when the body is one well-formed job of this version with no other field.
+    fn job(self) -> Option<Job> {
+        use Field::{Absent, Present};
+        if self.v != u64::from(JOB_VERSION) {
+            return None;
+        }
+        match (&*self.kind, self.query_id, self.dispatch_id, self.attempt, self.timeout_ms, self.fire_at) {
+            ("route", Present(query_id), Absent, Absent, Absent, Absent) => Some(Job::Route { query_id }),
+            ("dispatch", Present(query_id), Present(dispatch_id), Present(attempt), Present(timeout_ms), Absent) => {
+                Some(Job::Dispatch { query_id, dispatch_id, attempt, timeout_ms })
+            }
+            ("synthesize", Present(query_id), Absent, Absent, Absent, Absent) => Some(Job::Synthesize { query_id }),
+            ("deadline", Present(query_id), Absent, Absent, Absent, Present(fire_at)) => {
+                Some(Job::Deadline { query_id, fire_at })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Why a message body was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JobError {
@@ -105,6 +166,13 @@ impl JobMessage {
         if body.len() > MAX_JOB_BYTES {
             return Err(JobError::TooLarge(body.len()));
         }
+        // The common case in one pass: a JSON object that is exactly one job of this version.
+        // (A struct also reads from a JSON array, which is not a job: only objects go this way.)
+        let fast = body.trim_start().starts_with('{').then(|| serde_json::from_str::<FlatJob<'_>>(body).ok());
+        if let Some(job) = fast.flatten().and_then(FlatJob::job) {
+            return check_ids(job);
+        }
+        // Anything else is read the careful way, which names what is wrong.
         let value: serde_json::Value = serde_json::from_str(body).map_err(|e| JobError::Malformed(e.to_string()))?;
         let serde_json::Value::Object(mut map) = value else {
             return Err(JobError::Malformed("the body is not a JSON object".into()));
@@ -129,16 +197,21 @@ impl JobMessage {
                 JobError::Malformed(if path == "." { inner.to_string() } else { format!("{path}: {inner}") })
             })?,
         };
-        if uuid::Uuid::parse_str(job.query_id()).is_err() {
-            return Err(JobError::BadId { field: "query_id" });
-        }
-        if let Job::Dispatch { dispatch_id, .. } = &job {
-            if uuid::Uuid::parse_str(dispatch_id).is_err() {
-                return Err(JobError::BadId { field: "dispatch_id" });
-            }
-        }
-        Ok(job)
+        check_ids(job)
     }
+}
+
+/// A job whose ids are UUIDs (they become store keys).
+fn check_ids(job: Job) -> Result<Job, JobError> {
+    if uuid::Uuid::parse_str(job.query_id()).is_err() {
+        return Err(JobError::BadId { field: "query_id" });
+    }
+    if let Job::Dispatch { dispatch_id, .. } = &job {
+        if uuid::Uuid::parse_str(dispatch_id).is_err() {
+            return Err(JobError::BadId { field: "dispatch_id" });
+        }
+    }
+    Ok(job)
 }
 
 #[cfg(test)]
@@ -163,5 +236,52 @@ mod tests {
             Err(JobError::BadId { field: "query_id" })
         );
         assert!(matches!(JobMessage::parse(&"x".repeat(MAX_JOB_BYTES + 1)), Err(JobError::TooLarge(_))));
+    }
+
+    #[test]
+    fn every_kind_of_job_survives_the_wire() {
+        let fire_at = "2026-11-23T08:00:00Z".parse().expect("a time");
+        for job in [
+            Job::Route { query_id: Q.into() },
+            Job::Dispatch { query_id: Q.into(), dispatch_id: Q.into(), attempt: 1, timeout_ms: 0 },
+            Job::Synthesize { query_id: Q.into() },
+            Job::Deadline { query_id: Q.into(), fire_at },
+        ] {
+            assert_eq!(JobMessage::parse(&JobMessage::new(job.clone()).to_body()), Ok(job));
+        }
+    }
+
+    #[test]
+    fn a_body_the_one_pass_read_does_not_take_is_judged_as_before() {
+        // Accepted the careful way: escapes, a repeated key (the last one counts), spacing.
+        let escaped = format!(r#"{{"v":1,"type":"rout\u0065","query_id":"{Q}"}}"#);
+        assert_eq!(JobMessage::parse(&escaped), Ok(Job::Route { query_id: Q.into() }));
+        let repeated = format!(r#"{{"v":1,"type":"route","query_id":"x","query_id":"{Q}"}}"#);
+        assert_eq!(JobMessage::parse(&repeated), Ok(Job::Route { query_id: Q.into() }));
+        let spaced = format!(" \n{{ \"v\" : 1 , \"type\" : \"synthesize\" , \"query_id\" : \"{Q}\" }} ");
+        assert_eq!(JobMessage::parse(&spaced), Ok(Job::Synthesize { query_id: Q.into() }));
+        // Refused, with the careful read's reason.
+        let refused = [
+            format!(r#"{{"v":1,"type":"route","query_id":"{Q}","dispatch_id":null}}"#),
+            format!(r#"{{"v":1,"type":"route","query_id":"{Q}","attempt":1}}"#),
+            format!(r#"{{"v":1,"type":"route","query_id":null}}"#),
+            format!(r#"{{"v":1,"type":"route","query_id":"{Q}","extra":true}}"#),
+            format!(r#"{{"v":1,"type":"dispatch","query_id":"{Q}","dispatch_id":"{Q}","attempt":1}}"#),
+            format!(r#"{{"v":1,"type":"dispatch","query_id":"{Q}","dispatch_id":"{Q}","attempt":1.5,"timeout_ms":1}}"#),
+            format!(r#"{{"v":1,"type":"deadline","query_id":"{Q}","fire_at":"tomorrow"}}"#),
+            format!(r#"{{"v":1.0,"type":"route","query_id":"{Q}"}}"#),
+            format!(r#"{{"type":"route","query_id":"{Q}"}}"#),
+            format!(r#"[1,"route","{Q}"]"#),
+        ];
+        for body in &refused {
+            assert!(matches!(JobMessage::parse(body), Err(JobError::Malformed(_))), "{body}");
+        }
+        let deadline = JobMessage::parse(&refused[6]);
+        assert!(matches!(&deadline, Err(JobError::Malformed(m)) if m.contains("invalid characters")), "{deadline:?}");
+        let other_version = format!(r#"{{"v":3,"type":"route","query_id":"{Q}"}}"#);
+        assert_eq!(JobMessage::parse(&other_version), Err(JobError::Version(3)));
+        let bad_dispatch =
+            format!(r#"{{"v":1,"type":"dispatch","query_id":"{Q}","dispatch_id":"d","attempt":1,"timeout_ms":1}}"#);
+        assert_eq!(JobMessage::parse(&bad_dispatch), Err(JobError::BadId { field: "dispatch_id" }));
     }
 }

@@ -11,7 +11,9 @@
 //! disagree and a duplicate delivery that loses its condition writes no event either.
 
 pub use crate::context::SessionRecord;
-use crate::contracts::{AgentDispatch, AgentHandoff, OrchestratorOutput, OutputStatus, ParsedQuery};
+use crate::contracts::{
+    AgentDispatch, AgentHandoff, HandoffResult, HandoffStatus, OrchestratorOutput, OutputStatus, ParsedQuery,
+};
 use crate::manifest::Agent;
 use crate::plan::Plan;
 use async_trait::async_trait;
@@ -92,9 +94,10 @@ pub struct QueryRecord {
     #[serde(default)]
     pub outcome: Option<OutputStatus>,
     /// The routing training signal: recorded with the plan, completed with the output, given
-    /// feedback later (crate::signals::collect).
+    /// feedback later (crate::signals::collect). Shared (`Arc`) like the plan: a read of the
+    /// record does not copy it; a step that changes it copies it once (`Arc::make_mut`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signal: Option<crate::signals::collect::StoredSignal>,
+    pub signal: Option<std::sync::Arc<crate::signals::collect::StoredSignal>>,
     /// Epoch seconds after which the record is expired (DynamoDB TTL); an expired record that
     /// is still present is treated as absent.
     pub expires_at: i64,
@@ -171,9 +174,10 @@ pub struct Event {
     pub at: DateTime<Utc>,
     /// What happened.
     pub kind: EventKind,
-    /// Details (ids, statuses, timings — never raw query text).
+    /// Details (ids, statuses, timings — never raw query text). Shared (`Arc`): the store
+    /// keeps the event the step built without copying its details.
     #[serde(default)]
-    pub detail: Value,
+    pub detail: std::sync::Arc<Value>,
     /// Epoch seconds TTL.
     pub expires_at: i64,
 }
@@ -564,6 +568,44 @@ pub enum AgentReply {
     /// Text that should have been JSON (the engine turns it into a failed handoff with the raw
     /// text in its error).
     Malformed(String),
+    /// A `result`-shaped answer built as typed values (the builtin agents'): validated like
+    /// the same fields in an [`AgentReply::Answer`], without a round trip through JSON.
+    Typed(Box<TypedAnswer>),
+}
+
+/// The fields of a `result`-shaped answer, typed ([`AgentReply::Typed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypedAnswer {
+    /// The handoff status the agent reports.
+    pub status: HandoffStatus,
+    /// Output, confidence, evidence, caveats.
+    pub result: HandoffResult,
+    /// `metadata.model_used`.
+    pub model_used: String,
+}
+
+impl TypedAnswer {
+    /// The same answer as the JSON object an [`AgentReply::Answer`] would carry.
+    pub fn to_value(&self) -> Value {
+        let mut answer = serde_json::to_value(&self.result).unwrap_or_default();
+        if let Value::Object(map) = &mut answer {
+            map.insert("status".into(), serde_json::to_value(self.status).unwrap_or_default());
+            map.insert("model_used".into(), Value::String(self.model_used.clone()));
+        }
+        answer
+    }
+}
+
+impl AgentReply {
+    /// The answer as JSON (`None` for a malformed one): what readers that look into the
+    /// answer's fields (`primary_output.response`, …) read, whichever form it came in.
+    pub fn into_value(self) -> Option<Value> {
+        match self {
+            AgentReply::Answer(v) => Some(v),
+            AgentReply::Typed(a) => Some(a.to_value()),
+            AgentReply::Malformed(_) => None,
+        }
+    }
 }
 
 /// Why an agent did not answer.

@@ -123,7 +123,7 @@ pub fn event(query_id: &str, key: &str, at: DateTime<Utc>, kind: EventKind) -> E
         key: key.to_string(),
         at,
         kind,
-        detail: serde_json::json!({"key": key}),
+        detail: serde_json::json!({"key": key}).into(),
         expires_at: live(),
     }
 }
@@ -517,13 +517,13 @@ pub fn query_with_signal(recorded_at: DateTime<Utc>, finished: bool) -> QueryRec
         answer_quality: Some(0.8),
         was_rerouted: false,
     };
-    q.signal = Some(shared::signals::collect::StoredSignal {
+    q.signal = Some(std::sync::Arc::new(shared::signals::collect::StoredSignal {
         signal,
         recorded_at,
         outcome_at: finished.then_some(recorded_at),
         feedback: None,
         feedback_at: None,
-    });
+    }));
     q
 }
 
@@ -595,7 +595,7 @@ pub async fn finished_signals_are_listed_newest_first_a_page_at_a_time(store: &d
     // AND feedback written on a record shows in the listing.
     let mut rated = store.get_query(&ids[4]).await.expect("read").expect("present");
     let version = rated.version;
-    if let Some(s) = rated.signal.as_mut() {
+    if let Some(s) = rated.signal.as_mut().map(std::sync::Arc::make_mut) {
         s.feedback = Some(shared::signals::Feedback { rating: 1, correct_intent: Some("other".into()), comment: None });
     }
     store.update_query(&rated, version, &[]).await.expect("feedback write");

@@ -10,7 +10,7 @@ use super::deps::{Deps, StepError};
 use crate::context::{self, SessionRecord, TurnInput};
 use crate::contracts::{ConfidenceBand, OrchestratorOutput};
 use crate::manifest::Manifest;
-use crate::ports::{AgentReply, QueryRecord, StoreError};
+use crate::ports::{QueryRecord, StoreError};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tracing::{info, warn};
@@ -119,8 +119,7 @@ async fn summarize(
     let timeout = Duration::from_millis(dispatch.routing.timeout_ms.max(1));
     let reply = tokio::time::timeout(timeout, deps.agents.run(agent, &dispatch, 1)).await;
     let text = match reply {
-        Ok(Ok(AgentReply::Answer(v))) => answer_text(&v),
-        Ok(Ok(AgentReply::Malformed(_))) => None,
+        Ok(Ok(reply)) => reply.into_value().and_then(|v| answer_text(&v)),
         Ok(Err(e)) => {
             warn!(query_id = %query.query_id, agent = %agent.id, recoverable = e.recoverable, "summarizer failed; the summary is extractive");
             None

@@ -147,11 +147,29 @@ impl Entry {
     pub fn key(self, stage: usize, id: &str) -> String {
         let stage = if self.at_the_end() { END_STAGE } else { stage };
         let (rank, name) = (self.rank(), self.name());
-        if id.is_empty() {
-            format!("{stage:02}-{rank:02}-{name}")
-        } else {
-            format!("{stage:02}-{rank:02}-{name}-{id}")
+        // `{stage:02}-{rank:02}-{name}[-{id}]`, written without the formatting machinery
+        // (one key per event, several events per step).
+        let mut key = String::with_capacity(8 + name.len() + id.len());
+        push_two_digits(&mut key, stage);
+        key.push('-');
+        push_two_digits(&mut key, usize::from(rank));
+        key.push('-');
+        key.push_str(name);
+        if !id.is_empty() {
+            key.push('-');
+            key.push_str(id);
         }
+        key
+    }
+}
+
+/// `n` as `{n:02}` does: at least two digits, zero-padded.
+fn push_two_digits(out: &mut String, n: usize) {
+    if n < 100 {
+        out.push(char::from(b'0' + (n / 10) as u8));
+        out.push(char::from(b'0' + (n % 10) as u8));
+    } else {
+        out.push_str(&n.to_string());
     }
 }
 
@@ -163,7 +181,7 @@ impl Deps {
             key: entry.key(stage, id),
             at: self.clock.now(),
             kind: entry.kind(),
-            detail,
+            detail: std::sync::Arc::new(detail),
             expires_at: query.expires_at,
         }
     }
@@ -307,5 +325,14 @@ mod tests {
         assert!(Entry::AnswerToken.key(0, "synthesis-v3-00009") < Entry::Synthesis.key(0, ""));
         assert_eq!(Entry::Handoff.key(2, "d-1"), "02-60-handoff-d-1");
         assert_eq!(Entry::Final.key(0, ""), "99-90-final");
+    }
+
+    #[test]
+    fn keys_are_written_as_the_zero_padded_format_writes_them() {
+        for stage in [0, 7, 10, 98, 100, 1234] {
+            let rank = Entry::Handoff.rank();
+            assert_eq!(Entry::Handoff.key(stage, "d-1"), format!("{stage:02}-{rank:02}-handoff-d-1"));
+            assert_eq!(Entry::Gate.key(stage, ""), format!("{stage:02}-{:02}-gate", Entry::Gate.rank()));
+        }
     }
 }

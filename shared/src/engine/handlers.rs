@@ -157,6 +157,49 @@ pub(super) fn json_response(
     response
 }
 
+/// The answer to `POST /v1/queries`, written straight from the accepted query (its keys in
+/// the order a JSON map of them has always printed them: alphabetical).
+#[derive(Serialize)]
+struct AcceptedBody<'a> {
+    confidence: f64,
+    intent: &'a str,
+    links: Links<'a>,
+    query_id: &'a str,
+    replayed: bool,
+    session_id: &'a str,
+    status: crate::ports::QueryStatus,
+    warnings: &'a [String],
+}
+
+impl<'a> AcceptedBody<'a> {
+    fn new(accepted: &'a intake::Accepted, links: Links<'a>) -> AcceptedBody<'a> {
+        AcceptedBody {
+            confidence: accepted.confidence,
+            intent: &accepted.intent,
+            links,
+            query_id: &accepted.query_id,
+            replayed: accepted.replayed,
+            session_id: &accepted.session_id,
+            status: accepted.status,
+            warnings: &accepted.warnings,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Links<'a> {
+    events: &'a str,
+    #[serde(rename = "self")]
+    self_: &'a str,
+}
+
+fn with_header(mut response: ApiGatewayV2httpResponse, name: &'static str, value: &str) -> ApiGatewayV2httpResponse {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        response.headers.insert(name, v);
+    }
+    response
+}
+
 /// The one place errors become HTTP responses: a status, a string `code`, a message that names
 /// the field and the rule for a caller's mistake, and the `request_id` — never internals.
 pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResponse {
@@ -383,17 +426,10 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
                 }
             }
             let status = if accepted.replayed { 200 } else { 202 };
-            let body = json!({
-                "query_id": accepted.query_id,
-                "session_id": accepted.session_id,
-                "status": accepted.status,
-                "intent": accepted.intent,
-                "confidence": accepted.confidence,
-                "warnings": accepted.warnings,
-                "replayed": accepted.replayed,
-                "links": { "self": location, "events": format!("{location}/events") },
-            });
-            Ok(json_response(status, &body, &[("location", location)]))
+            let events = format!("{location}/events");
+            let body = AcceptedBody::new(&accepted, Links { events: &events, self_: &location });
+            let response = json_response(status, &body, &[]);
+            Ok(with_header(response, "location", &location))
         }
         (Method::GET, ["v1", "queries"]) => {
             let limit = match request.query_string_parameters.first("limit") {

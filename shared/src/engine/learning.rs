@@ -64,14 +64,14 @@ pub async fn give_feedback(
                 "the query has not finished: send feedback once its answer is written".into(),
             ));
         }
-        let Some(mut signal) = query.signal.clone() else {
+        let Some(mut signal) = query.signal.as_deref().cloned() else {
             return Err(IntakeError::Conflict("no training signal was recorded for this query".into()));
         };
         let replaced = signal.feedback.is_some();
         signal.feedback = Some(feedback.clone());
         signal.feedback_at = Some(deps.clock.now());
         let mut updated = query.clone();
-        updated.signal = Some(signal);
+        updated.signal = Some(std::sync::Arc::new(signal));
         match deps.store.update_query(&updated, query.version, &[]).await {
             Ok(()) => {
                 let reward = updated.signal.as_ref().map(|s| s.record().reward).unwrap_or_default();

@@ -72,7 +72,7 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         let mut routed = query;
         routed.status = QueryStatus::Routed;
         routed.deadline_at = Some(deadline_at);
-        routed.signal = Some(signal);
+        routed.signal = Some(std::sync::Arc::new(signal));
         routed.plan = Some(std::sync::Arc::new(plan));
         if !written(deps.store.update_query(&routed, version, &events).await)? {
             return Ok(Attempt::Conflict);

@@ -159,11 +159,12 @@ async fn flush(deps: &Deps, query: &QueryRecord, tag: &StreamTag, text: String, 
 }
 
 /// Run `agent` under `timeout`, streaming its answer into the log when its settings name a
-/// streamed field; `Err(())` when it ran out of time.
+/// streamed field (`tag` names the stream; it is built only then); `Err(())` when it ran out
+/// of time.
 pub async fn run_agent(
     deps: &Deps,
     query: &QueryRecord,
-    tag: StreamTag,
+    tag: impl FnOnce() -> StreamTag,
     agent: &Agent,
     dispatch: &crate::contracts::AgentDispatch,
     attempt: u32,
@@ -172,6 +173,7 @@ pub async fn run_agent(
     if agent.llm.as_ref().and_then(|l| l.stream.as_ref()).is_none() {
         return tokio::time::timeout(timeout, deps.agents.run(agent, dispatch, attempt)).await.map_err(|_| ());
     }
+    let tag = tag();
     let (sink, pieces) = TokenSink::channel();
     let run = async move {
         let sink = sink;
@@ -328,11 +330,12 @@ async fn run_synthesis_agent(
     };
     let tag = StreamTag::synthesis(&agent.id, query.version);
     let stream = tag.stream.clone();
-    let reply = match run_agent(deps, query, tag, agent, &dispatch, 1, timeout).await {
+    let reply = match run_agent(deps, query, || tag, agent, &dispatch, 1, timeout).await {
         Err(()) => return Err(format!("no answer within {} ms", timeout.as_millis())),
         Ok(Err(e)) => return Err(format!("the synthesis agent failed: {}", e.message)),
-        Ok(Ok(AgentReply::Malformed(_))) => return Err("the synthesis agent's answer did not match its schema".into()),
-        Ok(Ok(AgentReply::Answer(v))) => v,
+        Ok(Ok(reply)) => {
+            reply.into_value().ok_or_else(|| "the synthesis agent's answer did not match its schema".to_string())?
+        }
     };
     let text = reply
         .pointer(&format!("/primary_output/{field}"))

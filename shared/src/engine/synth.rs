@@ -128,7 +128,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         done.status = QueryStatus::Done;
         done.outcome = Some(output.status);
         // The signal's outcome rides on the final write.
-        if let Some(signal) = done.signal.as_mut() {
+        if let Some(signal) = done.signal.as_mut().map(std::sync::Arc::make_mut) {
             crate::signals::collect::with_outcome(signal, done.plan.as_deref(), &output, &handoffs, now);
         }
         let events = [

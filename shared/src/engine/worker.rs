@@ -26,7 +26,9 @@ use crate::jobs::Job;
 use crate::limits::{MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT};
 use crate::manifest::{Agent, Fallback, Manifest};
 use crate::plan::{DispatchRole, PlannedDispatch};
-use crate::ports::{AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError};
+use crate::ports::{
+    AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError, TypedAnswer,
+};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -135,7 +137,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     let started_at = deps.clock.now();
     let started = tokio::time::Instant::now();
     let stage = query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0);
-    let tag = StreamTag::attempt(stage, &agent.id, &planned.dispatch.dispatch_id, job.attempt);
+    let tag = || StreamTag::attempt(stage, &agent.id, &planned.dispatch.dispatch_id, job.attempt);
     let timeout = Duration::from_millis(job.timeout_ms.max(1));
     let ran = run_agent(deps, &query, tag, agent, &planned.dispatch, job.attempt, timeout).await;
     let completed_at = deps.clock.now();
@@ -152,9 +154,17 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
     let outcome = match ran {
         Err(_) => Err(failure("agent_timeout", format!("no answer within {} ms", job.timeout_ms), true, true)),
         Ok(Err(e)) => Err(failure("agent_error", e.message, e.recoverable, false)),
-        Ok(Ok(AgentReply::Malformed(raw))) => Err(failure("malformed_handoff", malformed_message(&raw), true, false)),
-        Ok(Ok(AgentReply::Answer(value))) => {
-            match handoff_from_answer(value, agent, planned, started_at, completed_at, latency_ms) {
+        Ok(Ok(reply)) => {
+            let handoff = match reply {
+                AgentReply::Typed(answer) => {
+                    handoff_from_typed(*answer, agent, planned, started_at, completed_at, latency_ms)
+                }
+                AgentReply::Answer(value) => {
+                    handoff_from_answer(value, agent, planned, started_at, completed_at, latency_ms)
+                }
+                AgentReply::Malformed(raw) => Err(malformed_message(&raw)),
+            };
+            match handoff {
                 Ok(h) if matches!(h.execution.status, HandoffStatus::Failed | HandoffStatus::Timeout) => {
                     let recoverable = h.errors.recoverable;
                     let message =
@@ -251,6 +261,29 @@ fn handoff_from_answer(
             output_tokens: obj.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
             cache_hit: obj.get("cache_hit").and_then(Value::as_bool).unwrap_or(false),
         },
+    })
+}
+
+/// The same validation for an answer that came typed ([`AgentReply::Typed`]): the fields a
+/// JSON answer may leave out take the same defaults.
+fn handoff_from_typed(
+    answer: TypedAnswer,
+    agent: &Agent,
+    planned: &PlannedDispatch,
+    started_at: DateTime<Utc>,
+    completed_at: DateTime<Utc>,
+    latency_ms: u64,
+) -> Result<AgentHandoff, String> {
+    check_confidence(answer.result.confidence)?;
+    Ok(AgentHandoff {
+        dispatch_id: planned.dispatch.dispatch_id.clone(),
+        agent_id: agent.id.clone(),
+        agent_tier: agent.tier,
+        execution: HandoffExecution { status: answer.status, started_at, completed_at, latency_ms },
+        result: answer.result,
+        artifacts: HandoffArtifacts::default(),
+        errors: HandoffErrors { error_type: None, error_message: None, recoverable: true },
+        metadata: HandoffMetadata { model_used: answer.model_used, ..HandoffMetadata::default() },
     })
 }
 
@@ -560,18 +593,21 @@ async fn finalize(
     match deps.store.record_handoff(&record, &events).await {
         Ok(HandoffWrite::Recorded { completed }) => {
             info!(agent = %h.agent_id, status = ?h.execution.status, "handoff recorded");
-            let outcome = serde_json::to_value(h.execution.status).ok();
-            crate::telemetry::emf::emit(&crate::telemetry::emf::AgentCall {
-                query_id: &query.query_id,
-                dispatch_id: &h.dispatch_id,
-                agent: &h.agent_id,
-                tier: h.agent_tier,
-                outcome: outcome.as_ref().and_then(Value::as_str).unwrap_or("unknown"),
-                latency_ms: h.execution.latency_ms,
-                attempts: record.attempts,
-                tokens: h.metadata.tokens_consumed,
-                timestamp_ms: deps.clock.now().timestamp_millis(),
-            });
+            // The metric line's outcome is built only when metrics are written.
+            if crate::telemetry::emf::enabled() {
+                let outcome = serde_json::to_value(h.execution.status).ok();
+                crate::telemetry::emf::emit(&crate::telemetry::emf::AgentCall {
+                    query_id: &query.query_id,
+                    dispatch_id: &h.dispatch_id,
+                    agent: &h.agent_id,
+                    tier: h.agent_tier,
+                    outcome: outcome.as_ref().and_then(Value::as_str).unwrap_or("unknown"),
+                    latency_ms: h.execution.latency_ms,
+                    attempts: record.attempts,
+                    tokens: h.metadata.tokens_consumed,
+                    timestamp_ms: deps.clock.now().timestamp_millis(),
+                });
+            }
             let complete = record.slot.is_some()
                 && query
                     .plan

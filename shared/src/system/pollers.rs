@@ -12,7 +12,8 @@ use crate::engine::Deps;
 use crate::ports::{QueueId, QueueKind, ReceivedMessage};
 use crate::topology::Topology;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
-use std::collections::HashSet;
+use futures::FutureExt as _;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -131,19 +132,26 @@ async fn poll(deps: Arc<Deps>, queue: QueueId, batch: usize, concurrency: usize,
 /// One "Lambda invocation": run the handler on a batch and delete what succeeded.
 pub async fn invoke(deps: Arc<Deps>, queue: QueueId, function: Function, messages: Vec<ReceivedMessage>) {
     let event = sqs_event(queue, &messages);
-    let handler_deps = deps.clone();
-    let outcome = tokio::spawn(async move { handle_sqs(&handler_deps, function, event).await }).await;
-    let failed: HashSet<String> = match outcome {
+    // A panic is caught here, on the invocation's own task (no second task per batch): the
+    // batch fails whole, as a crashed Lambda invocation does.
+    let outcome = AssertUnwindSafe(handle_sqs(&deps, function, event)).catch_unwind().await;
+    let failed: Vec<String> = match outcome {
         Ok(Ok(response)) => response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
         Ok(Err(e)) => {
             error!(queue = %queue.name(), error = %e, "invocation refused the batch");
             return;
         }
-        Err(e) => {
-            error!(queue = %queue.name(), error = %e, "invocation crashed; the batch will be redelivered");
+        Err(panic) => {
+            let reason = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("a panic");
+            error!(queue = %queue.name(), error = %reason, "invocation crashed; the batch will be redelivered");
             return;
         }
     };
+    // Failures are few (usually none): a list, not a set.
     for m in messages.iter().filter(|m| !failed.contains(&m.message_id)) {
         if let Err(e) = deps.queue.delete(queue, &m.receipt_handle).await {
             warn!(queue = %queue.name(), message_id = %m.message_id, error = %e, "delete failed; the message will be redelivered");
