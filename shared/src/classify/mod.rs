@@ -61,6 +61,7 @@ mod entities;
 mod followup;
 mod scope;
 mod text;
+mod vectors;
 
 use crate::contracts::ParsedEntity;
 use crate::manifest::{ClassifierSettings, Manifest};
@@ -108,6 +109,12 @@ const MIN_TRIGRAM_DICE: f64 = 0.6;
 const MIN_FUZZY_CHARS: usize = 5;
 /// How many alternatives a classification lists.
 const MAX_ALTERNATIVES: usize = 5;
+/// Weight of the word-vector similarity of a query to an intent's utterances, added to the
+/// tempered lexical score (in log-probability units per unit of cosine). Chosen on the tuned
+/// question sets (docs/scope.md#third-round-word-vectors).
+const SEMANTIC_INTENT_WEIGHT: f64 = 8.0;
+/// How many of an intent's nearest utterances are averaged for its similarity.
+const SEMANTIC_NEAREST: usize = 2;
 
 /// The outcome of classifying one question.
 #[derive(Debug, Clone, Serialize)]
@@ -206,6 +213,10 @@ pub struct Classifier {
     synonyms: HashMap<String, String>,
     /// Per term, how strongly it marks the manifest's domain (the scope score's evidence).
     domain_weight: Vec<f64>,
+    /// Word vectors of the utterances ([`vectors::DIMS`] each, unit length), with their intent.
+    utterance_vectors: Vec<(usize, [f32; vectors::DIMS])>,
+    /// Word vectors of `classifier.scope.negative_examples`.
+    negative_vectors: Vec<[f32; vectors::DIMS]>,
     entities: EntityExtractor,
 }
 
@@ -282,6 +293,8 @@ impl Classifier {
             temperature: 1.0,
             synonyms,
             domain_weight: Vec::new(),
+            utterance_vectors: Vec::new(),
+            negative_vectors: Vec::new(),
             entities: EntityExtractor::new(manifest, common_words),
         };
 
@@ -290,6 +303,11 @@ impl Classifier {
         for (intent, text, is_utterance) in &documents {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
             let (_, named) = classifier.entities.extract(text, &tokens);
+            if *is_utterance {
+                if let Some(v) = vectors::text_vector(&tokens) {
+                    classifier.utterance_vectors.push((*intent, v));
+                }
+            }
             let terms = classifier.terms(&tokens, &named);
             for (word, unigram) in terms.words.iter().zip(&terms.unigrams) {
                 spellings.entry(word.clone()).or_insert_with(|| unigram.clone());
@@ -380,6 +398,9 @@ impl Classifier {
         for text in negatives {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
             let (_, named) = classifier.entities.extract(text, &tokens);
+            if let Some(v) = vectors::text_vector(&tokens) {
+                classifier.negative_vectors.push(v);
+            }
             let mut ids: Vec<u32> = classifier
                 .terms(&tokens, &named)
                 .unigrams
@@ -438,13 +459,15 @@ impl Classifier {
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
-        let scope = self.scope(&tokens[..n], &named[..n], &entities);
+        let query_vector = vectors::text_vector(&tokens[..n]);
+        let mut scope = self.scope(&tokens[..n], &named[..n], &entities);
+        self.semantic_scope(&mut scope, query_vector.as_ref());
         let cues = if cues {
             followup::Cues::read(&tokens[..n], &named[..n], scope.content_words)
         } else {
             followup::Cues::default()
         };
-        let Some(probabilities) = self.probabilities(&scores) else {
+        let Some(probabilities) = self.probabilities(&scores, query_vector.as_ref()) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
             let c = Classification {
                 alternatives: vec![Alternative { intent: intent.clone(), score: 0.0 }],
@@ -682,9 +705,51 @@ impl Classifier {
         scores
     }
 
-    /// Softmax at the fitted temperature; `None` when nothing in the text scored.
-    fn probabilities(&self, scores: &[f64]) -> Option<Vec<f64>> {
-        softmax(scores, self.temperature)
+    /// Softmax of the lexical scores at the fitted temperature plus, per intent,
+    /// `SEMANTIC_INTENT_WEIGHT` × the mean word-vector similarity of the query to the intent's
+    /// nearest utterances; `None` when nothing in the text scored lexically.
+    fn probabilities(&self, scores: &[f64], query: Option<&[f32; vectors::DIMS]>) -> Option<Vec<f64>> {
+        if scores.is_empty() || scores.iter().all(|s| *s <= 0.0) {
+            return None;
+        }
+        let Some(query) = query.filter(|_| !self.utterance_vectors.is_empty()) else {
+            return softmax(scores, self.temperature);
+        };
+        let similarity = self.intent_similarities(query);
+        let logits: Vec<f64> = scores
+            .iter()
+            .zip(&similarity)
+            .map(|(s, sim)| s / self.temperature + SEMANTIC_INTENT_WEIGHT * sim)
+            .collect();
+        let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let exps: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
+        let sum: f64 = exps.iter().sum();
+        Some(exps.into_iter().map(|e| e / sum).collect())
+    }
+
+    /// Per intent (manifest order), the mean cosine similarity of `query` to its
+    /// `SEMANTIC_NEAREST` nearest utterances (0 for an intent with no utterance).
+    fn intent_similarities(&self, query: &[f32; vectors::DIMS]) -> Vec<f64> {
+        let k = self.intents.len();
+        let mut best = vec![[f32::NEG_INFINITY; SEMANTIC_NEAREST]; k];
+        for (intent, v) in &self.utterance_vectors {
+            let s = vectors::cosine(query, v);
+            let top = &mut best[*intent];
+            if let Some(slot) = top.iter().position(|t| s > *t) {
+                top[slot..].rotate_right(1);
+                top[slot] = s;
+            }
+        }
+        best.iter()
+            .map(|top| {
+                let seen: Vec<f64> = top.iter().filter(|t| t.is_finite()).map(|t| f64::from(*t)).collect();
+                if seen.is_empty() {
+                    0.0
+                } else {
+                    seen.iter().sum::<f64>() / seen.len() as f64
+                }
+            })
+            .collect()
     }
 
     /// Leave-one-out over the utterances: the temperature minimising the negative

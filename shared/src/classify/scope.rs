@@ -18,6 +18,7 @@
 //! content word at all ("the the the", "???") scores 0.
 
 use super::text::{self, is_stop_word, Token};
+use super::vectors;
 use super::Classifier;
 use crate::contracts::{EntityType, ParsedEntity};
 
@@ -30,6 +31,12 @@ const SUPPORT_PRIOR: f64 = 3.0;
 const ENTITY_WEIGHT: f64 = 2.0;
 /// Discount of a word reached through a one-edit spelling match.
 const TYPO_WEIGHT: f64 = 0.85;
+/// Weight of the word-vector margin (similarity to the nearest utterance minus similarity to
+/// the nearest negative example) added to the lexical score. Chosen on the tuned sets.
+const SEMANTIC_WEIGHT: f64 = 0.75;
+/// The margin that adds nothing: a question as close to an utterance as to a negative example
+/// loses `SEMANTIC_WEIGHT × SEMANTIC_OFFSET`.
+const SEMANTIC_OFFSET: f64 = 0.07;
 
 /// The scope part of a classification.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -130,5 +137,29 @@ impl Classifier {
         let score = if denominator > 0.0 { ((evidence + entity_evidence) / denominator).clamp(0.0, 1.0) } else { 0.0 };
         let score = (score * 1_000.0).round() / 1_000.0;
         Scope { score, in_scope: score >= settings.threshold, content_words: words as usize }
+    }
+
+    /// Adds the word-vector evidence to a lexical scope: how much closer the question is to
+    /// the nearest utterance than to the nearest negative example, in meaning rather than in
+    /// shared words ("is any part of the platform offline?" near "is the service down?").
+    /// Only with negative examples to compare against: without them nothing changes.
+    pub(super) fn semantic_scope(&self, scope: &mut Scope, query: Option<&[f32; vectors::DIMS]>) {
+        if self.negative_vectors.is_empty() || self.utterance_vectors.is_empty() {
+            return;
+        }
+        let margin = match query {
+            Some(q) => {
+                let nearest = |vs: &mut dyn Iterator<Item = &[f32; vectors::DIMS]>| {
+                    vs.map(|v| f64::from(vectors::cosine(q, v))).fold(f64::NEG_INFINITY, f64::max)
+                };
+                let domain = nearest(&mut self.utterance_vectors.iter().map(|(_, v)| v));
+                let negative = nearest(&mut self.negative_vectors.iter());
+                domain - negative
+            }
+            None => 0.0,
+        };
+        let score = (scope.score + SEMANTIC_WEIGHT * (margin - SEMANTIC_OFFSET)).clamp(0.0, 1.0);
+        scope.score = (score * 1_000.0).round() / 1_000.0;
+        scope.in_scope = scope.score >= self.settings.scope.threshold;
     }
 }
