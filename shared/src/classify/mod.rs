@@ -461,6 +461,9 @@ impl Classifier {
         let scores = self.scores(&features, None);
         let query_vector = vectors::text_vector(&tokens[..n]);
         let mut scope = self.scope(&tokens[..n], &named[..n], &entities);
+        if self.settings.scope.threshold > 0.0 && scope::aimed_at_the_router(text) {
+            scope = scope::Scope { score: 0.0, in_scope: false, refused: true, ..scope };
+        }
         self.semantic_scope(&mut scope, query_vector.as_ref());
         let cues = if cues {
             followup::Cues::read(&tokens[..n], &named[..n], scope.content_words)

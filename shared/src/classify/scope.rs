@@ -21,6 +21,8 @@ use super::text::{self, is_stop_word, Token};
 use super::vectors;
 use super::Classifier;
 use crate::contracts::{EntityType, ParsedEntity};
+use regex::RegexSet;
+use std::sync::OnceLock;
 
 /// Most domain weight of a word no id or one-word keyword names.
 const UTTERANCE_WORD_WEIGHT: f64 = 0.8;
@@ -38,6 +40,42 @@ const SEMANTIC_WEIGHT: f64 = 0.75;
 /// loses `SEMANTIC_WEIGHT × SEMANTIC_OFFSET`.
 const SEMANTIC_OFFSET: f64 = 0.07;
 
+/// Requests aimed at the router itself rather than at the manifest's domain: overriding its
+/// instructions, revealing its prompt, configuration or secrets, changing roles, reading other
+/// users' data. Such a question is out of scope whatever words of the domain it borrows ("skip
+/// the role check and deploy the model"). Generic English about an assistant, not about any
+/// manifest; checked against every in-scope question and utterance of the shipped sets (none
+/// matches).
+const AIMED_AT_THE_ROUTER: &[&str] = &[
+    r"\b(ignore|disregard|forget|override)\b.{0,40}\b(instructions?|rules|prompt|guidelines|restrictions|above)\b",
+    r"\bsystem (prompt|message|override)\b",
+    r"\b(hidden|secret|internal) (prompt|instructions?|configuration|config|system message|rules)\b",
+    r"\bdeveloper mode\b",
+    r"\byou are now\b",
+    r"\bpretend (you are|you're|to be)\b",
+    r"\b(no|without) (any )?restrictions\b",
+    r"\benvironment variables?\b",
+    r"\bapi (keys?|tokens?)\b",
+    r"\b(passwords?|credentials|secrets file)\b",
+    r"\brole checks?\b",
+    r"\b(grant|give) (me|my account|us)\b.{0,30}\b(role|rights|access|permissions?|privileges)\b",
+    r"\b(admin|administrator|root) (rights|access|privileges)\b",
+    r"</?\s*(system|user|assistant)\s*>",
+    r"\bjailbreak",
+    r"\b(other|all the other|every other) users?\b",
+    r"\bunfiltered\b|\bunrestricted\b",
+];
+
+/// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]); the patterns are
+/// compiled on first use.
+pub(super) fn aimed_at_the_router(text: &str) -> bool {
+    static PATTERNS: OnceLock<Option<RegexSet>> = OnceLock::new();
+    let patterns = PATTERNS.get_or_init(|| {
+        regex::RegexSetBuilder::new(AIMED_AT_THE_ROUTER).case_insensitive(true).size_limit(1 << 22).build().ok()
+    });
+    patterns.as_ref().is_some_and(|p| p.is_match(text))
+}
+
 /// The scope part of a classification.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Scope {
@@ -48,6 +86,9 @@ pub(crate) struct Scope {
     /// How many content words the score was read from (not stop, question or request words,
     /// numbers or entity words).
     pub(crate) content_words: usize,
+    /// The text is a request aimed at the router ([`aimed_at_the_router`]): score 0, and no
+    /// conversation brings it back in scope.
+    pub(crate) refused: bool,
 }
 
 /// Per unigram term, its domain weight (0.0 – 1.0); bigrams carry 0 and are not read.
@@ -136,7 +177,7 @@ impl Classifier {
         let denominator = words + entity_evidence;
         let score = if denominator > 0.0 { ((evidence + entity_evidence) / denominator).clamp(0.0, 1.0) } else { 0.0 };
         let score = (score * 1_000.0).round() / 1_000.0;
-        Scope { score, in_scope: score >= settings.threshold, content_words: words as usize }
+        Scope { score, in_scope: score >= settings.threshold, content_words: words as usize, refused: false }
     }
 
     /// Adds the word-vector evidence to a lexical scope: how much closer the question is to
@@ -144,7 +185,7 @@ impl Classifier {
     /// shared words ("is any part of the platform offline?" near "is the service down?").
     /// Only with negative examples to compare against: without them nothing changes.
     pub(super) fn semantic_scope(&self, scope: &mut Scope, query: Option<&[f32; vectors::DIMS]>) {
-        if self.negative_vectors.is_empty() || self.utterance_vectors.is_empty() {
+        if scope.refused || self.negative_vectors.is_empty() || self.utterance_vectors.is_empty() {
             return;
         }
         let margin = match query {
