@@ -217,6 +217,9 @@ pub struct Classifier {
     utterance_vectors: Vec<(usize, [f32; vectors::DIMS])>,
     /// Word vectors of `classifier.scope.negative_examples`.
     negative_vectors: Vec<[f32; vectors::DIMS]>,
+    /// Mean of the utterances' and negative examples' vectors, taken off every vector before
+    /// comparing (what all texts share says nothing about which is nearer).
+    vector_centre: [f32; vectors::DIMS],
     entities: EntityExtractor,
 }
 
@@ -295,6 +298,7 @@ impl Classifier {
             domain_weight: Vec::new(),
             utterance_vectors: Vec::new(),
             negative_vectors: Vec::new(),
+            vector_centre: [0.0; vectors::DIMS],
             entities: EntityExtractor::new(manifest, common_words),
         };
 
@@ -427,8 +431,9 @@ impl Classifier {
         }
         named_words.sort_unstable();
         named_words.dedup();
-        classifier.domain_weight =
-            scope::domain_weights(&classifier, &named_words, &negative_counts, negatives.len() as f64);
+        let negative_total = negatives.len() as f64;
+        classifier.centre_vectors();
+        classifier.domain_weight = scope::domain_weights(&classifier, &named_words, &negative_counts, negative_total);
         classifier.temperature = classifier.fit_temperature();
         classifier
     }
@@ -459,7 +464,7 @@ impl Classifier {
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
-        let query_vector = vectors::text_vector(&tokens[..n]);
+        let query_vector = vectors::text_vector(&tokens[..n]).map(|v| vectors::centred(&v, &self.vector_centre));
         let mut scope = self.scope(&tokens[..n], &named[..n], &entities);
         if self.settings.scope.threshold > 0.0 && scope::aimed_at_the_router(text) {
             scope = scope::Scope { score: 0.0, in_scope: false, refused: true, ..scope };
@@ -728,6 +733,27 @@ impl Classifier {
         let exps: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
         let sum: f64 = exps.iter().sum();
         Some(exps.into_iter().map(|e| e / sum).collect())
+    }
+
+    /// Takes the mean of the utterance and negative-example vectors off each of them.
+    fn centre_vectors(&mut self) {
+        let all: Vec<&[f32; vectors::DIMS]> =
+            self.utterance_vectors.iter().map(|(_, v)| v).chain(&self.negative_vectors).collect();
+        if all.is_empty() {
+            return;
+        }
+        let mut centre = [0f32; vectors::DIMS];
+        for v in &all {
+            centre.iter_mut().zip(v.iter()).for_each(|(c, x)| *c += x);
+        }
+        centre.iter_mut().for_each(|c| *c /= all.len() as f32);
+        for (_, v) in &mut self.utterance_vectors {
+            *v = vectors::centred(v, &centre);
+        }
+        for v in &mut self.negative_vectors {
+            *v = vectors::centred(v, &centre);
+        }
+        self.vector_centre = centre;
     }
 
     /// Per intent (manifest order), the mean cosine similarity of `query` to its

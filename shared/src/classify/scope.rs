@@ -35,10 +35,10 @@ const ENTITY_WEIGHT: f64 = 2.0;
 const TYPO_WEIGHT: f64 = 0.85;
 /// Weight of the word-vector margin (similarity to the nearest utterance minus similarity to
 /// the nearest negative example) added to the lexical score. Chosen on the tuned sets.
-const SEMANTIC_WEIGHT: f64 = 0.75;
+const SEMANTIC_WEIGHT: f64 = 0.5;
 /// The margin that adds nothing: a question as close to an utterance as to a negative example
 /// loses `SEMANTIC_WEIGHT × SEMANTIC_OFFSET`.
-const SEMANTIC_OFFSET: f64 = 0.07;
+const SEMANTIC_OFFSET: f64 = 0.10;
 
 /// Requests aimed at the router itself rather than at the manifest's domain: overriding its
 /// instructions, revealing its prompt, configuration or secrets, changing roles, reading other

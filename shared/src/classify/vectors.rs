@@ -145,6 +145,18 @@ pub(crate) fn text_vector(tokens: &[Token]) -> Option<[f32; DIMS]> {
     Some(sum)
 }
 
+/// `v - centre`, normalised (`v` itself when that is the zero vector).
+pub(crate) fn centred(v: &[f32; DIMS], centre: &[f32; DIMS]) -> [f32; DIMS] {
+    let mut out = [0f32; DIMS];
+    out.iter_mut().zip(v.iter().zip(centre)).for_each(|(o, (x, c))| *o = x - c);
+    let norm = out.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm == 0.0 {
+        return *v;
+    }
+    out.iter_mut().for_each(|x| *x /= norm);
+    out
+}
+
 /// Dot product of two unit vectors: their cosine similarity.
 pub(crate) fn cosine(a: &[f32; DIMS], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
