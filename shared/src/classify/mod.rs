@@ -1,10 +1,12 @@
 //! The embedded intent classifier and entity extractor.
 //!
 //! [`Classifier::new`] learns everything from the manifest — intent ids, descriptions,
-//! utterances and keywords, the `classifier.synonyms` table and the entity gazetteers and
-//! patterns — and [`Classifier::classify`] then answers in tens of microseconds, offline, with
-//! no model file. Nothing about a particular intent, agent or entity is written in Rust: the
-//! same code serves any manifest.
+//! utterances and keywords, the `classifier.synonyms` table, the negative examples and the
+//! entity gazetteers and patterns — and [`Classifier::classify`] then answers in tens of
+//! microseconds, offline. The only file it reads is a compiled-in table of static word vectors
+//! (`vectors`), generic English distilled from all-MiniLM-L6-v2, which gives meaning to words
+//! the manifest never lists. Nothing about a particular intent, agent or entity is written in
+//! Rust: the same code serves any manifest.
 //!
 //! # Algorithm
 //!
@@ -29,7 +31,10 @@
 //!      asked; the subject of "is specialty a predictor" does not); these weights were chosen
 //!      on leave-one-out accuracy over the manifest's utterances;
 //!    - *nearest utterance*: the cosine similarity (IDF-weighted) of the query with the
-//!      intent's closest utterance, times a constant.
+//!      intent's closest utterance, times a constant;
+//!    - *meaning*: after the softmax temperature (below), plus `SEMANTIC_INTENT_WEIGHT` × the
+//!      mean word-vector cosine of the query to the intent's two nearest utterances (vectors
+//!      centred on the mean of the manifest's utterances and negative examples).
 //!
 //!    A query word the model has never seen is first matched to a known spelling one edit
 //!    away (insertion, deletion, substitution or adjacent transposition, found through a
@@ -53,7 +58,8 @@
 //!
 //! - `text`: tokeniser, stop words, stemmer, edit distance.
 //! - `entities`: gazetteer, pattern and time-period extraction.
-//! - `scope`: the scope score.
+//! - `scope`: the scope score, and refusal of requests aimed at the router.
+//! - `vectors`: the static word-vector table and text vectors.
 //! - `followup`: a turn classified with the conversation before it
 //!   ([`Classifier::classify_in_context`], docs/conversations.md).
 

@@ -21,7 +21,7 @@ use super::text::{self, is_stop_word, Token};
 use super::vectors;
 use super::Classifier;
 use crate::contracts::{EntityType, ParsedEntity};
-use regex::RegexSet;
+use regex::bytes::{RegexSet, RegexSetBuilder};
 use std::sync::OnceLock;
 
 /// Most domain weight of a word no id or one-word keyword names.
@@ -47,7 +47,7 @@ const SEMANTIC_OFFSET: f64 = 0.10;
 /// manifest; checked against every in-scope question and utterance of the shipped sets (none
 /// matches).
 const AIMED_AT_THE_ROUTER: &[&str] = &[
-    r"\b(ignore|disregard|forget|override)\b.{0,40}\b(instructions?|rules|prompt|guidelines|restrictions|above)\b",
+    r"\b(ignore|disregard|forget|override)\s+((all|the|any|your|my|these|those|previous|prior|earlier|above)\s+)*(instructions?|rules|prompts?|guidelines|restrictions|above)\b",
     r"\bsystem (prompt|message|override)\b",
     r"\b(hidden|secret|internal) (prompt|instructions?|configuration|config|system message|rules)\b",
     r"\bdeveloper mode\b",
@@ -58,7 +58,7 @@ const AIMED_AT_THE_ROUTER: &[&str] = &[
     r"\bapi (keys?|tokens?)\b",
     r"\b(passwords?|credentials|secrets file)\b",
     r"\brole checks?\b",
-    r"\b(grant|give) (me|my account|us)\b.{0,30}\b(role|rights|access|permissions?|privileges)\b",
+    r"\b(grant|give)\s+(me|us|my account)\s+(\w+\s+){0,3}(role|rights|access|permissions?|privileges)\b",
     r"\b(admin|administrator|root) (rights|access|privileges)\b",
     r"</?\s*(system|user|assistant)\s*>",
     r"\bjailbreak",
@@ -67,13 +67,13 @@ const AIMED_AT_THE_ROUTER: &[&str] = &[
 ];
 
 /// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]); the patterns are
-/// compiled on first use.
+/// compiled on first use, ASCII-only (the patterns are English; ASCII word boundaries keep the
+/// match on the fast automaton).
 pub(super) fn aimed_at_the_router(text: &str) -> bool {
     static PATTERNS: OnceLock<Option<RegexSet>> = OnceLock::new();
-    let patterns = PATTERNS.get_or_init(|| {
-        regex::RegexSetBuilder::new(AIMED_AT_THE_ROUTER).case_insensitive(true).size_limit(1 << 22).build().ok()
-    });
-    patterns.as_ref().is_some_and(|p| p.is_match(text))
+    let patterns = PATTERNS
+        .get_or_init(|| RegexSetBuilder::new(AIMED_AT_THE_ROUTER).case_insensitive(true).unicode(false).build().ok());
+    patterns.as_ref().is_some_and(|p| p.is_match(text.as_bytes()))
 }
 
 /// The scope part of a classification.
