@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the four Lambda binaries with cargo-lambda and report their sizes.
+# Build the five Lambda binaries with cargo-lambda and report their sizes.
 #
 #   scripts/lambda-build.sh            # arm64, as infra/template.yaml deploys them
 #   scripts/lambda-build.sh --x86-64   # x86_64 instead (not deployable with that template)
@@ -14,7 +14,7 @@
 # still measure the binaries, and exits 2: the artifacts are then NOT deployable as arm64.
 set -euo pipefail
 
-BINARIES=(intake router agent-worker synthesizer)
+BINARIES=(intake router agent-worker synthesizer events-stream)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 arch=arm64
@@ -63,7 +63,7 @@ import io, os, sys, zipfile
 
 target_dir, arch, wall, binaries = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 print(f"\nLambda binaries ({arch}, release), built in {wall} s:")
-print(f"{'function':<14}{'bootstrap':>14}{'zipped':>14}")
+print(f"{'function':<14}{'bootstrap':>14}{'zipped':>14}  link")
 for name in binaries:
     path = os.path.join(target_dir, "lambda", name, "bootstrap")
     size = os.path.getsize(path)
@@ -71,6 +71,11 @@ for name in binaries:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.write(path, "bootstrap")
     zipped = len(buffer.getvalue())
-    print(f"{name:<14}{size / 1e6:>11.2f} MB{zipped / 1e6:>11.2f} MB")
+    # ELF e_type (little-endian, offset 16): 2 = fixed-address executable, 3 = PIE
+    # (functions/link.rs links the functions without PIE unless SWITCHYARD_PIE=1).
+    with open(path, "rb") as elf:
+        e_type = int.from_bytes(elf.read(18)[16:18], "little")
+    link = {2: "non-PIE", 3: "PIE"}.get(e_type, f"e_type {e_type}")
+    print(f"{name:<14}{size / 1e6:>11.2f} MB{zipped / 1e6:>11.2f} MB  {link}")
 EOF
 exit "$status"

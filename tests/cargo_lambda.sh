@@ -91,4 +91,13 @@ PY
 refused=$(cargo lambda invoke --invoke-address 127.0.0.1 --invoke-port "$port" router --data-file "$bad" --output-format json)
 [ "$(printf '%s' "$refused" | field 'd["batchItemFailures"][0]["itemIdentifier"]')" = local-message-1 ] || fail "malformed record: $refused"
 echo "cargo-lambda: a malformed record is a batch item failure"
+# The binaries cargo lambda built and ran above are linked without PIE (functions/link.rs: no
+# load-time relocations, README "Cold start"); ELF e_type 2 is a fixed-address executable.
+for f in intake router agent-worker synthesizer; do
+  exe="${CARGO_TARGET_DIR:-target}/debug/$f"
+  [ -f "$exe" ] || fail "$exe was not built by cargo lambda watch"
+  e_type=$(python3 -c 'import sys; print(int.from_bytes(open(sys.argv[1], "rb").read(18)[16:18], "little"))' "$exe")
+  [ "$e_type" = 2 ] || fail "$exe is not a fixed-address executable (ELF e_type $e_type; 3 is PIE)"
+done
+echo "cargo-lambda: the four functions it ran are linked without PIE"
 echo "cargo-lambda: 1 passed, 0 failed"
