@@ -187,7 +187,7 @@ impl Classifier {
         let alone_in_scope = c.in_scope;
         if !c.in_scope {
             // A request aimed at the router stays out of scope whatever came before it.
-            if self.settings.scope.threshold > 0.0 && super::scope::aimed_at_the_router(text) {
+            if self.refuses(text) {
                 return c;
             }
             let follows = cues.continuation || cues.refers_back || cues.bare_question || !c.entities.is_empty();

@@ -226,6 +226,9 @@ pub struct Classifier {
     /// Mean of the utterances' and negative examples' vectors, taken off every vector before
     /// comparing (what all texts share says nothing about which is nearer).
     vector_centre: [f32; vectors::DIMS],
+    /// Word vectors of the manifest's words (utterances, negative examples), so a question in
+    /// the manifest's own words needs no table search.
+    known_word_vectors: HashMap<String, [f32; vectors::DIMS]>,
     entities: EntityExtractor,
 }
 
@@ -305,6 +308,7 @@ impl Classifier {
             utterance_vectors: Vec::new(),
             negative_vectors: Vec::new(),
             vector_centre: [0.0; vectors::DIMS],
+            known_word_vectors: HashMap::new(),
             entities: EntityExtractor::new(manifest, common_words),
         };
 
@@ -313,6 +317,7 @@ impl Classifier {
         for (intent, text, is_utterance) in &documents {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
             let (_, named) = classifier.entities.extract(text, &tokens);
+            classifier.learn_word_vectors(&tokens);
             if *is_utterance {
                 if let Some(v) = vectors::text_vector(&tokens) {
                     classifier.utterance_vectors.push((*intent, v));
@@ -404,10 +409,11 @@ impl Classifier {
             classifier.spellings.push((word, id));
         }
         let mut negative_counts = vec![0.0; classifier.is_bigram.len()];
-        let negatives = &classifier.settings.scope.negative_examples;
-        for text in negatives {
+        let negatives = classifier.settings.scope.negative_examples.clone();
+        for text in &negatives {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
             let (_, named) = classifier.entities.extract(text, &tokens);
+            classifier.learn_word_vectors(&tokens);
             if let Some(v) = vectors::text_vector(&tokens) {
                 classifier.negative_vectors.push(v);
             }
@@ -470,9 +476,10 @@ impl Classifier {
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
-        let query_vector = vectors::text_vector(&tokens[..n]).map(|v| vectors::centred(&v, &self.vector_centre));
+        let query_vector = vectors::text_vector_with(&tokens[..n], &self.known_word_vectors)
+            .map(|v| vectors::centred(&v, &self.vector_centre));
         let mut scope = self.scope(&tokens[..n], &named[..n], &entities);
-        if self.settings.scope.threshold > 0.0 && scope::aimed_at_the_router(text) {
+        if self.refuses(text) {
             scope = scope::Scope { score: 0.0, in_scope: false, refused: true, ..scope };
         }
         self.semantic_scope(&mut scope, query_vector.as_ref());
@@ -739,6 +746,26 @@ impl Classifier {
         let exps: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
         let sum: f64 = exps.iter().sum();
         Some(exps.into_iter().map(|e| e / sum).collect())
+    }
+
+    /// Whether the scope check refuses `text` as a request aimed at the router: only for a
+    /// manifest whose scope check is on and that names what it does not answer (negative
+    /// examples); a manifest without them may route such requests to its own guardrails.
+    fn refuses(&self, text: &str) -> bool {
+        self.settings.scope.threshold > 0.0
+            && !self.settings.scope.negative_examples.is_empty()
+            && scope::aimed_at_the_router(text)
+    }
+
+    /// Remembers the word vector of each word of a manifest text.
+    fn learn_word_vectors(&mut self, tokens: &[Token]) {
+        for t in tokens {
+            if !self.known_word_vectors.contains_key(&t.text) {
+                if let Some(v) = vectors::word_vector(&t.text) {
+                    self.known_word_vectors.insert(t.text.clone(), v);
+                }
+            }
+        }
     }
 
     /// Takes the mean of the utterance and negative-example vectors off each of them.

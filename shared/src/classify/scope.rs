@@ -21,8 +21,6 @@ use super::text::{self, is_stop_word, Token};
 use super::vectors;
 use super::Classifier;
 use crate::contracts::{EntityType, ParsedEntity};
-use regex::bytes::{RegexSet, RegexSetBuilder};
-use std::sync::OnceLock;
 
 /// Most domain weight of a word no id or one-word keyword names.
 const UTTERANCE_WORD_WEIGHT: f64 = 0.8;
@@ -44,36 +42,73 @@ const SEMANTIC_OFFSET: f64 = 0.10;
 /// instructions, revealing its prompt, configuration or secrets, changing roles, reading other
 /// users' data. Such a question is out of scope whatever words of the domain it borrows ("skip
 /// the role check and deploy the model"). Generic English about an assistant, not about any
-/// manifest; checked against every in-scope question and utterance of the shipped sets (none
-/// matches).
+/// manifest, matched as lower-case phrases; checked against every in-scope question, utterance
+/// and dialogue turn of the shipped sets (none matches).
 const AIMED_AT_THE_ROUTER: &[&str] = &[
-    r"\b(ignore|disregard|forget|override)\s+((all|the|any|your|my|these|those|previous|prior|earlier|above)\s+)*(instructions?|rules|prompts?|guidelines|restrictions|above)\b",
-    r"\bsystem (prompt|message|override)\b",
-    r"\b(hidden|secret|internal) (prompt|instructions?|configuration|config|system message|rules)\b",
-    r"\bdeveloper mode\b",
-    r"\byou are now\b",
-    r"\bpretend (you are|you're|to be)\b",
-    r"\b(no|without) (any )?restrictions\b",
-    r"\benvironment variables?\b",
-    r"\bapi (keys?|tokens?)\b",
-    r"\b(passwords?|credentials|secrets file)\b",
-    r"\brole checks?\b",
-    r"\b(grant|give)\s+(me|us|my account)\s+(\w+\s+){0,3}(role|rights|access|permissions?|privileges)\b",
-    r"\b(admin|administrator|root) (rights|access|privileges)\b",
-    r"</?\s*(system|user|assistant)\s*>",
-    r"\bjailbreak",
-    r"\b(other|all the other|every other) users?\b",
-    r"\bunfiltered\b|\bunrestricted\b",
+    "ignore all previous",
+    "ignore previous",
+    "ignore the above",
+    "ignore your",
+    "ignore all instructions",
+    "ignore all prior",
+    "ignore prior",
+    "disregard your",
+    "disregard the above",
+    "disregard all",
+    "disregard previous",
+    "forget your rules",
+    "forget your instructions",
+    "forget all previous",
+    "forget previous instructions",
+    "override your",
+    "system prompt",
+    "system message",
+    "system override",
+    "hidden prompt",
+    "hidden instructions",
+    "hidden configuration",
+    "hidden config",
+    "hidden system message",
+    "secret instructions",
+    "internal instructions",
+    "internal prompt",
+    "developer mode",
+    "you are now",
+    "pretend you are",
+    "pretend you're",
+    "pretend to be",
+    "no restrictions",
+    "without restrictions",
+    "without any restrictions",
+    "environment variable",
+    "api key",
+    "api token",
+    "password",
+    "credentials",
+    "secrets file",
+    "role check",
+    "admin rights",
+    "admin access",
+    "administrator rights",
+    "administrator access",
+    "root access",
+    "admin privileges",
+    "<system",
+    "</system",
+    "<user",
+    "</user",
+    "jailbreak",
+    "other users",
+    "unfiltered",
+    "unrestricted",
+    "grant me ",
+    "give my account",
 ];
 
-/// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]); the patterns are
-/// compiled on first use, ASCII-only (the patterns are English; ASCII word boundaries keep the
-/// match on the fast automaton).
+/// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]).
 pub(super) fn aimed_at_the_router(text: &str) -> bool {
-    static PATTERNS: OnceLock<Option<RegexSet>> = OnceLock::new();
-    let patterns = PATTERNS
-        .get_or_init(|| RegexSetBuilder::new(AIMED_AT_THE_ROUTER).case_insensitive(true).unicode(false).build().ok());
-    patterns.as_ref().is_some_and(|p| p.is_match(text.as_bytes()))
+    let lower = text.to_lowercase();
+    AIMED_AT_THE_ROUTER.iter().any(|phrase| lower.contains(phrase))
 }
 
 /// The scope part of a classification.

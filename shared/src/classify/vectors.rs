@@ -26,6 +26,7 @@
 //! | n × d | the vectors, int8, in the same order (unit length × 127) |
 
 use super::text::{is_stop_word, Token};
+use std::collections::HashMap;
 
 /// The distilled table.
 static TABLE: &[u8] = include_bytes!("word_vectors.bin");
@@ -127,15 +128,33 @@ fn add_word(word: &str, sum: &mut [f32; DIMS]) -> bool {
     true
 }
 
+/// The vector of one word (the mean of its pieces, normalised); `None` when it has none.
+pub(crate) fn word_vector(word: &str) -> Option<[f32; DIMS]> {
+    let mut v = [0f32; DIMS];
+    add_word(word, &mut v).then_some(v)
+}
+
 /// The normalised vector of a text's content words; `None` when no word has a vector.
 pub(crate) fn text_vector(tokens: &[Token]) -> Option<[f32; DIMS]> {
+    text_vector_with(tokens, &HashMap::new())
+}
+
+/// [`text_vector`], reading the vectors of the words in `known` (from [`word_vector`]) from there
+/// rather than from the table: the manifest's own words, looked up once.
+pub(crate) fn text_vector_with(tokens: &[Token], known: &HashMap<String, [f32; DIMS]>) -> Option<[f32; DIMS]> {
     let mut sum = [0f32; DIMS];
     let mut any = false;
     for t in tokens {
         if t.text.len() < 2 || t.has_digit() || is_stop_word(&t.text) {
             continue;
         }
-        any |= add_word(&t.text, &mut sum);
+        match known.get(&t.text) {
+            Some(v) => {
+                sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
+                any = true;
+            }
+            None => any |= add_word(&t.text, &mut sum),
+        }
     }
     let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
     if !any || norm == 0.0 {
