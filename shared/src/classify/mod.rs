@@ -232,6 +232,15 @@ pub struct Classifier {
     entities: EntityExtractor,
 }
 
+/// How close a question's word vector is to the manifest's utterances
+/// ([`Classifier::utterance_similarity`]).
+struct UtteranceSimilarity {
+    /// Per intent (manifest order), the mean cosine to its nearest utterances.
+    per_intent: Vec<f64>,
+    /// The cosine to the nearest utterance of any intent.
+    nearest: f64,
+}
+
 /// A term to be learnt from or scored, before it has an id.
 struct Terms {
     unigrams: Vec<String>,
@@ -478,17 +487,19 @@ impl Classifier {
         let scores = self.scores(&features, None);
         let query_vector = vectors::text_vector_with(&tokens[..n], &self.known_word_vectors)
             .map(|v| vectors::centred(&v, &self.vector_centre));
+        // One pass over the utterances' vectors serves both the intents and the scope.
+        let similarity = query_vector.as_ref().and_then(|q| self.utterance_similarity(q));
         let mut scope = self.scope(&tokens[..n], &named[..n], &entities);
         if self.refuses(text) {
             scope = scope::Scope { score: 0.0, in_scope: false, refused: true, ..scope };
         }
-        self.semantic_scope(&mut scope, query_vector.as_ref());
+        self.semantic_scope(&mut scope, query_vector.as_ref(), similarity.as_ref().map(|s| s.nearest));
         let cues = if cues {
             followup::Cues::read(&tokens[..n], &named[..n], scope.content_words)
         } else {
             followup::Cues::default()
         };
-        let Some(probabilities) = self.probabilities(&scores, query_vector.as_ref()) else {
+        let Some(probabilities) = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..])) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
             let c = Classification {
                 alternatives: vec![Alternative { intent: intent.clone(), score: 0.0 }],
@@ -729,19 +740,15 @@ impl Classifier {
     /// Softmax of the lexical scores at the fitted temperature plus, per intent,
     /// `SEMANTIC_INTENT_WEIGHT` × the mean word-vector similarity of the query to the intent's
     /// nearest utterances; `None` when nothing in the text scored lexically.
-    fn probabilities(&self, scores: &[f64], query: Option<&[f32; vectors::DIMS]>) -> Option<Vec<f64>> {
+    fn probabilities(&self, scores: &[f64], similarity: Option<&[f64]>) -> Option<Vec<f64>> {
         if scores.is_empty() || scores.iter().all(|s| *s <= 0.0) {
             return None;
         }
-        let Some(query) = query.filter(|_| !self.utterance_vectors.is_empty()) else {
+        let Some(similarity) = similarity else {
             return softmax(scores, self.temperature);
         };
-        let similarity = self.intent_similarities(query);
-        let logits: Vec<f64> = scores
-            .iter()
-            .zip(&similarity)
-            .map(|(s, sim)| s / self.temperature + SEMANTIC_INTENT_WEIGHT * sim)
-            .collect();
+        let logits: Vec<f64> =
+            scores.iter().zip(similarity).map(|(s, sim)| s / self.temperature + SEMANTIC_INTENT_WEIGHT * sim).collect();
         let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let exps: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
         let sum: f64 = exps.iter().sum();
@@ -789,29 +796,38 @@ impl Classifier {
         self.vector_centre = centre;
     }
 
-    /// Per intent (manifest order), the mean cosine similarity of `query` to its
-    /// `SEMANTIC_NEAREST` nearest utterances (0 for an intent with no utterance).
-    fn intent_similarities(&self, query: &[f32; vectors::DIMS]) -> Vec<f64> {
-        let k = self.intents.len();
-        let mut best = vec![[f32::NEG_INFINITY; SEMANTIC_NEAREST]; k];
+    /// The word-vector similarity of `query` to the utterances, in one pass: per intent
+    /// (manifest order) the mean cosine to its `SEMANTIC_NEAREST` nearest utterances (0 for an
+    /// intent with none), and the cosine to the nearest utterance of all. `None` when the
+    /// manifest has no utterance with a vector.
+    fn utterance_similarity(&self, query: &[f32; vectors::DIMS]) -> Option<UtteranceSimilarity> {
+        if self.utterance_vectors.is_empty() {
+            return None;
+        }
+        let mut best = vec![[f32::NEG_INFINITY; SEMANTIC_NEAREST]; self.intents.len()];
+        let mut nearest = f32::NEG_INFINITY;
         for (intent, v) in &self.utterance_vectors {
             let s = vectors::cosine(query, v);
+            nearest = nearest.max(s);
             let top = &mut best[*intent];
             if let Some(slot) = top.iter().position(|t| s > *t) {
                 top[slot..].rotate_right(1);
                 top[slot] = s;
             }
         }
-        best.iter()
+        let per_intent = best
+            .iter()
             .map(|top| {
-                let seen: Vec<f64> = top.iter().filter(|t| t.is_finite()).map(|t| f64::from(*t)).collect();
-                if seen.is_empty() {
+                let (sum, n) =
+                    top.iter().filter(|t| t.is_finite()).fold((0.0, 0), |(sum, n), t| (sum + f64::from(*t), n + 1));
+                if n == 0 {
                     0.0
                 } else {
-                    seen.iter().sum::<f64>() / seen.len() as f64
+                    sum / f64::from(n)
                 }
             })
-            .collect()
+            .collect();
+        Some(UtteranceSimilarity { per_intent, nearest: f64::from(nearest) })
     }
 
     /// Leave-one-out over the utterances: the temperature minimising the negative

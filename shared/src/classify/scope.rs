@@ -21,6 +21,8 @@ use super::text::{self, is_stop_word, Token};
 use super::vectors;
 use super::Classifier;
 use crate::contracts::{EntityType, ParsedEntity};
+use aho_corasick::AhoCorasick;
+use std::sync::LazyLock;
 
 /// Most domain weight of a word no id or one-word keyword names.
 const UTTERANCE_WORD_WEIGHT: f64 = 0.8;
@@ -107,8 +109,19 @@ const AIMED_AT_THE_ROUTER: &[&str] = &[
 
 /// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]).
 pub(super) fn aimed_at_the_router(text: &str) -> bool {
-    let lower = text.to_lowercase();
-    AIMED_AT_THE_ROUTER.iter().any(|phrase| lower.contains(phrase))
+    // Every phrase is lower-case ASCII: an ASCII-case-insensitive match on ASCII text is the
+    // same as a substring test on its lower case; other text is lower-cased first.
+    static PHRASES: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(AIMED_AT_THE_ROUTER)
+            .expect("the refusal phrases are plain literals")
+    });
+    if text.is_ascii() {
+        PHRASES.is_match(text)
+    } else {
+        PHRASES.is_match(&text.to_lowercase())
+    }
 }
 
 /// The scope part of a classification.
@@ -219,20 +232,27 @@ impl Classifier {
     /// the nearest utterance than to the nearest negative example, in meaning rather than in
     /// shared words ("is any part of the platform offline?" near "is the service down?").
     /// Only with negative examples to compare against: without them nothing changes.
-    pub(super) fn semantic_scope(&self, scope: &mut Scope, query: Option<&[f32; vectors::DIMS]>) {
+    /// `nearest_utterance` is the query's cosine to the nearest utterance, computed once with
+    /// the intents' similarities.
+    pub(super) fn semantic_scope(
+        &self,
+        scope: &mut Scope,
+        query: Option<&[f32; vectors::DIMS]>,
+        nearest_utterance: Option<f64>,
+    ) {
         if scope.refused || self.negative_vectors.is_empty() || self.utterance_vectors.is_empty() {
             return;
         }
-        let margin = match query {
-            Some(q) => {
-                let nearest = |vs: &mut dyn Iterator<Item = &[f32; vectors::DIMS]>| {
-                    vs.map(|v| f64::from(vectors::cosine(q, v))).fold(f64::NEG_INFINITY, f64::max)
-                };
-                let domain = nearest(&mut self.utterance_vectors.iter().map(|(_, v)| v));
-                let negative = nearest(&mut self.negative_vectors.iter());
+        let margin = match (query, nearest_utterance) {
+            (Some(q), Some(domain)) => {
+                let negative = self
+                    .negative_vectors
+                    .iter()
+                    .map(|v| f64::from(vectors::cosine(q, v)))
+                    .fold(f64::NEG_INFINITY, f64::max);
                 domain - negative
             }
-            None => 0.0,
+            _ => 0.0,
         };
         let score = (scope.score + SEMANTIC_WEIGHT * (margin - SEMANTIC_OFFSET)).clamp(0.0, 1.0);
         scope.score = (score * 1_000.0).round() / 1_000.0;
