@@ -161,10 +161,11 @@ async fn through_the_engine_the_blind_out_of_scope_set_ends_out_of_scope_and_the
         blind_in.1,
         pct(blind_in)
     );
-    // Regression bounds at the measured blind figures, BELOW issue 18's bars (90% and 2%): the
-    // latest blind sets are written differently from everything tuned on (docs/scope.md).
+    // The tuned sets hold issue 18's bars (90 % and 2 %). The fifth pair, held out while the
+    // third round was tuned (docs/scope.md), holds regression bounds at its measured figures:
+    // 90.3 % rejected (the bar) and 6.2 % of in-scope questions ended out of scope (above it).
     assert!(pct(tuned_out) >= 90.0, "tuned out-of-scope sets: {tuned_out:?}");
     assert!(pct(tuned_in) <= 2.0, "tuned in-scope sets ended out of scope: {tuned_in:?}");
-    assert!(pct(blind_out) >= 79.0, "blind out-of-scope set: {blind_out:?}");
-    assert!(pct(blind_in) <= 8.5, "in-scope blind questions ended out of scope: {blind_in:?}");
+    assert!(pct(blind_out) >= 89.0, "held-out out-of-scope set: {blind_out:?}");
+    assert!(pct(blind_in) <= 7.0, "held-out in-scope questions ended out of scope: {blind_in:?}");
 }

@@ -18,6 +18,12 @@
 //! `blind5_questions.jsonl` + `out_of_scope_blind3.jsonl` (six personas, written differently
 //! from every earlier set), scored once at the end. The earlier blind sets joined the tuned
 //! column; the blind column is the fifth pair alone.
+//!
+//! Third round (static word vectors distilled from all-MiniLM-L6-v2, more varied utterances
+//! and negative examples, refusal of requests aimed at the router, threshold 0.38 → 0.36): every
+//! weight was chosen on the tuned column only; the fifth pair was held out as a check and is
+//! no longer blind (its figures were read after each step). A sixth pair, written by someone
+//! else, is scored once after the round.
 
 use shared::classify::{Classifier, PriorTurn};
 use shared::manifest::Manifest;
@@ -25,24 +31,27 @@ use std::path::Path;
 
 // Issue 18's bars are 90 % of out-of-scope questions rejected, at most 2 % of in-scope ones,
 // and answers at confidence >= 0.9 right 99 % of the time while covering 85 % of the
-// questions. The tuned column meets all four; the blind column (the fifth pair) does not, so
-// its bounds below are regression bounds at the measured figures, not the issue's bars.
-/// Blind out-of-scope set rejected: 80.6 % measured.
-const OUT_OF_SCOPE_BLIND_FLOOR: f64 = 0.79;
-/// Blind in-scope questions rejected: 7.6 % measured (11 of 144).
-const IN_SCOPE_REJECTED_CEILING: f64 = 0.085;
-/// Blind answers at >= 0.9 that are right: 97.1 % measured (99 of 102).
-const SURE_PRECISION_FLOOR: f64 = 0.96;
-/// Blind questions answered at >= 0.9: 70.8 % measured.
-const SURE_COVERAGE_FLOOR: f64 = 0.69;
+// questions. The tuned column meets all four; the held-out column (the fifth pair) meets two
+// (out-of-scope rejection, precision at >= 0.9), so its bounds below are regression bounds at
+// the measured figures (third round), not the issue's bars.
+/// Held-out out-of-scope set rejected: 90.3 % measured (65 of 72; 80.6 % before the round).
+const OUT_OF_SCOPE_BLIND_FLOOR: f64 = 0.89;
+/// Held-out in-scope questions rejected: 6.2 % measured (9 of 144; 7.6 % before the round).
+const IN_SCOPE_REJECTED_CEILING: f64 = 0.07;
+/// Held-out answers at >= 0.9 that are right: 99.0 % measured (99 of 100; 97.1 % before).
+const SURE_PRECISION_FLOOR: f64 = 0.98;
+/// Held-out questions answered at >= 0.9: 69.4 % measured (70.8 % before).
+const SURE_COVERAGE_FLOOR: f64 = 0.68;
 /// The tuned column holds the issue's bars.
 const TUNED_BARS: (f64, f64, f64, f64) = (0.90, 0.02, 0.99, 0.85);
-/// With the conversation (each question the second turn of one): blind in-scope questions
-/// rejected, 5.6 % measured (7.6 % alone): follow-ups about the previous answer are kept.
-const IN_CONTEXT_IN_SCOPE_REJECTED_CEILING: f64 = 0.065;
-/// With the conversation: blind off-domain questions rejected, 77.8 % measured (80.6 % alone):
-/// a few that point back or name a period pass as follow-ups.
-const IN_CONTEXT_OUT_OF_SCOPE_FLOOR: f64 = 0.76;
+/// With the conversation (each question the second turn of one): held-out in-scope questions
+/// rejected, 4.2 % measured (6.2 % alone; 5.6 % before the third round): follow-ups about the
+/// previous answer are kept.
+const IN_CONTEXT_IN_SCOPE_REJECTED_CEILING: f64 = 0.05;
+/// With the conversation: held-out off-domain questions rejected, 87.5 % measured (90.3 %
+/// alone; 77.8 % before the third round): a few that point back or name a period pass as
+/// follow-ups.
+const IN_CONTEXT_OUT_OF_SCOPE_FLOOR: f64 = 0.86;
 
 #[derive(serde::Deserialize)]
 struct Line {

@@ -186,6 +186,10 @@ impl Classifier {
         };
         let alone_in_scope = c.in_scope;
         if !c.in_scope {
+            // A request aimed at the router stays out of scope whatever came before it.
+            if self.refuses(text) {
+                return c;
+            }
             let follows = cues.continuation || cues.refers_back || cues.bare_question || !c.entities.is_empty();
             let close = cues.no_content
                 || (cues.about_answer && self.answer_intent.is_some())

@@ -1,10 +1,12 @@
 //! The embedded intent classifier and entity extractor.
 //!
 //! [`Classifier::new`] learns everything from the manifest — intent ids, descriptions,
-//! utterances and keywords, the `classifier.synonyms` table and the entity gazetteers and
-//! patterns — and [`Classifier::classify`] then answers in tens of microseconds, offline, with
-//! no model file. Nothing about a particular intent, agent or entity is written in Rust: the
-//! same code serves any manifest.
+//! utterances and keywords, the `classifier.synonyms` table, the negative examples and the
+//! entity gazetteers and patterns — and [`Classifier::classify`] then answers in tens of
+//! microseconds, offline. The only file it reads is a compiled-in table of static word vectors
+//! (`vectors`), generic English distilled from all-MiniLM-L6-v2, which gives meaning to words
+//! the manifest never lists. Nothing about a particular intent, agent or entity is written in
+//! Rust: the same code serves any manifest.
 //!
 //! # Algorithm
 //!
@@ -29,7 +31,10 @@
 //!      asked; the subject of "is specialty a predictor" does not); these weights were chosen
 //!      on leave-one-out accuracy over the manifest's utterances;
 //!    - *nearest utterance*: the cosine similarity (IDF-weighted) of the query with the
-//!      intent's closest utterance, times a constant.
+//!      intent's closest utterance, times a constant;
+//!    - *meaning*: after the softmax temperature (below), plus `SEMANTIC_INTENT_WEIGHT` × the
+//!      mean word-vector cosine of the query to the intent's two nearest utterances (vectors
+//!      centred on the mean of the manifest's utterances and negative examples).
 //!
 //!    A query word the model has never seen is first matched to a known spelling one edit
 //!    away (insertion, deletion, substitution or adjacent transposition, found through a
@@ -53,7 +58,8 @@
 //!
 //! - `text`: tokeniser, stop words, stemmer, edit distance.
 //! - `entities`: gazetteer, pattern and time-period extraction.
-//! - `scope`: the scope score.
+//! - `scope`: the scope score, and refusal of requests aimed at the router.
+//! - `vectors`: the static word-vector table and text vectors.
 //! - `followup`: a turn classified with the conversation before it
 //!   ([`Classifier::classify_in_context`], docs/conversations.md).
 
@@ -61,6 +67,7 @@ mod entities;
 mod followup;
 mod scope;
 mod text;
+mod vectors;
 
 use crate::contracts::ParsedEntity;
 use crate::manifest::{ClassifierSettings, Manifest};
@@ -108,6 +115,12 @@ const MIN_TRIGRAM_DICE: f64 = 0.6;
 const MIN_FUZZY_CHARS: usize = 5;
 /// How many alternatives a classification lists.
 const MAX_ALTERNATIVES: usize = 5;
+/// Weight of the word-vector similarity of a query to an intent's utterances, added to the
+/// tempered lexical score (in log-probability units per unit of cosine). Chosen on the tuned
+/// question sets (docs/scope.md#third-round-word-vectors).
+const SEMANTIC_INTENT_WEIGHT: f64 = 8.0;
+/// How many of an intent's nearest utterances are averaged for its similarity.
+const SEMANTIC_NEAREST: usize = 2;
 
 /// The outcome of classifying one question.
 #[derive(Debug, Clone, Serialize)]
@@ -206,7 +219,26 @@ pub struct Classifier {
     synonyms: HashMap<String, String>,
     /// Per term, how strongly it marks the manifest's domain (the scope score's evidence).
     domain_weight: Vec<f64>,
+    /// Word vectors of the utterances ([`vectors::DIMS`] each, unit length), with their intent.
+    utterance_vectors: Vec<(usize, [f32; vectors::DIMS])>,
+    /// Word vectors of `classifier.scope.negative_examples`.
+    negative_vectors: Vec<[f32; vectors::DIMS]>,
+    /// Mean of the utterances' and negative examples' vectors, taken off every vector before
+    /// comparing (what all texts share says nothing about which is nearer).
+    vector_centre: [f32; vectors::DIMS],
+    /// Word vectors of the manifest's words (utterances, negative examples), so a question in
+    /// the manifest's own words needs no table search.
+    known_word_vectors: HashMap<String, [f32; vectors::DIMS]>,
     entities: EntityExtractor,
+}
+
+/// How close a question's word vector is to the manifest's utterances
+/// ([`Classifier::utterance_similarity`]).
+struct UtteranceSimilarity {
+    /// Per intent (manifest order), the mean cosine to its nearest utterances.
+    per_intent: Vec<f64>,
+    /// The cosine to the nearest utterance of any intent.
+    nearest: f64,
 }
 
 /// A term to be learnt from or scored, before it has an id.
@@ -282,6 +314,10 @@ impl Classifier {
             temperature: 1.0,
             synonyms,
             domain_weight: Vec::new(),
+            utterance_vectors: Vec::new(),
+            negative_vectors: Vec::new(),
+            vector_centre: [0.0; vectors::DIMS],
+            known_word_vectors: HashMap::new(),
             entities: EntityExtractor::new(manifest, common_words),
         };
 
@@ -290,6 +326,12 @@ impl Classifier {
         for (intent, text, is_utterance) in &documents {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
             let (_, named) = classifier.entities.extract(text, &tokens);
+            classifier.learn_word_vectors(&tokens);
+            if *is_utterance {
+                if let Some(v) = vectors::text_vector(&tokens) {
+                    classifier.utterance_vectors.push((*intent, v));
+                }
+            }
             let terms = classifier.terms(&tokens, &named);
             for (word, unigram) in terms.words.iter().zip(&terms.unigrams) {
                 spellings.entry(word.clone()).or_insert_with(|| unigram.clone());
@@ -376,10 +418,14 @@ impl Classifier {
             classifier.spellings.push((word, id));
         }
         let mut negative_counts = vec![0.0; classifier.is_bigram.len()];
-        let negatives = &classifier.settings.scope.negative_examples;
-        for text in negatives {
+        let negatives = classifier.settings.scope.negative_examples.clone();
+        for text in &negatives {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
             let (_, named) = classifier.entities.extract(text, &tokens);
+            classifier.learn_word_vectors(&tokens);
+            if let Some(v) = vectors::text_vector(&tokens) {
+                classifier.negative_vectors.push(v);
+            }
             let mut ids: Vec<u32> = classifier
                 .terms(&tokens, &named)
                 .unigrams
@@ -406,8 +452,9 @@ impl Classifier {
         }
         named_words.sort_unstable();
         named_words.dedup();
-        classifier.domain_weight =
-            scope::domain_weights(&classifier, &named_words, &negative_counts, negatives.len() as f64);
+        let negative_total = negatives.len() as f64;
+        classifier.centre_vectors();
+        classifier.domain_weight = scope::domain_weights(&classifier, &named_words, &negative_counts, negative_total);
         classifier.temperature = classifier.fit_temperature();
         classifier
     }
@@ -438,13 +485,21 @@ impl Classifier {
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
-        let scope = self.scope(&tokens[..n], &named[..n], &entities);
+        let query_vector = vectors::text_vector_with(&tokens[..n], &self.known_word_vectors)
+            .map(|v| vectors::centred(&v, &self.vector_centre));
+        // One pass over the utterances' vectors serves both the intents and the scope.
+        let similarity = query_vector.as_ref().and_then(|q| self.utterance_similarity(q));
+        let mut scope = self.scope(&tokens[..n], &named[..n], &entities);
+        if self.refuses(text) {
+            scope = scope::Scope { score: 0.0, in_scope: false, refused: true, ..scope };
+        }
+        self.semantic_scope(&mut scope, query_vector.as_ref(), similarity.as_ref().map(|s| s.nearest));
         let cues = if cues {
             followup::Cues::read(&tokens[..n], &named[..n], scope.content_words)
         } else {
             followup::Cues::default()
         };
-        let Some(probabilities) = self.probabilities(&scores) else {
+        let Some(probabilities) = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..])) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
             let c = Classification {
                 alternatives: vec![Alternative { intent: intent.clone(), score: 0.0 }],
@@ -682,9 +737,97 @@ impl Classifier {
         scores
     }
 
-    /// Softmax at the fitted temperature; `None` when nothing in the text scored.
-    fn probabilities(&self, scores: &[f64]) -> Option<Vec<f64>> {
-        softmax(scores, self.temperature)
+    /// Softmax of the lexical scores at the fitted temperature plus, per intent,
+    /// `SEMANTIC_INTENT_WEIGHT` × the mean word-vector similarity of the query to the intent's
+    /// nearest utterances; `None` when nothing in the text scored lexically.
+    fn probabilities(&self, scores: &[f64], similarity: Option<&[f64]>) -> Option<Vec<f64>> {
+        if scores.is_empty() || scores.iter().all(|s| *s <= 0.0) {
+            return None;
+        }
+        let Some(similarity) = similarity else {
+            return softmax(scores, self.temperature);
+        };
+        let logits: Vec<f64> =
+            scores.iter().zip(similarity).map(|(s, sim)| s / self.temperature + SEMANTIC_INTENT_WEIGHT * sim).collect();
+        let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let exps: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
+        let sum: f64 = exps.iter().sum();
+        Some(exps.into_iter().map(|e| e / sum).collect())
+    }
+
+    /// Whether the scope check refuses `text` as a request aimed at the router: only for a
+    /// manifest whose scope check is on and that names what it does not answer (negative
+    /// examples); a manifest without them may route such requests to its own guardrails.
+    fn refuses(&self, text: &str) -> bool {
+        self.settings.scope.threshold > 0.0
+            && !self.settings.scope.negative_examples.is_empty()
+            && scope::aimed_at_the_router(text)
+    }
+
+    /// Remembers the word vector of each word of a manifest text.
+    fn learn_word_vectors(&mut self, tokens: &[Token]) {
+        for t in tokens {
+            if !self.known_word_vectors.contains_key(&t.text) {
+                if let Some(v) = vectors::word_vector(&t.text) {
+                    self.known_word_vectors.insert(t.text.clone(), v);
+                }
+            }
+        }
+    }
+
+    /// Takes the mean of the utterance and negative-example vectors off each of them.
+    fn centre_vectors(&mut self) {
+        let all: Vec<&[f32; vectors::DIMS]> =
+            self.utterance_vectors.iter().map(|(_, v)| v).chain(&self.negative_vectors).collect();
+        if all.is_empty() {
+            return;
+        }
+        let mut centre = [0f32; vectors::DIMS];
+        for v in &all {
+            centre.iter_mut().zip(v.iter()).for_each(|(c, x)| *c += x);
+        }
+        centre.iter_mut().for_each(|c| *c /= all.len() as f32);
+        for (_, v) in &mut self.utterance_vectors {
+            *v = vectors::centred(v, &centre);
+        }
+        for v in &mut self.negative_vectors {
+            *v = vectors::centred(v, &centre);
+        }
+        self.vector_centre = centre;
+    }
+
+    /// The word-vector similarity of `query` to the utterances, in one pass: per intent
+    /// (manifest order) the mean cosine to its `SEMANTIC_NEAREST` nearest utterances (0 for an
+    /// intent with none), and the cosine to the nearest utterance of all. `None` when the
+    /// manifest has no utterance with a vector.
+    fn utterance_similarity(&self, query: &[f32; vectors::DIMS]) -> Option<UtteranceSimilarity> {
+        if self.utterance_vectors.is_empty() {
+            return None;
+        }
+        let mut best = vec![[f32::NEG_INFINITY; SEMANTIC_NEAREST]; self.intents.len()];
+        let mut nearest = f32::NEG_INFINITY;
+        for (intent, v) in &self.utterance_vectors {
+            let s = vectors::cosine(query, v);
+            nearest = nearest.max(s);
+            let top = &mut best[*intent];
+            if let Some(slot) = top.iter().position(|t| s > *t) {
+                top[slot..].rotate_right(1);
+                top[slot] = s;
+            }
+        }
+        let per_intent = best
+            .iter()
+            .map(|top| {
+                let (sum, n) =
+                    top.iter().filter(|t| t.is_finite()).fold((0.0, 0), |(sum, n), t| (sum + f64::from(*t), n + 1));
+                if n == 0 {
+                    0.0
+                } else {
+                    sum / f64::from(n)
+                }
+            })
+            .collect();
+        Some(UtteranceSimilarity { per_intent, nearest: f64::from(nearest) })
     }
 
     /// Leave-one-out over the utterances: the temperature minimising the negative
