@@ -7,7 +7,9 @@
 //! the intended intent), was then tuned on too. `fixtures/dialogues_blind2.yaml` (16 more) was
 //! written after that scoring and before that second round, and scored once at the end (then
 //! tuned on in a third round); `fixtures/dialogues_blind3.yaml` (24) was written before the
-//! third round and scored once after it. Each dialogue is
+//! third round and scored once after it. `fixtures/dialogues_blind4.yaml` (30) was written by an
+//! independent writer (who saw only the intents' descriptions and the entity values) before
+//! issue 18's third classifier round (word vectors) and scored once after it. Each dialogue is
 //! played as intake plays a session: every turn is classified with the turns before it, as
 //! they were resolved (intent and entities, carried ones included), so an early mistake
 //! costs the later turns too. The first turn of a dialogue has no history; only the later
@@ -23,11 +25,13 @@ use std::path::Path;
 /// reaches. Issue 11 asks for 95 %: the tuning half (100 %), the first blind half (scored once
 /// at 92.6 %, 96.3 % since tuned on) and the second (scored once at 89.5 %, 100 % since tuned
 /// on in session 4) reach it; the third, written before that round and scored once after it,
-/// does not (86.2 %, 25 of 29).
-const INTENT_FLOORS: [(&str, f64); 4] = [("tuning", 0.96), ("blind", 0.96), ("blind 2", 0.96), ("blind 3", 0.86)];
+/// does not (86.2 %, 25 of 29); nor does the fourth, scored once (80.6 %, 29 of 36).
+const INTENT_FLOORS: [(&str, f64); 5] =
+    [("tuning", 0.96), ("blind", 0.96), ("blind 2", 0.96), ("blind 3", 0.86), ("blind 4", 0.80)];
 /// Regression floors for the follow-ups whose expected entities are all resolved (100 % on
-/// each half; 91.7 % on the second blind half before issue 18's vocabulary was merged).
-const ENTITY_FLOORS: [f64; 4] = [0.95, 0.95, 0.95, 0.95];
+/// the first four halves; 91.7 % on the second blind half before issue 18's vocabulary was
+/// merged; 87.9 %, 29 of 33, on the fourth, scored once).
+const ENTITY_FLOORS: [f64; 5] = [0.95, 0.95, 0.95, 0.95, 0.87];
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -160,9 +164,10 @@ fn the_dialogue_fixture_is_well_formed_and_large_enough() {
     let (manifest, _) = classifier();
     let (tuning, blind) = (load("dialogues_tuning.yaml"), load("dialogues_blind.yaml"));
     let (blind2, blind3) = (load("dialogues_blind2.yaml"), load("dialogues_blind3.yaml"));
+    let blind4 = load("dialogues_blind4.yaml");
     assert!(tuning.len() + blind.len() >= 40, "at least 40 dialogues");
     let mut ids = std::collections::HashSet::new();
-    for d in tuning.iter().chain(&blind).chain(&blind2).chain(&blind3) {
+    for d in tuning.iter().chain(&blind).chain(&blind2).chain(&blind3).chain(&blind4) {
         assert!(ids.insert(d.id.clone()), "dialogue id {} is used twice", d.id);
         assert!(d.turns.len() >= 2, "{}: a dialogue has a follow-up", d.id);
         for t in &d.turns {
@@ -187,11 +192,12 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
     let blind = score(&c, &load("dialogues_blind.yaml"));
     let blind2 = score(&c, &load("dialogues_blind2.yaml"));
     let blind3 = score(&c, &load("dialogues_blind3.yaml"));
+    let blind4 = score(&c, &load("dialogues_blind4.yaml"));
     println!(
-        "follow-up turns                     tuning ({:>2})   blind ({:>2})   blind 2 ({:>2})  blind 3 ({:>2})",
-        tuning.follow_ups, blind.follow_ups, blind2.follow_ups, blind3.follow_ups
+        "follow-up turns                     tuning ({:>2})   blind ({:>2})   blind 2 ({:>2})  blind 3 ({:>2})  blind 4 ({:>2})",
+        tuning.follow_ups, blind.follow_ups, blind2.follow_ups, blind3.follow_ups, blind4.follow_ups
     );
-    let halves = [&tuning, &blind, &blind2, &blind3];
+    let halves = [&tuning, &blind, &blind2, &blind3, &blind4];
     let rows: [(&str, fn(&Score) -> (usize, usize)); 5] = [
         ("intent right, with context", |s| (s.intent_with, s.follow_ups)),
         ("intent right, without context", |s| (s.intent_without, s.follow_ups)),
@@ -232,7 +238,9 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
             (keep + 1) as f64 / (of + 2) as f64
         );
     }
-    for (half, s) in [("tuning", &tuning), ("blind", &blind), ("blind 2", &blind2), ("blind 3", &blind3)] {
+    for (half, s) in
+        [("tuning", &tuning), ("blind", &blind), ("blind 2", &blind2), ("blind 3", &blind3), ("blind 4", &blind4)]
+    {
         for (lo, hi) in [(0.0, 0.6), (0.6, 0.9), (0.9, 1.01)] {
             let bin: Vec<&(f64, bool)> = s.confidences.iter().filter(|c| c.0 >= lo && c.0 < hi).collect();
             let mean = bin.iter().map(|c| c.0).sum::<f64>() / bin.len().max(1) as f64;
@@ -244,7 +252,8 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
             );
         }
     }
-    for m in tuning.misses.iter().chain(&blind.misses).chain(&blind2.misses).chain(&blind3.misses) {
+    for m in tuning.misses.iter().chain(&blind.misses).chain(&blind2.misses).chain(&blind3.misses).chain(&blind4.misses)
+    {
         println!("  miss {m}");
     }
     for (((half, floor), entity_floor), s) in INTENT_FLOORS.iter().zip(ENTITY_FLOORS).zip(halves) {
