@@ -5,7 +5,7 @@ use super::text::{edit_distance, is_stop_word, Token};
 use crate::contracts::{EntitySource, EntityType, ParsedEntity};
 use crate::manifest::Manifest;
 use regex::{Regex, RegexBuilder};
-use std::collections::{HashMap, HashSet};
+use super::{Map, Set};
 
 /// Confidence of a relative time period resolved by the grammar (`last quarter`, `YTD`).
 const INFERRED_CONFIDENCE: f64 = 0.9;
@@ -34,11 +34,11 @@ pub(crate) struct Found {
 pub(crate) struct EntityExtractor {
     spellings: Vec<Spelling>,
     /// First word of a spelling → indices into `spellings`, longest spelling first.
-    by_first_word: HashMap<String, Vec<usize>>,
+    by_first_word: Map<String, Vec<usize>>,
     /// Single-word spellings long enough to be matched with a typo.
     fuzzy_candidates: Vec<usize>,
     /// Words that are never typos of an entity (stop words, the manifest's own vocabulary).
-    common_words: HashSet<String>,
+    common_words: Set<String>,
     patterns: Vec<(EntityType, Regex)>,
     /// Run the built-in time-period grammar (the manifest declares `time_period`).
     time_periods: bool,
@@ -49,7 +49,7 @@ pub(crate) struct EntityExtractor {
 impl EntityExtractor {
     /// Builds the gazetteer index and compiles the patterns. A pattern that does not compile is
     /// skipped with a warning (the manifest validator reports it).
-    pub(crate) fn new(manifest: &Manifest, common_words: HashSet<String>) -> Self {
+    pub(crate) fn new(manifest: &Manifest, common_words: Set<String>) -> Self {
         let mut spellings = Vec::new();
         let mut patterns = Vec::new();
         for (&entity_type, spec) in &manifest.entities {
@@ -70,16 +70,16 @@ impl EntityExtractor {
                 }
             }
         }
-        let mut by_first_word: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_first_word: Map<String, Vec<usize>> = Map::default();
         for (i, s) in spellings.iter().enumerate() {
             by_first_word.entry(s.words[0].clone()).or_default().push(i);
         }
         for list in by_first_word.values_mut() {
             list.sort_by_key(|&i| std::cmp::Reverse(spellings[i].words.len()));
         }
-        let gazetteer_words: HashSet<&str> =
+        let gazetteer_words: Set<&str> =
             spellings.iter().flat_map(|s| s.words.iter().map(String::as_str)).collect();
-        let common_words: HashSet<String> =
+        let common_words: Set<String> =
             common_words.into_iter().filter(|w| !gazetteer_words.contains(w.as_str())).collect();
         let fuzzy_candidates = spellings
             .iter()
@@ -106,6 +106,13 @@ impl EntityExtractor {
     /// per token whether a gazetteer spelling covers it (such words name *what* a question is
     /// about, not *which* intent it is).
     pub(crate) fn extract(&self, text: &str, tokens: &[Token]) -> (Vec<ParsedEntity>, Vec<bool>) {
+        let (entities, named, _) = self.extract_with_spans(text, tokens);
+        (entities, named)
+    }
+
+    /// [`EntityExtractor::extract`], also returning per token whether any entity covers it
+    /// (a KPI's words too, which `named` leaves to the intent: "new patient starts").
+    pub(crate) fn extract_with_spans(&self, text: &str, tokens: &[Token]) -> (Vec<ParsedEntity>, Vec<bool>, Vec<bool>) {
         let mut found: Vec<Found> = Vec::new();
         // 1. Identifiers by pattern, first: their digits must not be read as years.
         for (entity_type, re) in &self.patterns {
@@ -196,7 +203,7 @@ impl EntityExtractor {
         }
         found.sort_by_key(|f| f.start);
         let mut out: Vec<ParsedEntity> = Vec::new();
-        let mut seen: HashMap<(EntityType, String), usize> = HashMap::new();
+        let mut seen: Map<(EntityType, String), usize> = Map::default();
         for f in found {
             match seen.get(&(f.entity.entity_type, f.entity.value.clone())) {
                 Some(&at) => {
@@ -212,7 +219,7 @@ impl EntityExtractor {
                 }
             }
         }
-        (out, named)
+        (out, named, taken)
     }
 
     /// The closest single-word spelling within 1 edit (2 for words of 8+ characters), with a

@@ -12,10 +12,20 @@
 //!   over; an explicit new request ("Now design an A/B test to confirm that") is evidence
 //!   strong enough to switch. The confidence is that posterior: calibrated when the
 //!   classifier's probabilities are and `ρ` is the rate at which such turns keep the intent.
-//! - **Entities.** When the intent is kept, or the turn points back ("that", "it", "there") or
-//!   opens like a continuation, the earlier turn's entities are carried over for every type the
-//!   turn does not name itself (a new brand replaces the old brand; the KPI stays); carried
-//!   entities are marked [`EntitySource::Context`].
+//!   A correction ("sorry, I meant NRx") and a breakdown ("ok now by specialty") are
+//!   continuations that change one thing: the prior decides. A continuation that asks a new
+//!   question of its own about the same subject ("and what will it be next quarter?") is
+//!   weighed like any follow-up, so its own evidence can switch the intent. "Why did that
+//!   happen?" (why, a word pointing back, a verb, and not about the assistant) asks for the
+//!   cause of what the previous answer reported: the prior favours the manifest's intent for
+//!   causes, the one its vocabulary gives "why did that happen" once the explaining intent is
+//!   set aside.
+//! - **Entities.** When the intent is kept, or the turn points back ("that", "it", "there"),
+//!   opens like a continuation, or is a short request naming no brand, region or KPI of its own
+//!   ("ok, design a test to check"), the earlier turn's entities are carried over for every
+//!   type the turn does not name itself (a new brand replaces the old brand; the KPI stays);
+//!   carried entities are marked [`EntitySource::Context`]. A turn that says it changes the
+//!   subject ("unrelated, but …", "different question: …") carries nothing.
 //! - **Scope.** A turn that alone is out of scope but reads as a follow-up (it points back,
 //!   continues, names an entity, or only asks "why?") counts as in scope when its scope score
 //!   reaches a share of the threshold: "How did you arrive at that number?" belongs to the
@@ -46,6 +56,11 @@ const ANSWER_PRIOR: f64 = 0.75;
 const FOLLOW_UP_SCOPE_SHARE: f64 = 0.7;
 /// At most this many entities are carried over from an earlier turn.
 const MAX_CARRIED_ENTITIES: usize = 20;
+/// Prior probability that "why did that happen?" asks for the manifest's intent for causes.
+const CAUSE_PRIOR: f64 = 0.75;
+/// A request with at most this many content words and no brand, region or KPI of its own
+/// ("ok, design a test to check") is about the conversation's subject: its entities carry.
+const SHORT_REQUEST_WORDS: usize = 3;
 
 /// One completed turn of a conversation, as the classifier needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,15 +108,56 @@ pub(super) struct Cues {
     about_answer: bool,
     /// It has no content word at all, only entities, periods and function words ("And in Q1?").
     no_content: bool,
-    /// At most one content word besides what it names ("And for the whole of 2027?").
+    /// At most one content word besides what it names ("And for the whole of 2027?"), not
+    /// counting the words of a correction ("sorry", "meant").
     at_most_one_content_word: bool,
+    /// It corrects the previous question: "sorry, I meant NRx", "actually, Leqvio".
+    correction: bool,
+    /// It asks for the same analysis broken down another way: "ok now by specialty".
+    breakdown: bool,
+    /// After its opening it asks a question of its own, with a verb: "and what will it be next
+    /// quarter?" (not "and what about Leqvio?").
+    own_question: bool,
+    /// "Why did that happen?": why, a word pointing back and a verb, not about the assistant.
+    why_it_happened: bool,
+    /// It says it changes the subject: "unrelated, but …", "different question", "by the way".
+    new_subject: bool,
+    /// Its number of content words (the scope score's count).
+    content_words: usize,
 }
 
-/// First words that continue the previous question: "And for Fabhalta?", "Same for the West".
+/// First words that continue the previous question: "And for Fabhalta?", "Same for the West",
+/// "I meant Leqvio", "now by specialty".
 fn opens_continuation(first: &str, second: Option<&str>) -> bool {
-    matches!(first, "and" | "also" | "plus" | "same" | "ditto" | "likewise" | "similarly" | "again" | "just")
+    matches!(first, "and" | "also" | "plus" | "same" | "ditto" | "likewise" | "similarly" | "again" | "just" | "by")
         || matches!((first, second), ("what" | "how", Some("about")) | ("what", Some("of")))
-        || matches!((first, second), ("now" | "then", Some("for" | "in" | "with" | "the")))
+        || matches!((first, second), ("now" | "then", Some("for" | "in" | "with" | "the" | "by")))
+        || matches!((first, second), ("i", Some("meant" | "mean")))
+}
+
+/// Words that open a correction of the previous question ("sorry, I meant NRx", "actually,
+/// Leqvio", "no, the Midwest"); they say nothing about the intent.
+fn is_correction(word: &str) -> bool {
+    matches!(word, "sorry" | "oops" | "actually" | "correction" | "no" | "nope" | "rather" | "meant" | "mean")
+}
+
+/// Auxiliaries and modals that make a question of its own: "what *will* it be", "why *did* …".
+fn is_auxiliary(word: &str) -> bool {
+    matches!(
+        word,
+        "will" | "would" | "did" | "does" | "do" | "is" | "are" | "was" | "were" | "can" | "could" | "should" | "has"
+            | "have" | "had" | "shall" | "might" | "may"
+    )
+}
+
+/// Openings that say the turn changes the subject: "unrelated, but …", "different question:
+/// …", "by the way, …".
+fn says_new_subject(words: &[&str]) -> bool {
+    let opening = |n: usize| words.get(..n).unwrap_or(&[]);
+    matches!(opening(1), ["unrelated" | "separately" | "btw" | "aside" | "switching" | "changing"])
+        || matches!(opening(2), ["different" | "new" | "another" | "separate", "question" | "topic" | "subject"])
+        || matches!(opening(2), ["side", "note"])
+        || opening(3) == ["by", "the", "way"]
 }
 
 /// Words anywhere that mark a variation of the previous question: "Look at Leqvio instead".
@@ -114,9 +170,14 @@ fn points_back(word: &str) -> bool {
     matches!(word, "that" | "this" | "it" | "its" | "those" | "these" | "them" | "they" | "their" | "same" | "such")
 }
 
-/// Words before the opening that say nothing: "ok, and for Fabhalta?".
+/// Words before the opening that say nothing: "ok, and for Fabhalta?", "sorry, I meant NRx".
 fn is_politeness(word: &str) -> bool {
-    matches!(word, "please" | "pls" | "kindly" | "ok" | "okay" | "hey" | "hi" | "so" | "well" | "right" | "thanks")
+    matches!(
+        word,
+        "please" | "pls" | "kindly" | "ok" | "okay" | "hey" | "hi" | "so" | "well" | "right" | "thanks" | "sorry"
+            | "oops" | "actually" | "correction" | "no" | "nope" | "oh" | "ah" | "wait" | "hmm" | "great" | "cool"
+            | "fine" | "good" | "perfect"
+    )
 }
 
 fn is_be(word: &str) -> bool {
@@ -128,20 +189,30 @@ fn is_question_word(word: &str) -> bool {
 }
 
 impl Cues {
-    /// Reads the cues of a tokenised turn (`named`: the tokens entities took; `content_words`:
-    /// the scope score's count of content words).
-    pub(super) fn read(tokens: &[Token], named: &[bool], content_words: usize) -> Cues {
+    /// Reads the cues of a tokenised turn (`named`: the tokens entities took from the intent's
+    /// evidence; `taken`: the tokens any entity covers; `content_words`: the scope score's
+    /// count of content words).
+    pub(super) fn read(tokens: &[Token], named: &[bool], taken: &[bool], content_words: usize) -> Cues {
         let words: Vec<&str> = tokens
             .iter()
             .zip(named)
             .filter(|(t, named)| !**named && t.text.chars().any(char::is_alphabetic))
             .map(|(t, _)| t.text.as_str())
             .collect();
-        let mut opening = words.iter().copied().skip_while(|w| is_politeness(w));
+        let skipped = words.iter().take_while(|w| is_politeness(w)).count();
+        let mut opening = words[skipped..].iter().copied();
         let first = opening.next();
-        let continuation = first.is_some_and(|f| opens_continuation(f, opening.next()))
-            || words.iter().any(|w| marks_variation(w))
-            || words.windows(2).any(|w| w == ["as", "well"]);
+        let second = opening.next();
+        let opens = first.is_some_and(|f| opens_continuation(f, second));
+        let continuation =
+            opens || words.iter().any(|w| marks_variation(w)) || words.windows(2).any(|w| w == ["as", "well"]);
+        let correction = words[..skipped].iter().any(|w| is_correction(w))
+            || matches!((first, second), (Some("i"), Some("meant" | "mean")));
+        let breakdown = continuation && words.windows(2).any(|w| w[0] == "by" && !is_auxiliary(w[1]));
+        // "and what will it be …": after the opening word, a question word then an auxiliary.
+        let rest = if opens && !matches!(second, Some("about" | "of")) { &words[skipped + 1..] } else { &[][..] };
+        let own_question = rest.first().is_some_and(|w| is_question_word(w))
+            && rest.iter().skip(1).take(2).any(|w| is_auxiliary(w));
         let refers_back = words.iter().enumerate().any(|(i, w)| {
             points_back(w)
                 // "there" points back unless it is existential: "is there", "there are".
@@ -155,13 +226,38 @@ impl Cues {
         // about its answer, even without a word pointing back.
         let did_you = words.windows(2).any(|w| w == ["did", "you"]);
         let about_answer = asks && (refers_back || did_you) && words.iter().any(|w| matches!(*w, "you" | "your"));
+        let why_it_happened = words[skipped..].first() == Some(&"why")
+            && refers_back
+            && !about_answer
+            && words[skipped..].iter().skip(1).take(2).any(|w| is_auxiliary(w));
+        // Words of a correction, and the words of a KPI ("new patient starts"), that the scope
+        // score counted as content words: they change what is asked about, not what is asked.
+        let correction_words = if correction {
+            words.iter().filter(|w| is_correction(w) && !super::text::is_stop_word(w)).count()
+        } else {
+            0
+        };
+        let entity_words = tokens
+            .iter()
+            .zip(named.iter().zip(taken))
+            .filter(|(t, (&named, &taken))| {
+                taken && !named && t.text.chars().count() >= 2 && !t.has_digit() && !super::text::is_stop_word(&t.text)
+            })
+            .count();
+        let filler = correction_words + entity_words;
         Cues {
             continuation,
             refers_back,
             bare_question,
             about_answer,
             no_content: content_words == 0,
-            at_most_one_content_word: content_words <= 1,
+            at_most_one_content_word: content_words.saturating_sub(filler) <= 1,
+            correction,
+            breakdown,
+            own_question,
+            why_it_happened,
+            new_subject: says_new_subject(&words),
+            content_words,
         }
     }
 }
@@ -204,10 +300,11 @@ impl Classifier {
         let k = self.intents.len();
         // The intent the prior favours: the earlier turn's, or for a question about the answer
         // the manifest's fallback intent (the one that explains).
-        let (favoured, carry) = match self.answer_intent.filter(|_| cues.about_answer) {
-            Some(answer) => (answer, ANSWER_PRIOR),
-            None if cues.continuation => (last_index, CARRY_PRIOR_CONTINUATION),
-            None => (last_index, CARRY_PRIOR_PLAIN),
+        let (favoured, carry) = match (self.answer_intent.filter(|_| cues.about_answer), self.cause_intent) {
+            (Some(answer), _) => (answer, ANSWER_PRIOR),
+            (None, Some(cause)) if cues.why_it_happened => (cause, CAUSE_PRIOR),
+            _ if cues.continuation && !cues.own_question => (last_index, CARRY_PRIOR_CONTINUATION),
+            _ => (last_index, CARRY_PRIOR_PLAIN),
         };
         let other = if k > 1 { (1.0 - carry) / (k - 1) as f64 } else { 0.0 };
         let prior = |i: usize| if i == favoured { carry } else { other };
@@ -215,9 +312,14 @@ impl Classifier {
         // besides ("And for the whole of 2027?") only changes that entity: its words are no
         // evidence about the intent (the classifier's probabilities for so short a text are
         // sharp and arbitrary), so the prior alone decides.
-        let only_changes_an_entity = cues.continuation && cues.at_most_one_content_word && !c.entities.is_empty();
+        let only_changes_an_entity = cues.continuation
+            && !cues.own_question
+            && cues.at_most_one_content_word
+            && (!c.entities.is_empty() || cues.breakdown || cues.correction);
+        // "Why did that happen?" has no word of its own about the intent either.
+        let only_asks_why = cues.why_it_happened && cues.at_most_one_content_word;
         let mut posterior: Vec<f64> = match &probabilities {
-            Some(p) if !only_changes_an_entity => p.iter().enumerate().map(|(i, p)| p * prior(i)).collect(),
+            Some(p) if !only_changes_an_entity && !only_asks_why => p.iter().enumerate().map(|(i, p)| p * prior(i)).collect(),
             _ => (0..k).map(prior).collect(),
         };
         let total: f64 = posterior.iter().sum();
@@ -227,7 +329,12 @@ impl Classifier {
         }
 
         let mut carried = 0;
-        if c.intent == last.intent || cues.refers_back || cues.continuation {
+        let names_its_subject = c
+            .entities
+            .iter()
+            .any(|e| matches!(e.entity_type, EntityType::Brand | EntityType::Region | EntityType::Kpi));
+        let short_request = cues.content_words <= SHORT_REQUEST_WORDS && !names_its_subject;
+        if !cues.new_subject && (c.intent == last.intent || cues.refers_back || cues.continuation || short_request) {
             let mut named = [false; EntityType::ALL.len()];
             for e in &c.entities {
                 named[type_index(e.entity_type)] = true;

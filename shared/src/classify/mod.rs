@@ -75,6 +75,15 @@ use entities::EntityExtractor;
 pub use followup::{FollowUp, PriorTurn};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
+
+/// The classifier's hash maps and sets. Their keys are the manifest's own words and ids, built
+/// once; a question's words are only looked up (the few per-question maps hold ids and
+/// gazetteer values, bounded by the token limit), so nothing an attacker writes can grow a
+/// map, and the unkeyed FxHash is safe here. It hashes a short word in a fraction of SipHash's
+/// time; map lookups were an eighth of a classification's instructions.
+pub(crate) type Map<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
+/// See [`Map`].
+pub(crate) type Set<K> = HashSet<K, rustc_hash::FxBuildHasher>;
 use std::time::Instant;
 use text::{is_stop_word, stem, tokenize, trigrams, Token};
 
@@ -187,19 +196,22 @@ pub struct Classifier {
     /// The manifest's `query.fallback_intent`, when it names one: where a question about the
     /// previous answer goes ("how did you get that number?", follow-up resolution).
     answer_intent: Option<usize>,
+    /// The intent a follow-up "why did that happen?" asks for: the one the manifest's
+    /// vocabulary gives that question once `answer_intent` is set aside (follow-up resolution).
+    cause_intent: Option<usize>,
     /// Unigram stems and "stem stem" bigrams → term id.
-    vocab: HashMap<String, u32>,
+    vocab: Map<String, u32>,
     /// Per term, whether it is a bigram.
     is_bigram: Vec<bool>,
     /// Character trigram → unigram term ids containing it.
-    trigram_index: HashMap<String, Vec<u32>>,
+    trigram_index: Map<String, Vec<u32>>,
     /// Per unigram term id, its number of trigrams (0 for bigrams).
     trigram_counts: Vec<usize>,
     /// Known spellings (manifest words and unigram stems) with their term id.
     spellings: Vec<(String, u32)>,
     /// Each spelling and each one-character deletion of it → indices into `spellings`
     /// (a symmetric-delete index: one edit or one transposition apart share a key).
-    deletions: HashMap<String, Vec<u32>>,
+    deletions: Map<String, Vec<u32>>,
     /// Weighted document counts, `counts[term * K + intent]`.
     counts: Vec<f64>,
     /// Total document weight per intent.
@@ -216,7 +228,7 @@ pub struct Classifier {
     /// Softmax temperature fitted by leave-one-out.
     temperature: f64,
     /// Synonym word → the word it stands for.
-    synonyms: HashMap<String, String>,
+    synonyms: Map<String, String>,
     /// Per term, how strongly it marks the manifest's domain (the scope score's evidence).
     domain_weight: Vec<f64>,
     /// Word vectors of the utterances ([`vectors::DIMS`] each, unit length), with their intent.
@@ -228,7 +240,7 @@ pub struct Classifier {
     vector_centre: [f32; vectors::DIMS],
     /// Word vectors of the manifest's words (utterances, negative examples), so a question in
     /// the manifest's own words needs no table search.
-    known_word_vectors: HashMap<String, [f32; vectors::DIMS]>,
+    known_word_vectors: Map<String, [f32; vectors::DIMS]>,
     entities: EntityExtractor,
 }
 
@@ -263,7 +275,7 @@ impl Classifier {
         let fallback =
             manifest.query.fallback_intent.as_ref().and_then(|f| intents.iter().position(|i| i == f)).unwrap_or(0);
 
-        let mut synonyms = HashMap::new();
+        let mut synonyms = Map::default();
         for (word, variants) in &settings.synonyms {
             let word = word.to_lowercase();
             for v in variants {
@@ -285,7 +297,7 @@ impl Classifier {
             }
         }
         // Words of the manifest's own text are never read as typos of an entity.
-        let mut common_words: HashSet<String> = text::STOP_WORDS.iter().map(|w| (*w).to_string()).collect();
+        let mut common_words: Set<String> = text::STOP_WORDS.iter().map(|w| (*w).to_string()).collect();
         for (_, text, _) in &documents {
             common_words.extend(tokenize(text, MAX_INTENT_TOKENS).into_iter().map(|t| t.text));
         }
@@ -299,12 +311,13 @@ impl Classifier {
                 .fallback_intent
                 .as_ref()
                 .and_then(|f| manifest.intents.iter().position(|i| i.id == *f)),
-            vocab: HashMap::new(),
+            cause_intent: None,
+            vocab: Map::default(),
             is_bigram: Vec::new(),
-            trigram_index: HashMap::new(),
+            trigram_index: Map::default(),
             trigram_counts: Vec::new(),
             spellings: Vec::new(),
-            deletions: HashMap::new(),
+            deletions: Map::default(),
             counts: Vec::new(),
             totals: vec![0.0; k],
             idf: Vec::new(),
@@ -317,12 +330,12 @@ impl Classifier {
             utterance_vectors: Vec::new(),
             negative_vectors: Vec::new(),
             vector_centre: [0.0; vectors::DIMS],
-            known_word_vectors: HashMap::new(),
+            known_word_vectors: Map::default(),
             entities: EntityExtractor::new(manifest, common_words),
         };
 
         let mut example_terms: Vec<(usize, Vec<u32>, Option<u32>)> = Vec::new();
-        let mut spellings: HashMap<String, String> = HashMap::new();
+        let mut spellings: Map<String, String> = Map::default();
         for (intent, text, is_utterance) in &documents {
             let tokens = tokenize(text, MAX_INTENT_TOKENS);
             let (_, named) = classifier.entities.extract(text, &tokens);
@@ -456,7 +469,25 @@ impl Classifier {
         classifier.centre_vectors();
         classifier.domain_weight = scope::domain_weights(&classifier, &named_words, &negative_counts, negative_total);
         classifier.temperature = classifier.fit_temperature();
+        classifier.cause_intent = classifier.intent_for_causes();
         classifier
+    }
+
+    /// The intent that answers "why did that happen?" by the manifest's own vocabulary, the
+    /// explaining intent (`answer_intent`) set aside; `None` when no other intent's words
+    /// score for it.
+    fn intent_for_causes(&self) -> Option<usize> {
+        const QUESTION: &str = "why did that happen";
+        let (_, probabilities, _) = self.classify_parts(QUESTION, false);
+        let probabilities = probabilities?;
+        let tokens = tokenize(QUESTION, MAX_INTENT_TOKENS);
+        let scores = self.scores(&self.features(&tokens, &vec![false; tokens.len()]), None);
+        probabilities
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| Some(i) != self.answer_intent && scores[i] > 0.0)
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i)
     }
 
     /// The intents this classifier chooses from, in manifest order.
@@ -481,7 +512,7 @@ impl Classifier {
     /// the text, which [`Classifier::classify_in_context`] combines with the conversation.
     fn classify_parts(&self, text: &str, cues: bool) -> (Classification, Option<Vec<f64>>, followup::Cues) {
         let tokens = tokenize(text, MAX_ENTITY_TOKENS);
-        let (entities, named) = self.entities.extract(text, &tokens);
+        let (entities, named, taken) = self.entities.extract_with_spans(text, &tokens);
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let features = self.features(&tokens[..n], &named[..n]);
         let scores = self.scores(&features, None);
@@ -495,7 +526,7 @@ impl Classifier {
         }
         self.semantic_scope(&mut scope, query_vector.as_ref(), similarity.as_ref().map(|s| s.nearest));
         let cues = if cues {
-            followup::Cues::read(&tokens[..n], &named[..n], scope.content_words)
+            followup::Cues::read(&tokens[..n], &named[..n], &taken[..n], scope.content_words)
         } else {
             followup::Cues::default()
         };
@@ -651,7 +682,7 @@ impl Classifier {
             return None;
         }
         let grams = trigrams(word);
-        let mut shared: HashMap<u32, usize> = HashMap::new();
+        let mut shared: Map<u32, usize> = Map::default();
         for g in &grams {
             if let Some(ids) = self.trigram_index.get(g) {
                 for &id in ids {
@@ -713,17 +744,24 @@ impl Classifier {
         // Nearest utterance per intent.
         let query_norm = features.iter().map(|&(id, w)| (w * self.idf[id as usize]).powi(2)).sum::<f64>().sqrt();
         if query_norm > 0.0 && !self.examples.is_empty() {
-            let mut dots: HashMap<u32, f64> = HashMap::new();
+            // Dense over the examples (a few hundred), with the list of those touched: no
+            // hashing in the loop.
+            let mut dots = vec![0.0f64; self.examples.len()];
+            let mut touched: Vec<u32> = Vec::new();
             for &(id, w) in features {
                 let idf2 = self.idf[id as usize].powi(2);
                 for &(e, example_weight) in &self.postings[id as usize] {
                     if Some(e as usize) != held_out {
-                        *dots.entry(e).or_insert(0.0) += w * example_weight * idf2;
+                        if dots[e as usize] == 0.0 {
+                            touched.push(e);
+                        }
+                        dots[e as usize] += w * example_weight * idf2;
                     }
                 }
             }
             let mut nearest = vec![0.0f64; k];
-            for (e, dot) in dots {
+            for e in touched {
+                let dot = dots[e as usize];
                 let example = &self.examples[e as usize];
                 if example.norm > 0.0 {
                     let cos = dot / (example.norm * query_norm);

@@ -259,7 +259,11 @@ pub(crate) fn is_request_word(word: &str) -> bool {
 
 /// Whether a lower-cased word is a stop word.
 pub(crate) fn is_stop_word(word: &str) -> bool {
-    STOP_WORDS.contains(&word)
+    // A set rather than a scan of the list: every word of every question is checked, several
+    // times (terms, scope, word vectors, follow-up cues).
+    static SET: std::sync::LazyLock<super::Set<&'static str>> =
+        std::sync::LazyLock::new(|| STOP_WORDS.iter().copied().collect());
+    SET.contains(word)
 }
 
 /// A light English stemmer: one inflectional suffix, then one derivational suffix, then a final
