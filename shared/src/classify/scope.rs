@@ -105,6 +105,20 @@ const AIMED_AT_THE_ROUTER: &[&str] = &[
     "unrestricted",
     "grant me ",
     "give my account",
+    "without review",
+    "without any review",
+    "without approval",
+    "skip validation",
+    "skip the validation",
+    "skip approval",
+    "skip the approval",
+    "skip the review",
+    "rm -rf",
+    "drop table",
+    "every user's",
+    "all users'",
+    "everyone's conversation",
+    "everyone's history",
 ];
 
 /// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]).
