@@ -4,10 +4,15 @@
 //! The output of [`run`] is an interface used by evaluations; keep it stable. Each answer is
 //! one JSON object per line with exactly the keys `intent`, `confidence`, `ambiguity_flag`,
 //! `in_scope` (bool), `scope_score` (0.0 – 1.0), `entities` (E2I `ParsedEntity`: `type`, `value`, `confidence`, `source`) and
-//! `alternatives` (`intent`, `score`; best first, the top intent included).
+//! `alternatives` (`intent`, `score`; best first, the top intent included). A line that
+//! carries `history` (earlier turns, oldest first: `question`, `intent`, optional `entities`)
+//! is classified as the next turn of that conversation, and its answer adds `follow_up` (how
+//! the conversation shaped it: the earlier intent, the intent the turn would have had alone,
+//! the cues read, the entities carried).
 
 use serde::Deserialize;
 use shared::classify::{bench, bench_in_context, Classification, Classifier, PriorTurn};
+use shared::contracts::ParsedEntity;
 use shared::manifest::Manifest;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -16,6 +21,18 @@ use std::path::{Path, PathBuf};
 #[derive(Deserialize)]
 struct Request {
     query: String,
+    /// Earlier turns of the conversation, oldest first (none: the question alone).
+    #[serde(default)]
+    history: Vec<Turn>,
+}
+
+/// One earlier turn of a `history`.
+#[derive(Deserialize)]
+struct Turn {
+    question: String,
+    intent: String,
+    #[serde(default)]
+    entities: Vec<ParsedEntity>,
 }
 
 /// Classifies `query`, or else each `{"query": "..."}` line of `input`, writing one JSON line
@@ -42,7 +59,14 @@ pub fn run(
             continue;
         }
         match serde_json::from_str::<Request>(&line) {
-            Ok(request) => write_answer(out, &classifier.classify(&request.query))?,
+            Ok(request) => {
+                let history: Vec<PriorTurn> = request
+                    .history
+                    .into_iter()
+                    .map(|t| PriorTurn { question: t.question, intent: t.intent, entities: t.entities })
+                    .collect();
+                write_answer(out, &classifier.classify_in_context(&request.query, &history))?
+            }
             Err(error) => {
                 code = 1;
                 let message = serde_json::json!({ "error": format!("line {}: {error}", n + 1) });
@@ -270,6 +294,35 @@ mod tests {
         assert!(answers[1]["error"].as_str().is_some_and(|e| e.starts_with("line 3: ")), "{}", answers[1]);
         assert!(answers[2]["error"].as_str().is_some_and(|e| e.starts_with("line 4: ")), "{}", answers[2]);
         assert_eq!(answers[3]["intent"], "health_check");
+    }
+
+    #[test]
+    fn a_line_with_history_is_classified_as_the_next_turn_and_says_how() {
+        let input = concat!(
+            r#"{"query": "And for Leqvio?", "history": [{"question": "Forecast Kisqali TRx for Q3", "#,
+            r#""intent": "prediction", "entities": [{"type": "kpi", "value": "trx"}]}]}"#,
+            "\n",
+            r#"{"query": "And for Leqvio?"}"#,
+            "\n",
+            r#"{"query": "And for Leqvio?", "history": [{"question": "no intent"}]}"#,
+            "\n",
+        );
+        let mut out = Vec::new();
+        let code = run(&manifest(), None, input.as_bytes(), &mut out).expect("runs");
+        assert_eq!(code, 1, "the third line lacks the turn's intent");
+        let answers = lines(&out);
+        assert_eq!(answers[0]["intent"], "prediction", "{}", answers[0]);
+        assert_eq!(answers[0]["follow_up"]["prior_intent"], "prediction", "{}", answers[0]);
+        assert!(
+            answers[0]["entities"].as_array().is_some_and(|e| e
+                .iter()
+                .any(|e| e["type"] == "kpi" && e["value"] == "trx" && e["source"] == "context")),
+            "the KPI is carried over: {}",
+            answers[0]
+        );
+        assert!(answers[1].get("follow_up").is_none(), "alone: {}", answers[1]);
+        let error = answers[2]["error"].as_str().unwrap_or_default();
+        assert!(error.starts_with("line 3: ") && error.contains("intent"), "{error}");
     }
 
     #[test]
