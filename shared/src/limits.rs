@@ -89,11 +89,10 @@ mod bound {
 
     /// Whether `T` is the `Display` type chrono serializes a `DateTime<Utc>` through.
     pub(super) fn is_utc_time<T: ?Sized>() -> bool {
-        let name = std::any::type_name::<T>();
         // `chrono::datetime::serde::<impl …>::serialize::FormatIso8601<'_, chrono::offset::utc::Utc>`
-        name.starts_with("chrono::")
-            && name.contains("::FormatIso8601<")
-            && name.ends_with(" chrono::offset::utc::Utc>")
+        // (checked from the end: any other type fails on its first bytes compared).
+        let name = std::any::type_name::<T>();
+        name.ends_with("::FormatIso8601<'_, chrono::offset::utc::Utc>") && name.starts_with("chrono::")
     }
 
     #[derive(Debug)]

@@ -254,8 +254,18 @@ pub fn traceparent(query_id: &str, span_id: u64) -> String {
     // sent): no intermediate strings, no formatting machinery.
     let mut header = [0u8; 55];
     header[..3].copy_from_slice(b"00-");
-    let hex_digits = query_id.bytes().filter(u8::is_ascii_hexdigit).count();
-    if hex_digits == 32 {
+    // The usual id, a canonical UUID: its five groups of digits copied as they are, checked
+    // and lowercased in place.
+    let id = query_id.as_bytes();
+    let canonical = id.len() == 36 && [8, 13, 18, 23].iter().all(|&i| id[i] == b'-');
+    if canonical {
+        for (to, from) in [(3..11, 0..8), (11..15, 9..13), (15..19, 14..18), (19..23, 19..23), (23..35, 24..36)] {
+            header[to].copy_from_slice(&id[from]);
+        }
+    }
+    if canonical && header[3..35].iter().all(u8::is_ascii_hexdigit) {
+        header[3..35].make_ascii_lowercase();
+    } else if query_id.bytes().filter(u8::is_ascii_hexdigit).count() == 32 {
         for (slot, b) in header[3..35].iter_mut().zip(query_id.bytes().filter(u8::is_ascii_hexdigit)) {
             *slot = b.to_ascii_lowercase();
         }
@@ -322,9 +332,18 @@ mod tests {
             assert_eq!(tp, format!("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-{span:016x}-01"));
             assert_eq!(parent_span_id(&tp), Some(format!("{span:016x}").as_str()));
         }
-        for id in ["not a uuid", "", "6F1C2D3E-4A5B-4C6D-8E7F-0A1B2C3D4E5F"] {
-            let expected = if id.len() == 36 {
-                format!("00-{}-00000000000000ab-01", id.replace('-', "").to_lowercase())
+        for id in [
+            "not a uuid",
+            "",
+            "6F1C2D3E-4A5B-4C6D-8E7F-0A1B2C3D4E5F",
+            "6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f",
+            "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5g",
+            "{6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f}",
+            "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5fa",
+        ] {
+            let digits: String = id.chars().filter(char::is_ascii_hexdigit).collect();
+            let expected = if digits.len() == 32 {
+                format!("00-{}-00000000000000ab-01", digits.to_lowercase())
             } else {
                 format!("00-{:0>32}-00000000000000ab-01", fnv_hex(id.as_bytes()))
             };
