@@ -156,9 +156,40 @@ impl JobMessage {
         JobMessage { v: JOB_VERSION, job }
     }
 
-    /// The JSON body.
+    /// The JSON body: exactly what `serde_json` writes for it (`{"v":1,"type":…,…}`, fields in
+    /// declaration order), written directly: every step sends jobs, and serde's flattened,
+    /// internally tagged form goes through a map serializer for each one.
     pub fn to_body(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        let mut body = String::with_capacity(160);
+        body.push_str("{\"v\":");
+        push_number(&mut body, u64::from(self.v));
+        let (kind, query_id) = match &self.job {
+            Job::Route { query_id } => ("route", query_id),
+            Job::Dispatch { query_id, .. } => ("dispatch", query_id),
+            Job::Synthesize { query_id } => ("synthesize", query_id),
+            Job::Deadline { query_id, .. } => ("deadline", query_id),
+        };
+        body.push_str(",\"type\":\"");
+        body.push_str(kind);
+        body.push_str("\",\"query_id\":");
+        push_json_str(&mut body, query_id);
+        match &self.job {
+            Job::Route { .. } | Job::Synthesize { .. } => {}
+            Job::Dispatch { dispatch_id, attempt, timeout_ms, .. } => {
+                body.push_str(",\"dispatch_id\":");
+                push_json_str(&mut body, dispatch_id);
+                body.push_str(",\"attempt\":");
+                push_number(&mut body, u64::from(*attempt));
+                body.push_str(",\"timeout_ms\":");
+                push_number(&mut body, *timeout_ms);
+            }
+            Job::Deadline { fire_at, .. } => {
+                body.push_str(",\"fire_at\":");
+                body.push_str(&serde_json::to_string(fire_at).unwrap_or_default());
+            }
+        }
+        body.push('}');
+        body
     }
 
     /// Parse and check a body: size, version, shape, ids.
@@ -201,6 +232,34 @@ impl JobMessage {
     }
 }
 
+/// `n` in decimal, as `serde_json` writes an unsigned integer.
+fn push_number(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[i..].iter().map(|&d| char::from(d)));
+}
+
+/// `s` as a JSON string: as is between quotes when nothing in it needs escaping (ids), else
+/// escaped by `serde_json`.
+fn push_json_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).unwrap_or_default());
+    }
+}
+
 /// A job whose ids are UUIDs (they become store keys).
 fn check_ids(job: Job) -> Result<Job, JobError> {
     if uuid::Uuid::parse_str(job.query_id()).is_err() {
@@ -236,6 +295,23 @@ mod tests {
             Err(JobError::BadId { field: "query_id" })
         );
         assert!(matches!(JobMessage::parse(&"x".repeat(MAX_JOB_BYTES + 1)), Err(JobError::TooLarge(_))));
+    }
+
+    #[test]
+    fn a_body_is_written_exactly_as_serde_writes_it() {
+        let fire_at = "2026-11-23T08:00:00.123456789Z".parse().expect("a time");
+        for id in [Q, "quote \" back \\ slash \u{1} é", ""] {
+            for job in [
+                Job::Route { query_id: id.into() },
+                Job::Dispatch { query_id: id.into(), dispatch_id: Q.into(), attempt: 7, timeout_ms: u64::MAX },
+                Job::Dispatch { query_id: Q.into(), dispatch_id: id.into(), attempt: 0, timeout_ms: 0 },
+                Job::Synthesize { query_id: id.into() },
+                Job::Deadline { query_id: id.into(), fire_at },
+            ] {
+                let message = JobMessage::new(job);
+                assert_eq!(message.to_body(), serde_json::to_string(&message).expect("serializes"));
+            }
+        }
     }
 
     #[test]

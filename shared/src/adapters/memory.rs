@@ -187,14 +187,22 @@ impl MemoryStore {
     /// Append events; a key already logged (and not expired) keeps its first entry, as the
     /// DynamoDB adapter's conditional put does.
     fn put_events(tables: &mut Tables, events: &[Event], now: i64) {
-        for e in events {
+        // A write's events almost always belong to one query: its log is looked up once for
+        // each run of events of the same query, not twice per event.
+        let mut rest = events;
+        while let Some(first) = rest.first() {
+            let same = rest.iter().take_while(|e| e.query_id == first.query_id).count();
+            let (run, after) = rest.split_at(same);
+            rest = after;
             // The query's log usually exists: its id is copied only to start one.
-            if !tables.events.contains_key(&e.query_id) {
-                tables.events.insert(e.query_id.clone(), BTreeMap::new());
+            if !tables.events.contains_key(&first.query_id) {
+                tables.events.insert(first.query_id.clone(), BTreeMap::new());
             }
-            let Some(log) = tables.events.get_mut(&e.query_id) else { continue };
-            if log.get(&e.key).is_none_or(|old| old.expires_at < now) {
-                log.insert(e.key.clone(), e.clone());
+            let Some(log) = tables.events.get_mut(&first.query_id) else { continue };
+            for e in run {
+                if log.get(&e.key).is_none_or(|old| old.expires_at < now) {
+                    log.insert(e.key.clone(), e.clone());
+                }
             }
         }
     }
@@ -523,6 +531,41 @@ impl std::fmt::Debug for MemoryQueue {
     }
 }
 
+/// `n` in decimal, at least `width` digits (zero-padded), as `format!("{n:0width$}")` writes it.
+fn push_decimal(out: &mut String, n: u64, width: usize) {
+    let mut digits = [b'0'; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let start = i.min(digits.len().saturating_sub(width));
+    out.extend(digits[start..].iter().map(|&d| char::from(d)));
+}
+
+/// A message id: `m-` and the send number, at least 8 digits (`m-00000042`). Written without
+/// the formatting machinery: one per message sent.
+fn message_id(number: u64) -> String {
+    let mut id = String::with_capacity(12);
+    id.push_str("m-");
+    push_decimal(&mut id, number, 8);
+    id
+}
+
+/// A receipt handle: the message id and its receive count (`m-00000042#1`).
+fn receipt_handle(message_id: &str, receive_count: u32) -> String {
+    let mut receipt = String::with_capacity(message_id.len() + 4);
+    receipt.push_str(message_id);
+    receipt.push('#');
+    push_decimal(&mut receipt, u64::from(receive_count), 1);
+    receipt
+}
+
 fn queue_poisoned() -> QueueError {
     QueueError::Unavailable { message: "queue lock poisoned by a panic".into(), source: None }
 }
@@ -660,7 +703,7 @@ impl MemoryQueue {
             }
             m.receive_count += 1;
             m.delayed = false;
-            let receipt = format!("{}#{}", m.message_id, m.receive_count);
+            let receipt = receipt_handle(&m.message_id, m.receive_count);
             m.receipt = Some(receipt.clone());
             m.visible_at = now + settings.visibility_timeout;
             out.push(ReceivedMessage {
@@ -694,7 +737,7 @@ impl Queue for MemoryQueue {
             return Err(QueueError::TooLarge(size));
         }
         let number = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let id = format!("m-{number:08}");
+        let id = message_id(number);
         {
             let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
             let q = s.get_mut(&queue).ok_or_else(|| QueueError::Unavailable {
@@ -789,5 +832,20 @@ impl Queue for MemoryQueue {
             }
         }
         Ok(depth)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_ids_and_receipts_read_as_the_format_wrote_them() {
+        for n in [0, 7, 42, 12_345_678, 123_456_789, u64::MAX] {
+            assert_eq!(message_id(n), format!("m-{n:08}"));
+        }
+        for count in [0, 1, 10, u32::MAX] {
+            assert_eq!(receipt_handle("m-00000042", count), format!("m-00000042#{count}"));
+        }
     }
 }

@@ -249,32 +249,58 @@ impl From<QueueError> for StepError {
 /// A W3C `traceparent` whose trace id is the query id's 32 hex digits, so every message and
 /// log line of one query share a trace; `span_id` names the sending step.
 pub fn traceparent(query_id: &str, span_id: u64) -> String {
-    use std::fmt::Write as _;
-    // Written into one buffer of the header's length (55 bytes), without intermediate strings.
-    let mut header = String::with_capacity(55);
-    header.push_str("00-");
-    let hex_digits = query_id.bytes().filter(u8::is_ascii_hexdigit).count();
-    if hex_digits == 32 {
-        header.extend(query_id.bytes().filter(u8::is_ascii_hexdigit).map(|b| char::from(b.to_ascii_lowercase())));
-    } else {
-        let _ = write!(header, "{:0>32}", fnv_hex(query_id.as_bytes()));
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    // `00-{trace:32}-{span:016x}-01`, 55 bytes, written into an array (one header per message
+    // sent): no intermediate strings, no formatting machinery.
+    let mut header = [0u8; 55];
+    header[..3].copy_from_slice(b"00-");
+    // The usual id, a canonical UUID: its five groups of digits copied as they are, checked
+    // and lowercased in place.
+    let id = query_id.as_bytes();
+    let canonical = id.len() == 36 && [8, 13, 18, 23].iter().all(|&i| id[i] == b'-');
+    if canonical {
+        for (to, from) in [(3..11, 0..8), (11..15, 9..13), (15..19, 14..18), (19..23, 19..23), (23..35, 24..36)] {
+            header[to].copy_from_slice(&id[from]);
+        }
     }
-    let _ = write!(header, "-{span_id:016x}-01");
-    header
+    if canonical && header[3..35].iter().all(u8::is_ascii_hexdigit) {
+        header[3..35].make_ascii_lowercase();
+    } else if query_id.bytes().filter(u8::is_ascii_hexdigit).count() == 32 {
+        for (slot, b) in header[3..35].iter_mut().zip(query_id.bytes().filter(u8::is_ascii_hexdigit)) {
+            *slot = b.to_ascii_lowercase();
+        }
+    } else {
+        // `{:0>32}` of the 16-digit hash: zeros, then the hash.
+        header[3..19].fill(b'0');
+        header[19..35].copy_from_slice(fnv_hex(query_id.as_bytes()).as_bytes());
+    }
+    header[35] = b'-';
+    for (i, slot) in header[36..52].iter_mut().enumerate() {
+        *slot = DIGITS[((span_id >> (4 * (15 - i))) & 0xf) as usize];
+    }
+    header[52..].copy_from_slice(b"-01");
+    // Every byte written is ASCII.
+    std::str::from_utf8(&header).map(str::to_string).unwrap_or_default()
+}
+
+/// Whether `s` is `len` hex digits.
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The parent span id of a `traceparent`, if it is well formed.
 pub fn parent_span_id(traceparent: &str) -> Option<&str> {
     trace_id(traceparent)?;
-    let span = traceparent.split('-').nth(2)?;
-    (span.len() == 16 && span.chars().all(|c| c.is_ascii_hexdigit())).then_some(span)
+    // `00-` and the 32 digits of the trace id (checked above), then `-` and the span id.
+    let span = traceparent.get(36..)?.split('-').next()?;
+    is_hex(span, 16).then_some(span)
 }
 
 /// The trace id of a `traceparent`, if it is well formed.
 pub fn trace_id(traceparent: &str) -> Option<&str> {
     let mut parts = traceparent.split('-');
     let (version, trace) = (parts.next()?, parts.next()?);
-    (version == "00" && trace.len() == 32 && trace.chars().all(|c| c.is_ascii_hexdigit())).then_some(trace)
+    (version == "00" && is_hex(trace, 32)).then_some(trace)
 }
 
 /// FNV-1a hash of bytes, hex: request fingerprints for idempotency keys.
@@ -301,5 +327,29 @@ mod tests {
         assert_eq!(parent_span_id("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-zz-01"), None);
         assert_eq!(parent_span_id("junk"), None);
         assert_eq!(trace_id("00-xyz-00000000000000ab-01"), None);
+        for span in [0, 1, 0xab, 0x0123_4567_89ab_cdef, u64::MAX] {
+            let tp = traceparent("6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f", span);
+            assert_eq!(tp, format!("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-{span:016x}-01"));
+            assert_eq!(parent_span_id(&tp), Some(format!("{span:016x}").as_str()));
+        }
+        for id in [
+            "not a uuid",
+            "",
+            "6F1C2D3E-4A5B-4C6D-8E7F-0A1B2C3D4E5F",
+            "6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f",
+            "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5g",
+            "{6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f}",
+            "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5fa",
+        ] {
+            let digits: String = id.chars().filter(char::is_ascii_hexdigit).collect();
+            let expected = if digits.len() == 32 {
+                format!("00-{}-00000000000000ab-01", digits.to_lowercase())
+            } else {
+                format!("00-{:0>32}-00000000000000ab-01", fnv_hex(id.as_bytes()))
+            };
+            assert_eq!(traceparent(id, 0xab), expected);
+        }
+        assert_eq!(parent_span_id("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f"), None);
+        assert_eq!(parent_span_id("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-00000000000000ab"), Some("00000000000000ab"));
     }
 }

@@ -42,31 +42,70 @@ pub enum HandlerError {
     MissingMessageId(usize),
 }
 
-/// Handle an SQS event; returns the records to retry.
-pub async fn handle_sqs(deps: &Deps, function: Function, event: SqsEvent) -> Result<SqsBatchResponse, HandlerError> {
-    for (i, record) in event.records.iter().enumerate() {
-        if record.message_id.as_deref().is_none_or(str::is_empty) {
-            return Err(HandlerError::MissingMessageId(i));
+/// One SQS record as a handler reads it, borrowed from a Lambda event ([`handle_sqs`]) or from
+/// the messages a poller received ([`crate::system::pollers`]): nothing is copied to handle it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// The message id (a batch item failure names it).
+    pub message_id: &'a str,
+    /// The body, if the record has one.
+    pub body: Option<&'a str>,
+    /// SQS `ApproximateReceiveCount`.
+    pub receive_count: u32,
+    /// The `traceparent` message attribute, if any.
+    pub traceparent: Option<&'a str>,
+}
+
+impl<'a> RecordRef<'a> {
+    /// The fields of a Lambda SQS record.
+    pub fn of(record: &'a SqsMessage) -> RecordRef<'a> {
+        RecordRef {
+            message_id: record.message_id.as_deref().unwrap_or_default(),
+            body: record.body.as_deref(),
+            receive_count: record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1),
+            traceparent: record
+                .message_attributes
+                .get(crate::ports::ATTR_TRACEPARENT)
+                .and_then(|a| a.string_value.as_deref()),
         }
     }
-    let results =
-        futures::future::join_all(event.records.iter().map(|record| handle_record(deps, function, record))).await;
+}
+
+/// Handle an SQS event; returns the records to retry.
+pub async fn handle_sqs(deps: &Deps, function: Function, event: SqsEvent) -> Result<SqsBatchResponse, HandlerError> {
+    // A record without a message id reads as an empty id, which refuses the batch.
+    let records: Vec<RecordRef<'_>> = event.records.iter().map(RecordRef::of).collect();
+    let results = handle_records(deps, function, &records).await?;
     let mut response = SqsBatchResponse::default();
-    for (record, ok) in event.records.iter().zip(results) {
+    for (record, ok) in records.iter().zip(results) {
         if !ok {
             let mut failure = BatchItemFailure::default();
-            failure.item_identifier = record.message_id.clone().unwrap_or_default();
+            failure.item_identifier = record.message_id.to_string();
             response.batch_item_failures.push(failure);
         }
     }
     Ok(response)
 }
 
-async fn handle_record(deps: &Deps, function: Function, record: &SqsMessage) -> bool {
-    let message_id = record.message_id.as_deref().unwrap_or_default();
-    let receive_count: u32 = record.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
-    let traceparent =
-        record.message_attributes.get(crate::ports::ATTR_TRACEPARENT).and_then(|a| a.string_value.as_deref());
+/// Handle a batch of records, concurrently; whether each succeeded, in order. A record without
+/// a message id refuses the batch (it could not be reported as a batch item failure).
+pub async fn handle_records(
+    deps: &Deps,
+    function: Function,
+    records: &[RecordRef<'_>],
+) -> Result<Vec<bool>, HandlerError> {
+    if let Some(i) = records.iter().position(|r| r.message_id.is_empty()) {
+        return Err(HandlerError::MissingMessageId(i));
+    }
+    // (A batch of one awaited directly instead is no cheaper: the handler's large future then
+    // sits in the invocation's task and is copied when the task is spawned and completed.)
+    Ok(futures::future::join_all(records.iter().map(|record| handle_record(deps, function, record))).await)
+}
+
+async fn handle_record(deps: &Deps, function: Function, record: &RecordRef<'_>) -> bool {
+    let message_id = record.message_id;
+    let receive_count = record.receive_count;
+    let traceparent = record.traceparent;
     let trace_id = traceparent.and_then(super::trace_id).unwrap_or_default();
     let parent_span_id = traceparent.and_then(super::parent_span_id).unwrap_or_default();
     let function_name = match function {
@@ -84,7 +123,7 @@ async fn handle_record(deps: &Deps, function: Function, record: &SqsMessage) -> 
         query_id = tracing::field::Empty
     );
     async {
-        let Some(body) = record.body.as_deref() else {
+        let Some(body) = record.body else {
             error!("refused: the record has no body");
             return false;
         };

@@ -272,6 +272,17 @@ pub async fn submit(
         signal: None,
         expires_at: deps.expires_at(),
     };
+    let mut route = json!({
+        "intent": query.parsed.intent,
+        "confidence": query.parsed.confidence,
+        "ambiguity_flag": query.parsed.ambiguity_flag,
+        "stage": stage,
+        "scope": query.scope,
+    });
+    if let serde_json::Value::Object(detail) = &mut route {
+        // Moved in: `json!` would serialize the list into a copy of itself.
+        detail.insert("alternatives".into(), serde_json::Value::Array(alternatives));
+    }
     let mut events = vec![
         deps.event(
             &query,
@@ -280,20 +291,7 @@ pub async fn submit(
             "",
             json!({ "warnings": query.warnings, "session_id": query.session_id }),
         ),
-        deps.event(
-            &query,
-            Entry::Route,
-            0,
-            "",
-            json!({
-                "intent": query.parsed.intent,
-                "confidence": query.parsed.confidence,
-                "ambiguity_flag": query.parsed.ambiguity_flag,
-                "stage": stage,
-                "scope": query.scope,
-                "alternatives": alternatives,
-            }),
-        ),
+        deps.event(&query, Entry::Route, 0, "", route),
     ];
     if let Some(detail) = context_event {
         events.push(deps.event(&query, Entry::Context, 0, "", detail));

@@ -7,9 +7,9 @@
 //! `switchyard ask` and `serve` run the whole system in one process this way, on the in-memory
 //! queues ([`super::Embedded`]) or on SQS ([`super::AwsSystem`]).
 
-use crate::engine::handlers::{handle_sqs, Function};
+use crate::engine::handlers::{handle_records, Function, RecordRef};
 use crate::engine::Deps;
-use crate::ports::{QueueId, QueueKind, ReceivedMessage};
+use crate::ports::{QueueId, QueueKind, ReceivedMessage, ATTR_TRACEPARENT};
 use crate::topology::Topology;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
 use futures::FutureExt as _;
@@ -129,14 +129,26 @@ async fn poll(deps: Arc<Deps>, queue: QueueId, batch: usize, concurrency: usize,
     }
 }
 
-/// One "Lambda invocation": run the handler on a batch and delete what succeeded.
+/// A received message as the handler reads it (the fields Lambda's SQS record would carry).
+fn record_of(m: &ReceivedMessage) -> RecordRef<'_> {
+    RecordRef {
+        message_id: &m.message_id,
+        body: Some(&m.body),
+        receive_count: m.receive_count,
+        traceparent: m.attributes.get(ATTR_TRACEPARENT).map(String::as_str),
+    }
+}
+
+/// One "Lambda invocation": run the handler on a batch and delete what succeeded. The handler
+/// reads the received messages in place ([`RecordRef`]); [`sqs_event`] builds the event Lambda
+/// would send, for callers that want it.
 pub async fn invoke(deps: Arc<Deps>, queue: QueueId, function: Function, messages: Vec<ReceivedMessage>) {
-    let event = sqs_event(queue, &messages);
+    let records: Vec<RecordRef<'_>> = messages.iter().map(record_of).collect();
     // A panic is caught here, on the invocation's own task (no second task per batch): the
     // batch fails whole, as a crashed Lambda invocation does.
-    let outcome = AssertUnwindSafe(handle_sqs(&deps, function, event)).catch_unwind().await;
-    let failed: Vec<String> = match outcome {
-        Ok(Ok(response)) => response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
+    let outcome = AssertUnwindSafe(handle_records(&deps, function, &records)).catch_unwind().await;
+    let results = match outcome {
+        Ok(Ok(results)) => results,
         Ok(Err(e)) => {
             error!(queue = %queue.name(), error = %e, "invocation refused the batch");
             return;
@@ -151,8 +163,10 @@ pub async fn invoke(deps: Arc<Deps>, queue: QueueId, function: Function, message
             return;
         }
     };
-    // Failures are few (usually none): a list, not a set.
-    for m in messages.iter().filter(|m| !failed.contains(&m.message_id)) {
+    // The batch item failures, by message id as Lambda reports them. Failures are few
+    // (usually none): a list, not a set.
+    let failed: Vec<&str> = records.iter().zip(&results).filter(|(_, ok)| !**ok).map(|(r, _)| r.message_id).collect();
+    for m in messages.iter().filter(|m| !failed.contains(&m.message_id.as_str())) {
         if let Err(e) = deps.queue.delete(queue, &m.receipt_handle).await {
             warn!(queue = %queue.name(), message_id = %m.message_id, error = %e, "delete failed; the message will be redelivered");
         }
