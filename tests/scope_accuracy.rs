@@ -23,9 +23,15 @@
 //! and negative examples, refusal of requests aimed at the router, threshold 0.38 → 0.36): every
 //! weight was chosen on the tuned sets only; the fifth pair was held out as a check while
 //! tuning but its figures were read after each step, so it has joined the tuned column. The
-//! blind column is now the sixth pair (`blind6_questions.jsonl` + `out_of_scope_blind4.jsonl`),
+//! blind column was then the sixth pair (`blind6_questions.jsonl` + `out_of_scope_blind4.jsonl`),
 //! written by an independent writer who saw only the intents' descriptions and the entity
 //! values, committed before the round's change and scored once after it.
+//!
+//! Session 7's round (faster classification, follow-up rules, a few manifest words and
+//! negative examples, refusal phrases) tuned on the sixth pair, which joined the tuned column.
+//! The blind column is the seventh pair (`blind7_questions.jsonl` +
+//! `out_of_scope_blind5.jsonl`), by the same kind of independent writer, committed before the
+//! round and scored once after it.
 
 use shared::classify::{Classifier, PriorTurn};
 use shared::manifest::Manifest;
@@ -33,26 +39,26 @@ use std::path::Path;
 
 // Issue 18's bars are 90 % of out-of-scope questions rejected, at most 2 % of in-scope ones,
 // and answers at confidence >= 0.9 right 99 % of the time while covering 85 % of the
-// questions. The tuned column meets all four. The blind column (the sixth pair, scored once
-// after the third round) meets two (in-scope rejection, coverage at >= 0.9), which it asserts
+// questions. The tuned column meets all four. The blind column (the seventh pair, scored once
+// after session 7's round) meets two (out-of-scope and in-scope rejection), which it asserts
 // as the bars; the other two are regression bounds at the measured figures.
-/// Blind out-of-scope set rejected: 87.5 % measured (63 of 72; 79.2 % with the classifier and
-/// manifest before the third round).
-const OUT_OF_SCOPE_BLIND_FLOOR: f64 = 0.86;
-/// Blind in-scope questions rejected: 0.7 % measured (1 of 144; 2.1 % before): the bar.
+/// Blind out-of-scope set rejected: 90.3 % measured (65 of 72; 87.5 % with the classifier and
+/// manifest before session 7's round): the bar.
+const OUT_OF_SCOPE_BLIND_FLOOR: f64 = 0.90;
+/// Blind in-scope questions rejected: 1.4 % measured (2 of 144; 1.4 % before): the bar.
 const IN_SCOPE_REJECTED_CEILING: f64 = 0.02;
-/// Blind answers at >= 0.9 that are right: 97.6 % measured (96.6 % before).
-const SURE_PRECISION_FLOOR: f64 = 0.97;
-/// Blind questions answered at >= 0.9: 86.1 % measured (81.9 % before): the bar.
-const SURE_COVERAGE_FLOOR: f64 = 0.85;
+/// Blind answers at >= 0.9 that are right: 98.3 % measured (98.3 % before; the bar is 99 %).
+const SURE_PRECISION_FLOOR: f64 = 0.98;
+/// Blind questions answered at >= 0.9: 82.6 % measured (82.6 % before; the bar is 85 %).
+const SURE_COVERAGE_FLOOR: f64 = 0.82;
 /// The tuned column holds the issue's bars.
 const TUNED_BARS: (f64, f64, f64, f64) = (0.90, 0.02, 0.99, 0.85);
 /// With the conversation (each question the second turn of one): blind in-scope questions
-/// rejected, 0.7 % measured (as alone): follow-ups about the previous answer are kept.
+/// rejected, 1.4 % measured (as alone).
 const IN_CONTEXT_IN_SCOPE_REJECTED_CEILING: f64 = 0.02;
-/// With the conversation: blind off-domain questions rejected, 80.6 % measured (87.5 % alone):
+/// With the conversation: blind off-domain questions rejected, 87.5 % measured (90.3 % alone):
 /// a few that point back or name a period pass as follow-ups.
-const IN_CONTEXT_OUT_OF_SCOPE_FLOOR: f64 = 0.79;
+const IN_CONTEXT_OUT_OF_SCOPE_FLOOR: f64 = 0.87;
 
 #[derive(serde::Deserialize)]
 struct Line {
@@ -84,7 +90,7 @@ fn classifier() -> (Manifest, Classifier) {
     (manifest, classifier)
 }
 
-const TUNED_IN: [&str; 7] = [
+const TUNED_IN: [&str; 8] = [
     "labelled_questions.jsonl",
     "holdout_questions.jsonl",
     "blind_questions.jsonl",
@@ -92,11 +98,17 @@ const TUNED_IN: [&str; 7] = [
     "blind3_questions.jsonl",
     "blind4_questions.jsonl",
     "blind5_questions.jsonl",
+    "blind6_questions.jsonl",
 ];
-const BLIND_IN: [&str; 1] = ["blind6_questions.jsonl"];
-const TUNED_OUT: [&str; 4] =
-    ["out_of_scope_tuning.jsonl", "out_of_scope_blind.jsonl", "out_of_scope_blind2.jsonl", "out_of_scope_blind3.jsonl"];
-const BLIND_OUT: [&str; 1] = ["out_of_scope_blind4.jsonl"];
+const BLIND_IN: [&str; 1] = ["blind7_questions.jsonl"];
+const TUNED_OUT: [&str; 5] = [
+    "out_of_scope_tuning.jsonl",
+    "out_of_scope_blind.jsonl",
+    "out_of_scope_blind2.jsonl",
+    "out_of_scope_blind3.jsonl",
+    "out_of_scope_blind4.jsonl",
+];
+const BLIND_OUT: [&str; 1] = ["out_of_scope_blind5.jsonl"];
 
 /// Share of `set` the classifier calls out of scope, printing each that it does.
 fn rejected(c: &Classifier, set: &[Line], label: &str, print_kept: bool) -> f64 {
