@@ -188,6 +188,23 @@ fn is_question_word(word: &str) -> bool {
     matches!(word, "why" | "how" | "what" | "which" | "who" | "where" | "when")
 }
 
+/// "Sorry, I meant Leqvio, not Cosentyx": in a correction or a continuation, an entity the
+/// turn names right after "not" (or "instead of", "rather than") is the one being replaced,
+/// so it is dropped when the turn names another of the same type.
+fn drop_negated(text: &str, entities: &mut Vec<ParsedEntity>) {
+    let lower = text.to_lowercase();
+    let negated = |e: &ParsedEntity| {
+        let value = e.value.to_lowercase();
+        ["not ", "instead of ", "rather than "].iter().any(|cue| lower.contains(&format!("{cue}{value}")))
+    };
+    let keep: Vec<bool> = entities
+        .iter()
+        .map(|e| !negated(e) || !entities.iter().any(|o| o.entity_type == e.entity_type && !negated(o)))
+        .collect();
+    let mut keep = keep.into_iter();
+    entities.retain(|_| keep.next().unwrap_or(true));
+}
+
 impl Cues {
     /// Reads the cues of a tokenised turn (`named`: the tokens entities took from the intent's
     /// evidence; `taken`: the tokens any entity covers; `content_words`: the scope score's
@@ -244,7 +261,9 @@ impl Cues {
                 taken && !named && t.text.chars().count() >= 2 && !t.has_digit() && !super::text::is_stop_word(&t.text)
             })
             .count();
-        let filler = correction_words + entity_words;
+        // "… instead", "… too": the words that make the turn a variation are not its subject.
+        let variation_words = words.iter().filter(|w| marks_variation(w) && !super::text::is_stop_word(w)).count();
+        let filler = correction_words + entity_words + variation_words;
         Cues {
             continuation,
             refers_back,
@@ -280,6 +299,9 @@ impl Classifier {
         else {
             return c;
         };
+        if cues.correction || cues.continuation {
+            drop_negated(text, &mut c.entities);
+        }
         let alone_in_scope = c.in_scope;
         if !c.in_scope {
             // A request aimed at the router stays out of scope whatever came before it.

@@ -424,3 +424,20 @@ fn a_question_about_the_previous_answer_goes_to_the_fallback_intent_and_stays_in
     let r = c.classify_in_context("Is the platform healthy after that?", &history);
     assert_eq!(r.intent, "health_check");
 }
+
+#[test]
+fn a_correction_drops_the_entity_it_negates_and_a_variation_keeps_the_intent() {
+    let c = shipped();
+    let q1 = "How should we split the West sampling budget to maximise Cosentyx market share?";
+    let first = c.classify(q1);
+    assert_eq!(first.intent, "resource_optimize");
+    let next = c.classify_in_context("Sorry, I meant Leqvio, not Cosentyx.", &[turn(q1, &first)]);
+    assert_eq!(next.intent, "resource_optimize");
+    assert_eq!(values(&next, EntityType::Brand), vec![("Leqvio", EntitySource::Exact)]);
+    assert_eq!(values(&next, EntityType::Region), vec![("West", EntitySource::Context)]);
+    // Alone, "not Cosentyx" still names Cosentyx: only a follow-up reads it as a replacement.
+    assert_eq!(c.classify("Leqvio, not Cosentyx").entities.len(), 2);
+    // "… instead" marks a variation; the words that say so are not the turn's subject.
+    let next = c.classify_in_context("and if the goal is conversions instead?", &[turn(q1, &first)]);
+    assert_eq!(next.intent, "resource_optimize");
+}
