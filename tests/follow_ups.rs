@@ -11,7 +11,9 @@
 //! independent writer (who saw only the intents' descriptions and the entity values) before
 //! issue 18's third classifier round (word vectors) and scored once after it, then tuned on in
 //! session 7; `fixtures/dialogues_blind5.yaml` (30), by the same kind of writer, was committed
-//! before session 7's round and scored once after it. Each dialogue is
+//! before session 7's round and scored once after it, then tuned on in session 8;
+//! `fixtures/dialogues_blind6.yaml` (30), by another such writer, was committed before
+//! session 8's round and scored once after it. Each dialogue is
 //! played as intake plays a session: every turn is classified with the turns before it, as
 //! they were resolved (intent and entities, carried ones included), so an early mistake
 //! costs the later turns too. The first turn of a dialogue has no history; only the later
@@ -28,20 +30,23 @@ use std::path::Path;
 /// at 92.6 %, 96.3 % since tuned on) and the second (scored once at 89.5 %, 100 % since tuned
 /// on in session 4) reach it; the third, written before that round and scored once after it,
 /// does not (86.2 %, 25 of 29); the fourth, scored once at 80.6 % (29 of 36), reaches 100 %
-/// since session 7 tuned on it; the fifth, scored once after that round, 94.4 % (34 of 36;
-/// 83.3 % with the classifier before the round).
-const INTENT_FLOORS: [(&str, f64); 6] = [
+/// since session 7 tuned on it; the fifth, scored once after that round at 94.4 % (34 of 36;
+/// 83.3 % with the classifier before the round), 100 % since session 8 tuned on it; the sixth,
+/// scored once after session 8's round, 86.1 % (31 of 36; 86.1 % before the round too).
+const INTENT_FLOORS: [(&str, f64); 7] = [
     ("tuning", 0.96),
     ("blind", 0.96),
     ("blind 2", 0.96),
     ("blind 3", 0.86),
     ("blind 4", 0.97),
-    ("blind 5", 0.94),
+    ("blind 5", 0.97),
+    ("blind 6", 0.80),
 ];
 /// Regression floors for the follow-ups whose expected entities are all resolved (100 % on
 /// the first five halves, the fourth since session 7 tuned on it: 87.9 % when scored once;
-/// 97.1 %, 34 of 35, on the fifth, scored once).
-const ENTITY_FLOORS: [f64; 6] = [0.95, 0.95, 0.95, 0.95, 0.97, 0.97];
+/// 97.1 %, 34 of 35, on the fifth when scored once, 100 % since; 100 % on the sixth, scored
+/// once).
+const ENTITY_FLOORS: [f64; 7] = [0.95, 0.95, 0.95, 0.95, 0.97, 0.97, 0.95];
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -175,9 +180,10 @@ fn the_dialogue_fixture_is_well_formed_and_large_enough() {
     let (tuning, blind) = (load("dialogues_tuning.yaml"), load("dialogues_blind.yaml"));
     let (blind2, blind3) = (load("dialogues_blind2.yaml"), load("dialogues_blind3.yaml"));
     let (blind4, blind5) = (load("dialogues_blind4.yaml"), load("dialogues_blind5.yaml"));
+    let blind6 = load("dialogues_blind6.yaml");
     assert!(tuning.len() + blind.len() >= 40, "at least 40 dialogues");
     let mut ids = std::collections::HashSet::new();
-    for d in tuning.iter().chain(&blind).chain(&blind2).chain(&blind3).chain(&blind4).chain(&blind5) {
+    for d in tuning.iter().chain(&blind).chain(&blind2).chain(&blind3).chain(&blind4).chain(&blind5).chain(&blind6) {
         assert!(ids.insert(d.id.clone()), "dialogue id {} is used twice", d.id);
         assert!(d.turns.len() >= 2, "{}: a dialogue has a follow-up", d.id);
         for t in &d.turns {
@@ -204,11 +210,18 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
     let blind3 = score(&c, &load("dialogues_blind3.yaml"));
     let blind4 = score(&c, &load("dialogues_blind4.yaml"));
     let blind5 = score(&c, &load("dialogues_blind5.yaml"));
+    let blind6 = score(&c, &load("dialogues_blind6.yaml"));
     println!(
-        "follow-up turns                     tuning ({:>2})   blind ({:>2})   blind 2 ({:>2})  blind 3 ({:>2})  blind 4 ({:>2})  blind 5 ({:>2})",
-        tuning.follow_ups, blind.follow_ups, blind2.follow_ups, blind3.follow_ups, blind4.follow_ups, blind5.follow_ups
+        "follow-up turns                     tuning ({:>2})   blind ({:>2})   blind 2 ({:>2})  blind 3 ({:>2})  blind 4 ({:>2})  blind 5 ({:>2})  blind 6 ({:>2})",
+        tuning.follow_ups,
+        blind.follow_ups,
+        blind2.follow_ups,
+        blind3.follow_ups,
+        blind4.follow_ups,
+        blind5.follow_ups,
+        blind6.follow_ups
     );
-    let halves = [&tuning, &blind, &blind2, &blind3, &blind4, &blind5];
+    let halves = [&tuning, &blind, &blind2, &blind3, &blind4, &blind5, &blind6];
     let rows: [(&str, fn(&Score) -> (usize, usize)); 5] = [
         ("intent right, with context", |s| (s.intent_with, s.follow_ups)),
         ("intent right, without context", |s| (s.intent_without, s.follow_ups)),
@@ -250,7 +263,7 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
         );
     }
     for (half, s) in
-        [("tuning", &tuning), ("blind", &blind), ("blind 2", &blind2), ("blind 3", &blind3), ("blind 4", &blind4), ("blind 5", &blind5)]
+        [("tuning", &tuning), ("blind", &blind), ("blind 2", &blind2), ("blind 3", &blind3), ("blind 4", &blind4), ("blind 5", &blind5), ("blind 6", &blind6)]
     {
         for (lo, hi) in [(0.0, 0.6), (0.6, 0.9), (0.9, 1.01)] {
             let bin: Vec<&(f64, bool)> = s.confidences.iter().filter(|c| c.0 >= lo && c.0 < hi).collect();
@@ -263,7 +276,7 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
             );
         }
     }
-    for m in tuning.misses.iter().chain(&blind.misses).chain(&blind2.misses).chain(&blind3.misses).chain(&blind4.misses).chain(&blind5.misses)
+    for m in tuning.misses.iter().chain(&blind.misses).chain(&blind2.misses).chain(&blind3.misses).chain(&blind4.misses).chain(&blind5.misses).chain(&blind6.misses)
     {
         println!("  miss {m}");
     }
