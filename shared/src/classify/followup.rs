@@ -133,6 +133,8 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         || matches!((first, second), ("what" | "how", Some("about")) | ("what", Some("of")))
         || matches!((first, second), ("now" | "then", Some("for" | "in" | "with" | "the" | "by")))
         || matches!((first, second), ("i", Some("meant" | "mean")))
+        // "break that out for the Midwest", "split it by specialty": the same request, cut finer.
+        || matches!((first, second), ("break" | "split" | "slice", Some("that" | "it" | "this" | "out" | "down")))
 }
 
 /// Words that open a correction of the previous question ("sorry, I meant NRx", "actually,

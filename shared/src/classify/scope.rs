@@ -119,6 +119,12 @@ const AIMED_AT_THE_ROUTER: &[&str] = &[
     "all users'",
     "everyone's conversation",
     "everyone's history",
+    "ignore the classifier",
+    "ignore the router",
+    "label this as",
+    "registry entries",
+    "delete the model registry",
+    "delete last month's",
 ];
 
 /// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]).

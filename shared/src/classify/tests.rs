@@ -441,3 +441,15 @@ fn a_correction_drops_the_entity_it_negates_and_a_variation_keeps_the_intent() {
     let next = c.classify_in_context("and if the goal is conversions instead?", &[turn(q1, &first)]);
     assert_eq!(next.intent, "resource_optimize");
 }
+
+#[test]
+fn breaking_an_answer_out_by_a_region_keeps_the_request() {
+    let c = shipped();
+    let q1 = "Predict Fabhalta TRx for Q4 nationally.";
+    let first = c.classify(q1);
+    assert_eq!(first.intent, "prediction");
+    let next = c.classify_in_context("break that out for the Northeast", &[turn(q1, &first)]);
+    assert_eq!(next.intent, "prediction", "{next:?}");
+    assert_eq!(values(&next, EntityType::Region), vec![("Northeast", EntitySource::Exact)]);
+    assert_eq!(values(&next, EntityType::Brand), vec![("Fabhalta", EntitySource::Context)]);
+}
