@@ -262,9 +262,15 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
             (keep + 1) as f64 / (of + 2) as f64
         );
     }
-    for (half, s) in
-        [("tuning", &tuning), ("blind", &blind), ("blind 2", &blind2), ("blind 3", &blind3), ("blind 4", &blind4), ("blind 5", &blind5), ("blind 6", &blind6)]
-    {
+    for (half, s) in [
+        ("tuning", &tuning),
+        ("blind", &blind),
+        ("blind 2", &blind2),
+        ("blind 3", &blind3),
+        ("blind 4", &blind4),
+        ("blind 5", &blind5),
+        ("blind 6", &blind6),
+    ] {
         for (lo, hi) in [(0.0, 0.6), (0.6, 0.9), (0.9, 1.01)] {
             let bin: Vec<&(f64, bool)> = s.confidences.iter().filter(|c| c.0 >= lo && c.0 < hi).collect();
             let mean = bin.iter().map(|c| c.0).sum::<f64>() / bin.len().max(1) as f64;
@@ -276,7 +282,15 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
             );
         }
     }
-    for m in tuning.misses.iter().chain(&blind.misses).chain(&blind2.misses).chain(&blind3.misses).chain(&blind4.misses).chain(&blind5.misses).chain(&blind6.misses)
+    for m in tuning
+        .misses
+        .iter()
+        .chain(&blind.misses)
+        .chain(&blind2.misses)
+        .chain(&blind3.misses)
+        .chain(&blind4.misses)
+        .chain(&blind5.misses)
+        .chain(&blind6.misses)
     {
         println!("  miss {m}");
     }

@@ -2,10 +2,10 @@
 //! expressions, and a built-in grammar of time periods.
 
 use super::text::{edit_distance, is_stop_word, Token};
+use super::{Map, Set};
 use crate::contracts::{EntitySource, EntityType, ParsedEntity};
 use crate::manifest::Manifest;
 use regex::{Regex, RegexBuilder};
-use super::{Map, Set};
 
 /// Confidence of a relative time period resolved by the grammar (`last quarter`, `YTD`).
 const INFERRED_CONFIDENCE: f64 = 0.9;
@@ -77,8 +77,7 @@ impl EntityExtractor {
         for list in by_first_word.values_mut() {
             list.sort_by_key(|&i| std::cmp::Reverse(spellings[i].words.len()));
         }
-        let gazetteer_words: Set<&str> =
-            spellings.iter().flat_map(|s| s.words.iter().map(String::as_str)).collect();
+        let gazetteer_words: Set<&str> = spellings.iter().flat_map(|s| s.words.iter().map(String::as_str)).collect();
         let common_words: Set<String> =
             common_words.into_iter().filter(|w| !gazetteer_words.contains(w.as_str())).collect();
         let fuzzy_candidates = spellings

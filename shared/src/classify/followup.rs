@@ -147,8 +147,24 @@ fn is_correction(word: &str) -> bool {
 fn is_auxiliary(word: &str) -> bool {
     matches!(
         word,
-        "will" | "would" | "did" | "does" | "do" | "is" | "are" | "was" | "were" | "can" | "could" | "should" | "has"
-            | "have" | "had" | "shall" | "might" | "may"
+        "will"
+            | "would"
+            | "did"
+            | "does"
+            | "do"
+            | "is"
+            | "are"
+            | "was"
+            | "were"
+            | "can"
+            | "could"
+            | "should"
+            | "has"
+            | "have"
+            | "had"
+            | "shall"
+            | "might"
+            | "may"
     )
 }
 
@@ -176,9 +192,32 @@ fn points_back(word: &str) -> bool {
 fn is_politeness(word: &str) -> bool {
     matches!(
         word,
-        "please" | "pls" | "kindly" | "ok" | "okay" | "hey" | "hi" | "so" | "well" | "right" | "thanks" | "sorry"
-            | "oops" | "actually" | "correction" | "no" | "nope" | "oh" | "ah" | "wait" | "hmm" | "great" | "cool"
-            | "fine" | "good" | "perfect"
+        "please"
+            | "pls"
+            | "kindly"
+            | "ok"
+            | "okay"
+            | "hey"
+            | "hi"
+            | "so"
+            | "well"
+            | "right"
+            | "thanks"
+            | "sorry"
+            | "oops"
+            | "actually"
+            | "correction"
+            | "no"
+            | "nope"
+            | "oh"
+            | "ah"
+            | "wait"
+            | "hmm"
+            | "great"
+            | "cool"
+            | "fine"
+            | "good"
+            | "perfect"
     )
 }
 
@@ -230,8 +269,8 @@ impl Cues {
         let breakdown = continuation && words.windows(2).any(|w| w[0] == "by" && !is_auxiliary(w[1]));
         // "and what will it be …": after the opening word, a question word then an auxiliary.
         let rest = if opens && !matches!(second, Some("about" | "of")) { &words[skipped + 1..] } else { &[][..] };
-        let own_question = rest.first().is_some_and(|w| is_question_word(w))
-            && rest.iter().skip(1).take(2).any(|w| is_auxiliary(w));
+        let own_question =
+            rest.first().is_some_and(|w| is_question_word(w)) && rest.iter().skip(1).take(2).any(|w| is_auxiliary(w));
         let refers_back = words.iter().enumerate().any(|(i, w)| {
             points_back(w)
                 // "there" points back unless it is existential: "is there", "there are".
@@ -343,7 +382,9 @@ impl Classifier {
         // "Why did that happen?" has no word of its own about the intent either.
         let only_asks_why = cues.why_it_happened && cues.at_most_one_content_word;
         let mut posterior: Vec<f64> = match &probabilities {
-            Some(p) if !only_changes_an_entity && !only_asks_why => p.iter().enumerate().map(|(i, p)| p * prior(i)).collect(),
+            Some(p) if !only_changes_an_entity && !only_asks_why => {
+                p.iter().enumerate().map(|(i, p)| p * prior(i)).collect()
+            }
             _ => (0..k).map(prior).collect(),
         };
         let total: f64 = posterior.iter().sum();
