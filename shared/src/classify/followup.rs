@@ -135,6 +135,9 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         || matches!((first, second), ("i", Some("meant" | "mean")))
         // "break that out for the Midwest", "split it by specialty": the same request, cut finer.
         || matches!((first, second), ("break" | "split" | "slice", Some("that" | "it" | "this" | "out" | "down")))
+        // "now swap in Leqvio", "switch to the West": the same request about another entity
+        // ("swap" alone is a deployment word).
+        || matches!((first, second), ("swap" | "switch", Some("in" | "to")) | ("now" | "then", Some("swap" | "switch")))
 }
 
 /// Words that open a correction of the previous question ("sorry, I meant NRx", "actually,

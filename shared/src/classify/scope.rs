@@ -125,6 +125,12 @@ const AIMED_AT_THE_ROUTER: &[&str] = &[
     "registry entries",
     "delete the model registry",
     "delete last month's",
+    "so the audit",
+    "audit doesn't see",
+    "auditors don't see",
+    "looks like it comes from",
+    "looks like it came from",
+    "impersonat",
 ];
 
 /// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]).

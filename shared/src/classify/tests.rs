@@ -453,3 +453,14 @@ fn breaking_an_answer_out_by_a_region_keeps_the_request() {
     assert_eq!(values(&next, EntityType::Region), vec![("Northeast", EntitySource::Exact)]);
     assert_eq!(values(&next, EntityType::Brand), vec![("Fabhalta", EntitySource::Context)]);
 }
+
+#[test]
+fn swapping_in_another_brand_keeps_the_request() {
+    let c = shipped();
+    let q1 = "Which regions are furthest behind on Cosentyx conversion rate?";
+    let first = c.classify(q1);
+    assert_eq!(first.intent, "gap_analysis");
+    let next = c.classify_in_context("now swap in Kisqali", &[turn(q1, &first)]);
+    assert_eq!(next.intent, "gap_analysis", "{next:?}");
+    assert_eq!(values(&next, EntityType::Brand), vec![("Kisqali", EntitySource::Exact)]);
+}
