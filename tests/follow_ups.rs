@@ -13,7 +13,10 @@
 //! session 7; `fixtures/dialogues_blind5.yaml` (30), by the same kind of writer, was committed
 //! before session 7's round and scored once after it, then tuned on in session 8;
 //! `fixtures/dialogues_blind6.yaml` (30), by another such writer, was committed before
-//! session 8's round and scored once after it. Each dialogue is
+//! session 8's round and scored once after it, then tuned on in session 9, as was
+//! `fixtures/dialogues_blind7.yaml` (30, scored once in between); `fixtures/dialogues_blind8.yaml`
+//! (30), by another such writer, was committed before session 9's last change and scored once
+//! after it. Each dialogue is
 //! played as intake plays a session: every turn is classified with the turns before it, as
 //! they were resolved (intent and entities, carried ones included), so an early mistake
 //! costs the later turns too. The first turn of a dialogue has no history; only the later
@@ -25,28 +28,32 @@ use shared::manifest::Manifest;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Regression floors of the follow-up intent accuracy, per half, a little under what each
-/// reaches. Issue 11 asks for 95 %: the tuning half (100 %), the first blind half (scored once
-/// at 92.6 %, 96.3 % since tuned on) and the second (scored once at 89.5 %, 100 % since tuned
-/// on in session 4) reach it; the third, written before that round and scored once after it,
-/// does not (86.2 %, 25 of 29); the fourth, scored once at 80.6 % (29 of 36), reaches 100 %
-/// since session 7 tuned on it; the fifth, scored once after that round at 94.4 % (34 of 36;
-/// 83.3 % with the classifier before the round), 100 % since session 8 tuned on it; the sixth,
-/// scored once after session 8's round, 86.1 % (31 of 36; 86.1 % before the round too).
-const INTENT_FLOORS: [(&str, f64); 7] = [
-    ("tuning", 0.96),
-    ("blind", 0.96),
-    ("blind 2", 0.96),
-    ("blind 3", 0.86),
-    ("blind 4", 0.97),
-    ("blind 5", 0.97),
-    ("blind 6", 0.80),
+/// The halves in the order they were written: name, fixture, and regression floors of the
+/// follow-up intent accuracy and of the follow-ups whose expected entities are all resolved, a
+/// little under what each reaches.
+///
+/// Issue 11 asks for 95 % of follow-ups with the intended intent. The tuning half (100 %), the
+/// first blind half (scored once at 92.6 %, 96.3 % since tuned on) and the second (scored once
+/// at 89.5 %, 100 % since tuned on in session 4) reach it; the third, written before that round
+/// and scored once after it, does not (86.2 %, 25 of 29); the fourth, scored once at 80.6 % (29
+/// of 36; entities 87.9 %), reaches 100 % since session 7 tuned on it; the fifth, scored once
+/// after that round at 94.4 % (34 of 36; 83.3 % with the classifier before the round; entities
+/// 97.1 %), 100 % since session 8 tuned on it; the sixth, scored once after session 8's round
+/// at 86.1 % (31 of 36; as before the round), 100 % since session 9 tuned on it; the seventh,
+/// scored once in session 9 before its tuning at 97.3 % (36 of 37), 100 %
+/// since; the eighth, scored once after session 9's round, 91.9 % (34 of 37; 91.9 % before the
+/// round's last change too; entities 94.3 %, 33 of 35).
+const HALVES: [(&str, &str, f64, f64); 9] = [
+    ("tuning", "dialogues_tuning.yaml", 0.96, 0.95),
+    ("blind", "dialogues_blind.yaml", 0.96, 0.95),
+    ("blind 2", "dialogues_blind2.yaml", 0.96, 0.95),
+    ("blind 3", "dialogues_blind3.yaml", 0.86, 0.95),
+    ("blind 4", "dialogues_blind4.yaml", 0.97, 0.97),
+    ("blind 5", "dialogues_blind5.yaml", 0.97, 0.97),
+    ("blind 6", "dialogues_blind6.yaml", 0.97, 0.97),
+    ("blind 7", "dialogues_blind7.yaml", 0.97, 0.97),
+    ("blind 8", "dialogues_blind8.yaml", 0.89, 0.93),
 ];
-/// Regression floors for the follow-ups whose expected entities are all resolved (100 % on
-/// the first five halves, the fourth since session 7 tuned on it: 87.9 % when scored once;
-/// 97.1 %, 34 of 35, on the fifth when scored once, 100 % since; 100 % on the sixth, scored
-/// once).
-const ENTITY_FLOORS: [f64; 7] = [0.95, 0.95, 0.95, 0.95, 0.97, 0.97, 0.95];
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -177,13 +184,11 @@ fn pct(a: usize, b: usize) -> f64 {
 #[test]
 fn the_dialogue_fixture_is_well_formed_and_large_enough() {
     let (manifest, _) = classifier();
-    let (tuning, blind) = (load("dialogues_tuning.yaml"), load("dialogues_blind.yaml"));
-    let (blind2, blind3) = (load("dialogues_blind2.yaml"), load("dialogues_blind3.yaml"));
-    let (blind4, blind5) = (load("dialogues_blind4.yaml"), load("dialogues_blind5.yaml"));
-    let blind6 = load("dialogues_blind6.yaml");
+    let halves: Vec<Vec<Dialogue>> = HALVES.iter().map(|h| load(h.1)).collect();
+    let (tuning, blind) = (&halves[0], &halves[1]);
     assert!(tuning.len() + blind.len() >= 40, "at least 40 dialogues");
     let mut ids = std::collections::HashSet::new();
-    for d in tuning.iter().chain(&blind).chain(&blind2).chain(&blind3).chain(&blind4).chain(&blind5).chain(&blind6) {
+    for d in halves.iter().flatten() {
         assert!(ids.insert(d.id.clone()), "dialogue id {} is used twice", d.id);
         assert!(d.turns.len() >= 2, "{}: a dialogue has a follow-up", d.id);
         for t in &d.turns {
@@ -194,34 +199,22 @@ fn the_dialogue_fixture_is_well_formed_and_large_enough() {
         }
     }
     for kind in ["brand_swap", "region_swap", "period_swap", "switch", "chain"] {
-        for (half, set) in [("tuning", &tuning), ("blind", &blind)] {
+        for (half, set) in [("tuning", tuning), ("blind", blind)] {
             assert!(set.iter().any(|d| d.kind == kind), "the {half} half has a {kind} dialogue");
         }
     }
-    assert!(blind.iter().chain(&tuning).filter(|d| d.turns.len() >= 3).count() >= 8, "three-turn chains");
+    assert!(blind.iter().chain(tuning).filter(|d| d.turns.len() >= 3).count() >= 8, "three-turn chains");
 }
 
 #[test]
 fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blind_dialogues() {
     let (_, c) = classifier();
-    let tuning = score(&c, &load("dialogues_tuning.yaml"));
-    let blind = score(&c, &load("dialogues_blind.yaml"));
-    let blind2 = score(&c, &load("dialogues_blind2.yaml"));
-    let blind3 = score(&c, &load("dialogues_blind3.yaml"));
-    let blind4 = score(&c, &load("dialogues_blind4.yaml"));
-    let blind5 = score(&c, &load("dialogues_blind5.yaml"));
-    let blind6 = score(&c, &load("dialogues_blind6.yaml"));
-    println!(
-        "follow-up turns                     tuning ({:>2})   blind ({:>2})   blind 2 ({:>2})  blind 3 ({:>2})  blind 4 ({:>2})  blind 5 ({:>2})  blind 6 ({:>2})",
-        tuning.follow_ups,
-        blind.follow_ups,
-        blind2.follow_ups,
-        blind3.follow_ups,
-        blind4.follow_ups,
-        blind5.follow_ups,
-        blind6.follow_ups
-    );
-    let halves = [&tuning, &blind, &blind2, &blind3, &blind4, &blind5, &blind6];
+    let scores: Vec<Score> = HALVES.iter().map(|h| score(&c, &load(h.1))).collect();
+    let header: Vec<String> =
+        HALVES.iter().zip(&scores).map(|(h, s)| format!("{} ({:>2})", h.0, s.follow_ups)).collect();
+    println!("follow-up turns                  {}", header.iter().map(|h| format!("{h:<15}")).collect::<String>());
+    let halves: Vec<&Score> = scores.iter().collect();
+    let (tuning, blind) = (&scores[0], &scores[1]);
     let rows: [(&str, fn(&Score) -> (usize, usize)); 5] = [
         ("intent right, with context", |s| (s.intent_with, s.follow_ups)),
         ("intent right, without context", |s| (s.intent_without, s.follow_ups)),
@@ -252,7 +245,7 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
     // The carry priors of classify/followup.rs are these rates on the tuning half and the
     // first blind half (tuned on after it was scored), with Laplace smoothing.
     for continuation in [true, false] {
-        let (keep, of) = [&tuning, &blind]
+        let (keep, of) = [tuning, blind]
             .iter()
             .filter_map(|s| s.keeps.get(&continuation))
             .fold((0, 0), |a, k| (a.0 + k.0, a.1 + k.1));
@@ -262,15 +255,7 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
             (keep + 1) as f64 / (of + 2) as f64
         );
     }
-    for (half, s) in [
-        ("tuning", &tuning),
-        ("blind", &blind),
-        ("blind 2", &blind2),
-        ("blind 3", &blind3),
-        ("blind 4", &blind4),
-        ("blind 5", &blind5),
-        ("blind 6", &blind6),
-    ] {
+    for ((half, ..), s) in HALVES.iter().zip(&scores) {
         for (lo, hi) in [(0.0, 0.6), (0.6, 0.9), (0.9, 1.01)] {
             let bin: Vec<&(f64, bool)> = s.confidences.iter().filter(|c| c.0 >= lo && c.0 < hi).collect();
             let mean = bin.iter().map(|c| c.0).sum::<f64>() / bin.len().max(1) as f64;
@@ -282,23 +267,14 @@ fn follow_ups_get_their_intended_intent_with_the_conversation_on_tuning_and_blin
             );
         }
     }
-    for m in tuning
-        .misses
-        .iter()
-        .chain(&blind.misses)
-        .chain(&blind2.misses)
-        .chain(&blind3.misses)
-        .chain(&blind4.misses)
-        .chain(&blind5.misses)
-        .chain(&blind6.misses)
-    {
+    for m in scores.iter().flat_map(|s| &s.misses) {
         println!("  miss {m}");
     }
-    for (((half, floor), entity_floor), s) in INTENT_FLOORS.iter().zip(ENTITY_FLOORS).zip(halves) {
+    for ((half, _, floor, entity_floor), s) in HALVES.iter().zip(&scores) {
         let intent = s.intent_with as f64 / s.follow_ups as f64;
         let entities = s.entities_with as f64 / s.with_entities as f64;
         assert!(intent >= *floor, "{half}: follow-up intent accuracy {intent:.3} < {floor}");
-        assert!(entities >= entity_floor, "{half}: follow-up entity accuracy {entities:.3} < {entity_floor}");
+        assert!(entities >= *entity_floor, "{half}: follow-up entity accuracy {entities:.3} < {entity_floor}");
         assert!(s.intent_with > s.intent_without, "{half}: the conversation helps");
     }
 }
