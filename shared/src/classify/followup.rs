@@ -138,6 +138,8 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         // "now swap in Leqvio", "switch to the West": the same request about another entity
         // ("swap" alone is a deployment word).
         || matches!((first, second), ("swap" | "switch", Some("in" | "to")) | ("now" | "then", Some("swap" | "switch")))
+        // "now as market share": the same request in another measure.
+        || matches!((first, second), ("now" | "then", Some("as")))
 }
 
 /// Words that open a correction of the previous question ("sorry, I meant NRx", "actually,
@@ -184,6 +186,11 @@ fn says_new_subject(words: &[&str]) -> bool {
 /// Words anywhere that mark a variation of the previous question: "Look at Leqvio instead".
 fn marks_variation(word: &str) -> bool {
     matches!(word, "instead" | "too" | "same" | "likewise" | "only")
+}
+
+/// Verbs of a breakdown: "split it by specialty", "break that out by region".
+fn cuts_finer(word: &str) -> bool {
+    matches!(word, "split" | "break" | "slice" | "segment" | "cut")
 }
 
 /// Words that point back to something said before.
@@ -307,7 +314,10 @@ impl Cues {
             .count();
         // "… instead", "… too": the words that make the turn a variation are not its subject.
         let variation_words = words.iter().filter(|w| marks_variation(w) && !super::text::is_stop_word(w)).count();
-        let filler = correction_words + entity_words + variation_words;
+        // "… and split it by specialty": the verb of a breakdown says how to cut the answer,
+        // not what to ask (a budget "split" is another request, without "by").
+        let breakdown_words = if breakdown { words.iter().filter(|w| cuts_finer(w)).count() } else { 0 };
+        let filler = correction_words + entity_words + variation_words + breakdown_words;
         Cues {
             continuation,
             refers_back,

@@ -65,7 +65,7 @@
 
 mod entities;
 mod followup;
-mod scope;
+pub(crate) mod scope;
 mod text;
 mod vectors;
 
@@ -241,6 +241,8 @@ pub struct Classifier {
     /// Word vectors of the manifest's words (utterances, negative examples), so a question in
     /// the manifest's own words needs no table search.
     known_word_vectors: Map<String, [f32; vectors::DIMS]>,
+    /// `classifier.scope.refuse`, compiled.
+    refused_phrases: scope::RefusedPhrases,
     entities: EntityExtractor,
 }
 
@@ -331,6 +333,7 @@ impl Classifier {
             negative_vectors: Vec::new(),
             vector_centre: [0.0; vectors::DIMS],
             known_word_vectors: Map::default(),
+            refused_phrases: scope::RefusedPhrases::new(&manifest.classifier.scope.refuse),
             entities: EntityExtractor::new(manifest, common_words),
         };
 
@@ -793,13 +796,16 @@ impl Classifier {
         Some(exps.into_iter().map(|e| e / sum).collect())
     }
 
-    /// Whether the scope check refuses `text` as a request aimed at the router: only for a
-    /// manifest whose scope check is on and that names what it does not answer (negative
-    /// examples); a manifest without them may route such requests to its own guardrails.
+    /// Whether the scope check refuses `text` outright, whatever words of the domain it
+    /// borrows: it uses one of the manifest's refused phrases (`classifier.scope.refuse`), or
+    /// it is a request aimed at the router, the latter only for a manifest that names what it
+    /// does not answer (negative examples; a manifest without them may route such requests to
+    /// its own guardrails). Never when the scope check is off.
     fn refuses(&self, text: &str) -> bool {
-        self.settings.scope.threshold > 0.0
-            && !self.settings.scope.negative_examples.is_empty()
-            && scope::aimed_at_the_router(text)
+        let scope = &self.settings.scope;
+        scope.threshold > 0.0
+            && (self.refused_phrases.find(text).is_some()
+                || (!scope.negative_examples.is_empty() && scope::aimed_at_the_router(text)))
     }
 
     /// Remembers the word vector of each word of a manifest text.

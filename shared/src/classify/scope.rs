@@ -131,6 +131,13 @@ const AIMED_AT_THE_ROUTER: &[&str] = &[
     "looks like it comes from",
     "looks like it came from",
     "impersonat",
+    "admin override",
+    "authorise you to",
+    "authorize you to",
+    "</query",
+    "<query",
+    "\"intent\":",
+    "system:",
 ];
 
 /// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]).
@@ -147,6 +154,49 @@ pub(super) fn aimed_at_the_router(text: &str) -> bool {
         PHRASES.is_match(text)
     } else {
         PHRASES.is_match(&text.to_lowercase())
+    }
+}
+
+/// The manifest's own refused topics (`classifier.scope.refuse`): phrases whose questions it
+/// does not answer whatever else they say ("side effect", "dosage", "payroll"). A phrase
+/// matches in any case at the start of a word and may run on into a longer one ("side effect"
+/// matches "side effects", "payroll" matches "payrolls"; "pay" would match "payer" too).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RefusedPhrases {
+    matcher: Option<AhoCorasick>,
+    /// Per pattern, its index in the manifest's list.
+    indices: Vec<usize>,
+}
+
+impl RefusedPhrases {
+    /// Compiles `phrases` (blank ones are skipped; validation reports them).
+    pub(crate) fn new(phrases: &[String]) -> RefusedPhrases {
+        let (indices, phrases): (Vec<usize>, Vec<String>) =
+            phrases.iter().map(|p| p.trim().to_lowercase()).enumerate().filter(|(_, p)| !p.is_empty()).unzip();
+        if phrases.is_empty() {
+            return RefusedPhrases::default();
+        }
+        let matcher = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(&phrases)
+            .expect("refused phrases are plain literals");
+        RefusedPhrases { matcher: Some(matcher), indices }
+    }
+
+    /// Index (in the manifest's list) of the first phrase `text` uses at the start of a word.
+    pub(crate) fn find(&self, text: &str) -> Option<usize> {
+        let matcher = self.matcher.as_ref()?;
+        let lower;
+        let text = if text.is_ascii() {
+            text
+        } else {
+            lower = text.to_lowercase();
+            &lower
+        };
+        matcher
+            .find_overlapping_iter(text)
+            .find(|m| !text[..m.start()].chars().next_back().is_some_and(char::is_alphanumeric))
+            .map(|m| self.indices[m.pattern().as_usize()])
     }
 }
 

@@ -464,3 +464,47 @@ fn swapping_in_another_brand_keeps_the_request() {
     assert_eq!(next.intent, "gap_analysis", "{next:?}");
     assert_eq!(values(&next, EntityType::Brand), vec![("Kisqali", EntitySource::Exact)]);
 }
+
+#[test]
+fn a_refused_phrase_puts_a_question_out_of_scope_at_the_start_of_a_word_only() {
+    let yaml = SUPPORT_MANIFEST
+        .replace("entities:\n", "classifier:\n  scope:\n    refuse: [chargeback, \"Side Effect\"]\nentities:\n");
+    let manifest = Manifest::from_yaml(&yaml, "support.yaml").expect("valid manifest");
+    let c = Classifier::new(&manifest);
+    assert!(c.classify("Why was my card charged twice?").in_scope);
+    for text in
+        ["How do I file a CHARGEBACK for my refund?", "any side effects of the refund?", "Chargebacks: money back?"]
+    {
+        let r = c.classify(text);
+        assert!(!r.in_scope && r.scope_score == 0.0, "{text:?} is refused: {r:?}");
+    }
+    // Inside a word the phrase does not match: "nochargeback" is one (unknown) word.
+    assert!(c.classify("refund my money back nochargeback").in_scope);
+    // A conversation does not bring a refused question back in scope.
+    let q1 = "I want a refund for my order";
+    let next = c.classify_in_context("and what about a chargeback?", &[turn(q1, &c.classify(q1))]);
+    assert!(!next.in_scope && next.follow_up.is_none(), "{next:?}");
+    // The check is off with the scope check.
+    let off = yaml.replace("  scope:\n    refuse:", "  scope:\n    threshold: 0\n    refuse:");
+    let c = Classifier::new(&Manifest::from_yaml(&off, "support.yaml").expect("valid manifest"));
+    assert!(c.classify("How do I file a chargeback for my refund?").in_scope);
+}
+
+#[test]
+fn a_breakdown_or_another_measure_keeps_the_request_and_its_subject() {
+    let c = shipped();
+    let q1 = "Where are the biggest gaps to target for Fabhalta TRx?";
+    let first = c.classify(q1);
+    assert_eq!(first.intent, "gap_analysis");
+    // "split" is a budget word alone; "split it by specialty" cuts the same answer finer.
+    let split = c.classify_in_context("and split it by specialty", &[turn(q1, &first)]);
+    assert_eq!(split.intent, "gap_analysis", "{split:?}");
+    let q2 = "Forecast Kisqali NRx for next quarter in the Midwest.";
+    let forecast = c.classify(q2);
+    assert_eq!(forecast.intent, "prediction");
+    let measure = c.classify_in_context("now as market share", &[turn(q2, &forecast)]);
+    assert_eq!(measure.intent, "prediction", "{measure:?}");
+    assert_eq!(values(&measure, EntityType::Kpi), vec![("market_share", EntitySource::Exact)]);
+    assert_eq!(values(&measure, EntityType::Brand), vec![("Kisqali", EntitySource::Context)]);
+    assert_eq!(values(&measure, EntityType::Region), vec![("Midwest", EntitySource::Context)]);
+}

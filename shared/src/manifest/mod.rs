@@ -271,6 +271,12 @@ pub struct ScopeSettings {
     /// Questions this manifest does not answer: the words they use count less as evidence
     /// of the domain (a word seen here and in the intents is shared, not domain-specific).
     pub negative_examples: Vec<String>,
+    /// Topics this manifest must not answer whatever else a question says ("side effect",
+    /// "dosage", "payroll"): a question using one of these phrases is out of scope (score 0,
+    /// also as a follow-up). A phrase matches in any case at the start of a word and may run on
+    /// into a longer one ("side effect" matches "side effects"). Validated against the
+    /// manifest's own keywords and utterances, none of which may use one.
+    pub refuse: Vec<String>,
 }
 
 /// Default [`ScopeSettings::threshold`].
@@ -284,6 +290,7 @@ impl Default for ScopeSettings {
             threshold: DEFAULT_SCOPE_THRESHOLD,
             borderline: DEFAULT_SCOPE_BORDERLINE,
             negative_examples: Vec::new(),
+            refuse: Vec::new(),
         }
     }
 }

@@ -55,6 +55,10 @@ const MAX_AGENT_ID_CHARS: usize = 64;
 const MAX_NEGATIVE_EXAMPLES: usize = 1_000;
 /// Longest negative example, in characters (a question, not a document).
 const MAX_NEGATIVE_EXAMPLE_CHARS: usize = 500;
+/// At most this many `classifier.scope.refuse` phrases.
+const MAX_REFUSED_PHRASES: usize = 1_000;
+/// Longest refused phrase, in characters (a phrase, not a sentence).
+const MAX_REFUSED_PHRASE_CHARS: usize = 100;
 
 /// Most signals an optimization window may span (one export page walk on AWS).
 const MAX_OPTIMIZATION_WINDOW: usize = 10_000;
@@ -317,6 +321,56 @@ impl<'m> Check<'m> {
                     ),
                 );
             }
+        }
+        self.refused_phrases();
+    }
+
+    /// `classifier.scope.refuse`: short, non-empty phrases that none of the manifest's own
+    /// keywords and utterances use (the manifest would refuse its own examples).
+    fn refused_phrases(&mut self) {
+        let phrases = self.m.classifier.scope.refuse.clone();
+        if phrases.len() > MAX_REFUSED_PHRASES {
+            self.report(
+                "classifier.scope.refuse",
+                format!("{} refused phrases; at most {MAX_REFUSED_PHRASES} are read", phrases.len()),
+            );
+        }
+        for (i, phrase) in phrases.iter().enumerate() {
+            let path = format!("classifier.scope.refuse[{i}]");
+            if phrase.trim().is_empty() {
+                self.report(
+                    path,
+                    "a refused phrase is empty; write a phrase of a topic not to answer, e.g. \"side effect\"",
+                );
+            } else if phrase.chars().count() > MAX_REFUSED_PHRASE_CHARS {
+                self.report(
+                    path,
+                    format!(
+                        "a refused phrase is {} characters long; at most {MAX_REFUSED_PHRASE_CHARS}",
+                        phrase.chars().count()
+                    ),
+                );
+            }
+        }
+        let refused = crate::classify::scope::RefusedPhrases::new(&phrases);
+        let mut clashes = Vec::new();
+        for (i, intent) in self.m.intents.iter().enumerate() {
+            for (field, texts) in [("keywords", &intent.keywords), ("utterances", &intent.utterances)] {
+                for (j, text) in texts.iter().enumerate() {
+                    if let Some(p) = refused.find(text) {
+                        clashes.push((p, format!("intents[{i}].{field}[{j}]"), text.clone()));
+                    }
+                }
+            }
+        }
+        for (p, at, text) in clashes {
+            self.report(
+                format!("classifier.scope.refuse[{p}]"),
+                format!(
+                    "\"{}\" is used by {at} (\"{text}\"): the manifest would refuse its own example",
+                    phrases[p].trim()
+                ),
+            );
         }
     }
 
