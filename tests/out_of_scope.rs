@@ -135,10 +135,11 @@ async fn through_the_engine_the_blind_out_of_scope_set_ends_out_of_scope_and_the
             "out_of_scope_blind5.jsonl",
             "out_of_scope_blind6.jsonl",
             "out_of_scope_blind7.jsonl",
+            "out_of_scope_blind8.jsonl",
         ],
     )
     .await;
-    let blind_out = out_of_scope_share(&h, &["out_of_scope_blind8.jsonl"]).await;
+    let blind_out = out_of_scope_share(&h, &["out_of_scope_blind9.jsonl"]).await;
     let tuned_in = out_of_scope_share(
         &h,
         &[
@@ -153,10 +154,11 @@ async fn through_the_engine_the_blind_out_of_scope_set_ends_out_of_scope_and_the
             "blind7_questions.jsonl",
             "blind8_questions.jsonl",
             "blind9_questions.jsonl",
+            "blind10_questions.jsonl",
         ],
     )
     .await;
-    let blind_in = out_of_scope_share(&h, &["blind10_questions.jsonl"]).await;
+    let blind_in = out_of_scope_share(&h, &["blind11_questions.jsonl"]).await;
     let pct = |(a, b): (usize, usize)| 100.0 * a as f64 / b as f64;
     println!("ended out_of_scope              tuned            blind");
     println!(
@@ -177,12 +179,11 @@ async fn through_the_engine_the_blind_out_of_scope_set_ends_out_of_scope_and_the
         blind_in.1,
         pct(blind_in)
     );
-    // The tuned sets hold issue 18's bars (90 % and 2 %). The tenth pair, blind (written by an
-    // independent writer, scored once after session 9's round; docs/scope.md): 88.9 % rejected,
-    // 64 of 72 (one question under the bar: a regression bound at the measured figure), and
-    // 0.7 % of in-scope questions, 1 of 144, ended out of scope (the bar holds).
+    // The tuned sets hold issue 18's bars (90 % and 2 %), and so does the eleventh pair, blind
+    // (written by an independent writer, scored once after session 9's round; docs/scope.md):
+    // 97.2 % rejected, 70 of 72, and 1.4 % of in-scope questions, 2 of 144, ended out of scope.
     assert!(pct(tuned_out) >= 90.0, "tuned out-of-scope sets: {tuned_out:?}");
     assert!(pct(tuned_in) <= 2.0, "tuned in-scope sets ended out of scope: {tuned_in:?}");
-    assert!(pct(blind_out) >= 88.8, "blind out-of-scope set: {blind_out:?}");
+    assert!(pct(blind_out) >= 90.0, "blind out-of-scope set: {blind_out:?}");
     assert!(pct(blind_in) <= 2.0, "blind in-scope questions ended out of scope: {blind_in:?}");
 }

@@ -37,11 +37,13 @@
 //! blind column is the eighth pair (`blind8_questions.jsonl` + `out_of_scope_blind6.jsonl`),
 //! written by another independent writer before the round and scored once after it.
 //!
-//! Session 9's round tuned on the eighth pair and then on the ninth (`blind9_questions.jsonl` +
-//! `out_of_scope_blind7.jsonl`, scored once in between), which both joined the tuned column;
-//! the blind column is the tenth pair (`blind10_questions.jsonl` + `out_of_scope_blind8.jsonl`),
-//! by another independent writer, committed before the round's last change and scored once
-//! after it.
+//! Session 9's round tuned on the eighth pair, then on the ninth (`blind9_questions.jsonl` +
+//! `out_of_scope_blind7.jsonl`) and the tenth (`blind10_questions.jsonl` +
+//! `out_of_scope_blind8.jsonl`), each scored once by the rule above before it was tuned on (the
+//! tenth with manifest-declared refused topics, `classifier.scope.refuse`); all three joined
+//! the tuned column. The blind column is the eleventh pair (`blind11_questions.jsonl` +
+//! `out_of_scope_blind9.jsonl`), by another independent writer, committed before the round's
+//! last change and scored once after it.
 
 use shared::classify::{Classifier, PriorTurn};
 use shared::manifest::Manifest;
@@ -49,27 +51,25 @@ use std::path::Path;
 
 // Issue 18's bars are 90 % of out-of-scope questions rejected, at most 2 % of in-scope ones,
 // and answers at confidence >= 0.9 right 99 % of the time while covering 85 % of the
-// questions. The tuned column meets all four. The blind column (the tenth pair, scored once
-// after session 9's round) meets three (in-scope rejection, precision and coverage at >= 0.9),
-// which it asserts as the bars; out-of-scope rejection, one question under its bar, is a
-// regression bound at the measured figure.
-/// Blind out-of-scope set rejected: 88.9 % measured (64 of 72; 88.9 % with the classifier and
-/// manifest before the round's last change; the bar is 90 %, 65 of 72).
-const OUT_OF_SCOPE_BLIND_FLOOR: f64 = 0.88;
-/// Blind in-scope questions rejected: 0.7 % measured (1 of 144; 0.7 % before): the bar.
+// questions. The tuned column meets all four, and so does the blind column (the eleventh pair,
+// scored once after session 9's round), which asserts them as the bars.
+/// Blind out-of-scope set rejected: 97.2 % measured (70 of 72; 94.4 % with the classifier and
+/// manifest before the round's last change): the bar.
+const OUT_OF_SCOPE_BLIND_FLOOR: f64 = 0.90;
+/// Blind in-scope questions rejected: 1.4 % measured (2 of 144; 1.4 % before): the bar.
 const IN_SCOPE_REJECTED_CEILING: f64 = 0.02;
-/// Blind answers at >= 0.9 that are right: 100 % measured (125 of 125; 100 % before): the bar.
+/// Blind answers at >= 0.9 that are right: 100 % measured (123 of 123; 100 % before): the bar.
 const SURE_PRECISION_FLOOR: f64 = 0.99;
-/// Blind questions answered at >= 0.9: 86.8 % measured (86.8 % before): the bar.
+/// Blind questions answered at >= 0.9: 85.4 % measured (123 of 144; 86.8 % before): the bar.
 const SURE_COVERAGE_FLOOR: f64 = 0.85;
 /// The tuned column holds the issue's bars.
 const TUNED_BARS: (f64, f64, f64, f64) = (0.90, 0.02, 0.99, 0.85);
 /// With the conversation (each question the second turn of one): blind in-scope questions
-/// rejected, 0 % measured (0.7 % alone).
+/// rejected, 1.4 % measured (as alone).
 const IN_CONTEXT_IN_SCOPE_REJECTED_CEILING: f64 = 0.02;
-/// With the conversation: blind off-domain questions rejected, 83.3 % measured (88.9 % alone):
-/// a few that point back or name a period or a brand pass as follow-ups.
-const IN_CONTEXT_OUT_OF_SCOPE_FLOOR: f64 = 0.83;
+/// With the conversation: blind off-domain questions rejected, 97.2 % measured (as alone; 83.3 %
+/// on the tenth pair before the refused topics).
+const IN_CONTEXT_OUT_OF_SCOPE_FLOOR: f64 = 0.90;
 
 #[derive(serde::Deserialize)]
 struct Line {
@@ -101,7 +101,7 @@ fn classifier() -> (Manifest, Classifier) {
     (manifest, classifier)
 }
 
-const TUNED_IN: [&str; 11] = [
+const TUNED_IN: [&str; 12] = [
     "labelled_questions.jsonl",
     "holdout_questions.jsonl",
     "blind_questions.jsonl",
@@ -113,9 +113,10 @@ const TUNED_IN: [&str; 11] = [
     "blind7_questions.jsonl",
     "blind8_questions.jsonl",
     "blind9_questions.jsonl",
+    "blind10_questions.jsonl",
 ];
-const BLIND_IN: [&str; 1] = ["blind10_questions.jsonl"];
-const TUNED_OUT: [&str; 8] = [
+const BLIND_IN: [&str; 1] = ["blind11_questions.jsonl"];
+const TUNED_OUT: [&str; 9] = [
     "out_of_scope_tuning.jsonl",
     "out_of_scope_blind.jsonl",
     "out_of_scope_blind2.jsonl",
@@ -124,8 +125,9 @@ const TUNED_OUT: [&str; 8] = [
     "out_of_scope_blind5.jsonl",
     "out_of_scope_blind6.jsonl",
     "out_of_scope_blind7.jsonl",
+    "out_of_scope_blind8.jsonl",
 ];
-const BLIND_OUT: [&str; 1] = ["out_of_scope_blind8.jsonl"];
+const BLIND_OUT: [&str; 1] = ["out_of_scope_blind9.jsonl"];
 
 /// Share of `set` the classifier calls out of scope, printing each that it does.
 fn rejected(c: &Classifier, set: &[Line], label: &str, print_kept: bool) -> f64 {

@@ -111,9 +111,9 @@ fn read_fixture(name: &str) -> Vec<Labelled> {
 }
 
 /// In-scope sets never tuned on; the calibration table is measured on them.
-const BLIND_SETS: [&str; 1] = ["blind10_questions.jsonl"];
+const BLIND_SETS: [&str; 1] = ["blind11_questions.jsonl"];
 /// Out-of-scope set never tuned on.
-const OUT_OF_SCOPE_BLIND: &str = "out_of_scope_blind8.jsonl";
+const OUT_OF_SCOPE_BLIND: &str = "out_of_scope_blind9.jsonl";
 /// Width of a reliability bin.
 const BINS: usize = 10;
 /// Turns of conversation the in-context figure is timed with (the default history window).
