@@ -3,7 +3,7 @@
 //! concurrent turns, and hostile input. Virtual time throughout (`start_paused`).
 
 use serde_json::{json, Value};
-use shared::contracts::{EntitySource, OrchestratorOutput};
+use shared::contracts::{ConfidenceBand, EntitySource, OrchestratorOutput};
 use shared::engine::handlers::handle_http;
 use shared::manifest::Manifest;
 use shared::ports::{EventKind, SessionRecord};
@@ -85,6 +85,25 @@ async fn a_follow_up_is_routed_with_the_conversation_and_names_its_session() {
     );
     assert_eq!(context["conversation"]["turn"], json!(2));
     assert!(context["conversation"]["tokens"].as_u64().is_some_and(|t| t <= 1_500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follow_up_with_no_word_of_its_own_is_answered_not_refused_as_out_of_scope() {
+    let h = Harness::start(shipped_manifest());
+    let first = turn(&h, "Forecast Kisqali TRx for next quarter in the Midwest.", None, ANALYST).await;
+    assert_eq!(first.intent, "prediction");
+    // "And in Q1?", "what about H1?" score 0 alone (no content word): the classifier
+    // keeps them in scope as follow-ups, and so must the pipeline.
+    for text in ["And in Q1?", "what about H1?"] {
+        let next = turn(&h, text, Some(&first.session_id), ANALYST).await;
+        assert_ne!(next.final_reason, Some(ConfidenceBand::OutOfScope), "{text}: {next:?}");
+        assert!(next.error.is_none(), "{text}: {:?}", next.error);
+        assert_eq!(next.intent, "prediction", "{text}");
+        assert_eq!(carried(&next), vec!["Kisqali".to_string(), "trx".to_string(), "Midwest".to_string()], "{text}");
+    }
+    // Alone, the same words are out of scope.
+    let alone = turn(&h, "And in Q1?", None, ANALYST).await;
+    assert_eq!(alone.final_reason, Some(ConfidenceBand::OutOfScope));
 }
 
 #[tokio::test(start_paused = true)]

@@ -52,10 +52,14 @@ impl ScopeCheck {
     }
 }
 
-/// The decision for a scope score under `manifest`'s scope settings.
-pub fn check(manifest: &Manifest, score: f64) -> ScopeCheck {
+/// The decision for a classification under `manifest`'s scope settings: in scope when the
+/// classifier says so (`in_scope`: its score reached the threshold, or the conversation kept a
+/// follow-up such as "And in Q1?" in scope whatever its own score); otherwise borderline when a
+/// cascade classifier is configured and `score` is within the band below the threshold, else
+/// out of scope.
+pub fn check(manifest: &Manifest, in_scope: bool, score: f64) -> ScopeCheck {
     let settings = &manifest.classifier.scope;
-    let decision = if score >= settings.threshold {
+    let decision = if in_scope {
         ScopeDecision::InScope
     } else if manifest.classifier.llm.is_some() && score >= settings.threshold - settings.borderline {
         ScopeDecision::Borderline
@@ -96,10 +100,12 @@ mod tests {
     fn a_score_at_the_threshold_is_in_scope_and_below_it_out_of_scope_without_a_cascade() {
         let m = manifest();
         let t = m.classifier.scope.threshold;
-        assert_eq!(check(&m, t).decision, ScopeDecision::InScope);
-        assert_eq!(check(&m, t - 0.01).decision, ScopeDecision::OutOfScope);
-        assert!(check(&m, 0.0).skips_role_check());
-        assert!(!check(&m, 1.0).skips_role_check());
+        assert_eq!(check(&m, true, t).decision, ScopeDecision::InScope);
+        assert_eq!(check(&m, false, t - 0.01).decision, ScopeDecision::OutOfScope);
+        assert!(check(&m, false, 0.0).skips_role_check());
+        assert!(!check(&m, true, 1.0).skips_role_check());
+        // A follow-up the conversation keeps in scope ("And in Q1?": no word of its own).
+        assert_eq!(check(&m, true, 0.0).decision, ScopeDecision::InScope);
     }
 
     #[test]
@@ -108,8 +114,8 @@ mod tests {
         m.classifier.llm = Some("explainer".into());
         let t = m.classifier.scope.threshold;
         let b = m.classifier.scope.borderline;
-        assert_eq!(check(&m, t - b / 2.0).decision, ScopeDecision::Borderline);
-        assert_eq!(check(&m, t - b - 0.01).decision, ScopeDecision::OutOfScope);
+        assert_eq!(check(&m, false, t - b / 2.0).decision, ScopeDecision::Borderline);
+        assert_eq!(check(&m, false, t - b - 0.01).decision, ScopeDecision::OutOfScope);
     }
 
     #[test]

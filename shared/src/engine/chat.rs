@@ -493,7 +493,7 @@ pub async fn sync_session(
         let mut session = SessionRecord::new(&caller.user_id, session_id, now, expires_at);
         for (i, (question, answer)) in prior.iter().enumerate() {
             let c = deps.classifier().classify_in_context(question, &session.prior_turns());
-            let scope = crate::scope::check(manifest, c.scope_score);
+            let scope = crate::scope::check(manifest, c.in_scope, c.scope_score);
             let input = TurnInput {
                 query_id: format!("{session_id}-m{i}"),
                 question: question.clone(),

@@ -173,7 +173,7 @@ pub async fn submit(
         Some(parsed) => (parsed, "pre-parsed", None),
         None => {
             let c = deps.classifier().classify_in_context(&request.text, &history);
-            let scope = crate::scope::check(&deps.manifest, c.scope_score);
+            let scope = crate::scope::check(&deps.manifest, c.in_scope, c.scope_score);
             alternatives = c.alternatives.iter().map(|a| json!({ "intent": a.intent, "score": a.score })).collect();
             let max = deps.manifest.query.max_entities;
             let mut entities = c.entities;
