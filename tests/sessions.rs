@@ -92,9 +92,9 @@ async fn a_follow_up_with_no_word_of_its_own_is_answered_not_refused_as_out_of_s
     let h = Harness::start(shipped_manifest());
     let first = turn(&h, "Forecast Kisqali TRx for next quarter in the Midwest.", None, ANALYST).await;
     assert_eq!(first.intent, "prediction");
-    // "And in Q1?", "what about H1?" score 0 alone (no content word): the classifier
+    // "And in Q1?", "and for the full year?" score 0 alone (no content word): the classifier
     // keeps them in scope as follow-ups, and so must the pipeline.
-    for text in ["And in Q1?", "what about H1?"] {
+    for text in ["And in Q1?", "what about H1?", "and for the full year?"] {
         let next = turn(&h, text, Some(&first.session_id), ANALYST).await;
         assert_ne!(next.final_reason, Some(ConfidenceBand::OutOfScope), "{text}: {next:?}");
         assert!(next.error.is_none(), "{text}: {:?}", next.error);

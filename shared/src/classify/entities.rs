@@ -343,7 +343,7 @@ fn unit(text: &str) -> Option<&'static str> {
 ///
 /// Canonical values: `Q3`, `Q3 2025`, `H1 2025`, `FY2025`, `2024`, `March`, `March 2025`;
 /// relative ones (`inferred`): `last_quarter`, `this_year`, `next_30_days`, `last_6_months`,
-/// `ytd`, `qtd`, `mtd`, `today`, `yesterday`.
+/// `full_year` (the whole of the current one), `ytd`, `qtd`, `mtd`, `today`, `yesterday`.
 fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, String, EntitySource)> {
     let free = |k: usize| k < tokens.len() && !taken[k];
     let t = tokens[i].text.as_str();
@@ -414,6 +414,12 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
         };
         if let Some(short) = short {
             return Some((3, short.to_string(), EntitySource::Inferred));
+        }
+    }
+    // "the full year", "whole quarter", "entire month": the whole of the current one.
+    if matches!(t, "full" | "whole" | "entire") && free(i + 1) {
+        if let Some(u) = unit(&tokens[i + 1].text) {
+            return Some((2, format!("full_{u}"), EntitySource::Inferred));
         }
     }
     // last / past / previous / prior / trailing / this / current / next / coming [N] unit.

@@ -140,6 +140,10 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         || matches!((first, second), ("swap" | "switch", Some("in" | "to")) | ("now" | "then", Some("swap" | "switch")))
         // "now as market share": the same request in another measure.
         || matches!((first, second), ("now" | "then", Some("as")))
+        // "now look at retention", "focus on conversion", "zoom in on the West": the same
+        // request, narrowed to another subject.
+        || matches!((first, second), ("now" | "then", Some("look" | "focus" | "zoom" | "narrow")))
+        || matches!((first, second), ("look", Some("at")) | ("focus" | "zoom" | "narrow", Some("on" | "in" | "to")))
 }
 
 /// Words that open a correction of the previous question ("sorry, I meant NRx", "actually,

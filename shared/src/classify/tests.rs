@@ -508,3 +508,23 @@ fn a_breakdown_or_another_measure_keeps_the_request_and_its_subject() {
     assert_eq!(values(&measure, EntityType::Brand), vec![("Kisqali", EntitySource::Context)]);
     assert_eq!(values(&measure, EntityType::Region), vec![("Midwest", EntitySource::Context)]);
 }
+
+#[test]
+fn narrowing_to_another_subject_or_the_full_year_keeps_the_request() {
+    let c = shipped();
+    let q1 = "Where is Kisqali furthest below benchmark on new patient starts?";
+    let first = c.classify(q1);
+    assert_eq!(first.intent, "gap_analysis");
+    for text in ["now look at persistence", "focus on persistence"] {
+        let next = c.classify_in_context(text, &[turn(q1, &first)]);
+        assert_eq!(next.intent, "gap_analysis", "{text}: {next:?}");
+        assert_eq!(values(&next, EntityType::Brand), vec![("Kisqali", EntitySource::Context)], "{text}");
+    }
+    let q2 = "How should we split the Fabhalta budget across regions to maximise ROI next quarter?";
+    let budget = c.classify(q2);
+    assert_eq!(budget.intent, "resource_optimize");
+    let year = c.classify_in_context("and for the full year?", &[turn(q2, &budget)]);
+    assert!(year.in_scope, "{year:?}");
+    assert_eq!(year.intent, "resource_optimize", "{year:?}");
+    assert_eq!(values(&year, EntityType::TimePeriod), vec![("full_year", EntitySource::Inferred)]);
+}
