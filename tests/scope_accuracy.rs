@@ -60,7 +60,8 @@ const OUT_OF_SCOPE_BLIND_FLOOR: f64 = 0.90;
 const IN_SCOPE_REJECTED_CEILING: f64 = 0.02;
 /// Blind answers at >= 0.9 that are right: 100 % measured (123 of 123; 100 % before): the bar.
 const SURE_PRECISION_FLOOR: f64 = 0.99;
-/// Blind questions answered at >= 0.9: 85.4 % measured (123 of 144; 86.8 % before): the bar.
+/// Blind questions answered at >= 0.9: 85.4 % measured (123 of 144; 86.8 % before; 86.1 %
+/// after session 9's follow-up round, which the pair did not inform): the bar.
 const SURE_COVERAGE_FLOOR: f64 = 0.85;
 /// The tuned column holds the bars.
 const TUNED_BARS: (f64, f64, f64, f64) = (0.90, 0.02, 0.99, 0.85);
