@@ -138,8 +138,10 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         // "now swap in Leqvio", "switch to the West": the same request about another entity
         // ("swap" alone is a deployment word).
         || matches!((first, second), ("swap" | "switch", Some("in" | "to")) | ("now" | "then", Some("swap" | "switch")))
-        // "now as market share": the same request in another measure.
-        || matches!((first, second), ("now" | "then", Some("as")))
+        // "now as market share", "ok now on share": the same request in another measure.
+        || matches!((first, second), ("now" | "then", Some("as" | "on")))
+        // "push that out to Q4", "move it back a quarter": the same request, another period.
+        || matches!((first, second), ("push" | "move" | "shift", Some("that" | "it" | "this")))
         // "now look at retention", "focus on conversion", "zoom in on the West": the same
         // request, narrowed to another subject.
         || matches!((first, second), ("now" | "then", Some("look" | "focus" | "zoom" | "narrow")))
@@ -248,9 +250,13 @@ fn is_question_word(word: &str) -> bool {
 /// so it is dropped when the turn names another of the same type.
 fn drop_negated(text: &str, entities: &mut Vec<ParsedEntity>) {
     let lower = text.to_lowercase();
+    // The value as written ("market share" for `market_share`) or its last word ("not share").
     let negated = |e: &ParsedEntity| {
-        let value = e.value.to_lowercase();
-        ["not ", "instead of ", "rather than "].iter().any(|cue| lower.contains(&format!("{cue}{value}")))
+        let value = e.value.to_lowercase().replace('_', " ");
+        let last = value.rsplit(' ').next().unwrap_or(&value).to_string();
+        ["not ", "instead of ", "rather than "]
+            .iter()
+            .any(|cue| lower.contains(&format!("{cue}{value}")) || lower.contains(&format!("{cue}{last}")))
     };
     let keep: Vec<bool> = entities
         .iter()
@@ -276,10 +282,15 @@ impl Cues {
         let first = opening.next();
         let second = opening.next();
         let opens = first.is_some_and(|f| opens_continuation(f, second));
-        let continuation =
-            opens || words.iter().any(|w| marks_variation(w)) || words.windows(2).any(|w| w == ["as", "well"]);
         let correction = words[..skipped].iter().any(|w| is_correction(w))
             || matches!((first, second), (Some("i"), Some("meant" | "mean")));
+        // A correction that asks nothing of its own ("oops, not share, I meant NRx") is about
+        // the previous request; "sorry, what does that mean?" is a question of its own.
+        let corrects_the_request = correction && !words[skipped..].iter().any(|w| is_question_word(w));
+        let continuation = opens
+            || corrects_the_request
+            || words.iter().any(|w| marks_variation(w))
+            || words.windows(2).any(|w| w == ["as", "well"]);
         let breakdown = continuation && words.windows(2).any(|w| w[0] == "by" && !is_auxiliary(w[1]));
         // "and what will it be …": after the opening word, a question word then an auxiliary.
         let rest = if opens && !matches!(second, Some("about" | "of")) { &words[skipped + 1..] } else { &[][..] };
@@ -367,7 +378,10 @@ impl Classifier {
                 return c;
             }
             let follows = cues.continuation || cues.refers_back || cues.bare_question || !c.entities.is_empty();
+            // "what about the same stretch last year": a continuation that names an entity or
+            // a period and at most one word besides is close whatever that word is.
             let close = cues.no_content
+                || (cues.continuation && cues.at_most_one_content_word && !c.entities.is_empty())
                 || (cues.about_answer && self.answer_intent.is_some())
                 || c.scope_score >= self.settings.scope.threshold * FOLLOW_UP_SCOPE_SHARE;
             if !(follows && close) {

@@ -528,3 +528,25 @@ fn narrowing_to_another_subject_or_the_full_year_keeps_the_request() {
     assert_eq!(year.intent, "resource_optimize", "{year:?}");
     assert_eq!(values(&year, EntityType::TimePeriod), vec![("full_year", EntitySource::Inferred)]);
 }
+
+#[test]
+fn corrections_period_moves_and_short_continuations_keep_the_request() {
+    let c = shipped();
+    let q1 = "What effect did the new formulary listing have on Entresto market share in the West?";
+    let first = c.classify(q1);
+    assert_eq!(first.intent, "causal_impact");
+    // A correction that asks nothing of its own is about the request: the negated KPI goes.
+    let fix = c.classify_in_context("oops, not share, I meant NRx", &[turn(q1, &first)]);
+    assert_eq!(fix.intent, "causal_impact", "{fix:?}");
+    assert_eq!(values(&fix, EntityType::Kpi), vec![("nrx", EntitySource::Exact)]);
+    // A continuation naming a period and one unknown word stays in scope.
+    let stretch = c.classify_in_context("what about the same stretch last year", &[turn(q1, &first)]);
+    assert!(stretch.in_scope && stretch.intent == "causal_impact", "{stretch:?}");
+    let q2 = "Forecast Leqvio market share in the Southeast for Q2 next year.";
+    let forecast = c.classify(q2);
+    assert_eq!(forecast.intent, "prediction");
+    for text in ["push that out to Q4", "ok now on NRx"] {
+        let next = c.classify_in_context(text, &[turn(q2, &forecast)]);
+        assert_eq!(next.intent, "prediction", "{text}: {next:?}");
+    }
+}
