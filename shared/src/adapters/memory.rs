@@ -55,19 +55,48 @@ struct Counters {
     transact_writes: AtomicU64,
 }
 
+/// The hasher of the store's maps: foldhash, several times cheaper than std's SipHash on the
+/// short string keys looked up on every read and write. Keys such as session ids and
+/// idempotency keys are chosen by clients, so the hash stays keyed against collision
+/// flooding: one random seed per process, drawn from std's `RandomState` (the operating
+/// system's randomness; foldhash is built without its `std` feature, which would seed from
+/// addresses and the time), and a random per-map seed on top.
+#[derive(Clone)]
+struct KeyHash(foldhash::fast::SeedableRandomState);
+
+impl Default for KeyHash {
+    fn default() -> Self {
+        use std::hash::{BuildHasher, RandomState};
+        static PROCESS_SEED: std::sync::OnceLock<foldhash::SharedSeed> = std::sync::OnceLock::new();
+        let shared = PROCESS_SEED.get_or_init(|| foldhash::SharedSeed::from_u64(RandomState::new().hash_one(0u64)));
+        KeyHash(foldhash::fast::SeedableRandomState::with_seed(RandomState::new().hash_one(1u64), shared))
+    }
+}
+
+impl std::hash::BuildHasher for KeyHash {
+    type Hasher = foldhash::fast::FoldHasher;
+
+    fn build_hasher(&self) -> Self::Hasher {
+        self.0.build_hasher()
+    }
+}
+
+/// A map of the store, keyed by client-visible strings (see [`KeyHash`]).
+type Map<K, V> = HashMap<K, V, KeyHash>;
+
 #[derive(Default)]
 struct Tables {
-    queries: HashMap<String, QueryRecord>,
+    queries: Map<String, QueryRecord>,
     /// By query, then by dispatch id: a query's handoffs are listed without scanning others'.
-    handoffs: HashMap<String, BTreeMap<String, HandoffRecord>>,
-    outputs: HashMap<String, (OrchestratorOutput, i64)>,
-    events: HashMap<String, BTreeMap<String, Event>>,
-    idempotency: HashMap<(String, String), String>,
-    manifests: HashMap<String, String>,
+    handoffs: Map<String, BTreeMap<String, HandoffRecord>>,
+    outputs: Map<String, (OrchestratorOutput, i64)>,
+    events: Map<String, BTreeMap<String, Event>>,
+    idempotency: Map<(String, String), String>,
+    manifests: Map<String, String>,
     /// By (user id, session id).
-    sessions: HashMap<(String, String), SessionRecord>,
+    sessions: Map<(String, String), SessionRecord>,
     /// Per query, the fan-in's arrivals in the order applied (see [`super::fanin`]).
-    arrivals: HashMap<String, Vec<Arrival>>,
+    arrivals: Map<String, Vec<Arrival>>,
 }
 
 /// Decides, per fan-in write, whether its answer is lost (given the query id): the write has
