@@ -189,7 +189,7 @@ fn clone_without_fan_in(query: &QueryRecord) -> QueryRecord {
         version: *version,
         parsed: parsed.clone(),
         warnings: warnings.clone(),
-        scope: scope.clone(),
+        scope: *scope,
         plan: plan.clone(),
         completed: std::collections::BTreeSet::new(),
         accepted_at: *accepted_at,
