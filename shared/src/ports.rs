@@ -527,18 +527,27 @@ pub trait Clock: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct TokioClock {
     base_wall: DateTime<Utc>,
+    /// `base_wall` as whole seconds since the epoch and the nanoseconds past them, so a reading
+    /// is integer arithmetic and one timestamp conversion.
+    base_secs: i64,
+    base_nanos: u32,
     base_instant: tokio::time::Instant,
 }
 
 impl TokioClock {
     /// A clock that reads the system time now and follows tokio's clock from here.
     pub fn new() -> TokioClock {
-        TokioClock { base_wall: Utc::now(), base_instant: tokio::time::Instant::now() }
+        TokioClock::starting_at(Utc::now())
     }
 
     /// A clock that starts at `wall` (for reproducible simulations).
     pub fn starting_at(wall: DateTime<Utc>) -> TokioClock {
-        TokioClock { base_wall: wall, base_instant: tokio::time::Instant::now() }
+        TokioClock {
+            base_wall: wall,
+            base_secs: wall.timestamp(),
+            base_nanos: wall.timestamp_subsec_nanos(),
+            base_instant: tokio::time::Instant::now(),
+        }
     }
 }
 
@@ -549,9 +558,24 @@ impl Default for TokioClock {
 }
 
 impl Clock for TokioClock {
+    /// The start plus tokio's elapsed time, to the nanosecond (the same instant as adding a
+    /// `chrono::Duration`, without chrono's date arithmetic on every one of the many reads per
+    /// query).
     fn now(&self) -> DateTime<Utc> {
-        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.base_instant);
-        self.base_wall + chrono::Duration::from_std(elapsed).unwrap_or_else(|_| chrono::Duration::zero())
+        self.wall_at(tokio::time::Instant::now().saturating_duration_since(self.base_instant))
+    }
+}
+
+impl TokioClock {
+    /// The wall time `elapsed` after the start.
+    fn wall_at(&self, elapsed: Duration) -> DateTime<Utc> {
+        const NANOS_PER_SEC: u32 = 1_000_000_000;
+        let nanos = self.base_nanos + elapsed.subsec_nanos(); // < 2e9: fits a u32
+        let secs = i64::try_from(elapsed.as_secs())
+            .ok()
+            .and_then(|s| self.base_secs.checked_add(s))
+            .and_then(|s| s.checked_add(i64::from(nanos / NANOS_PER_SEC)));
+        secs.and_then(|secs| DateTime::from_timestamp(secs, nanos % NANOS_PER_SEC)).unwrap_or(self.base_wall)
     }
 }
 
@@ -659,5 +683,30 @@ pub trait AgentRuntime: Send + Sync {
     ) -> Result<AgentReply, AgentError> {
         let _ = tokens;
         self.run(agent, dispatch, attempt).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tokio_clock_reads_its_start_plus_the_elapsed_time_to_the_nanosecond() {
+        // GIVEN clocks started just before a second boundary, before the epoch and at it
+        for (secs, nanos) in [(1_700_000_000, 999_999_999), (-86_401, 500_000_000), (0, 0)] {
+            let Some(start) = DateTime::from_timestamp(secs, nanos) else { panic!("a valid start") };
+            let clock = TokioClock::starting_at(start);
+            // WHEN the elapsed time carries into the seconds and the days
+            for elapsed in [
+                Duration::ZERO,
+                Duration::from_nanos(1),
+                Duration::from_millis(1_500),
+                Duration::new(86_400, 999_999_999),
+            ] {
+                // THEN the clock reads exactly what adding a chrono duration gives
+                let expected = start + chrono::Duration::from_std(elapsed).unwrap_or_default();
+                assert_eq!(clock.wall_at(elapsed), expected);
+            }
+        }
     }
 }

@@ -55,19 +55,71 @@ struct Counters {
     transact_writes: AtomicU64,
 }
 
+/// The hasher of the store's maps: foldhash, several times cheaper than std's SipHash on the
+/// short string keys looked up on every read and write. Keys such as session ids and
+/// idempotency keys are chosen by clients, so the hash stays keyed against collision
+/// flooding: one random seed per process, drawn from std's `RandomState` (the operating
+/// system's randomness; foldhash is built without its `std` feature, which would seed from
+/// addresses and the time), and a random per-map seed on top.
+#[derive(Clone)]
+struct KeyHash(foldhash::fast::SeedableRandomState);
+
+impl Default for KeyHash {
+    fn default() -> Self {
+        use std::hash::{BuildHasher, RandomState};
+        static PROCESS_SEED: std::sync::OnceLock<foldhash::SharedSeed> = std::sync::OnceLock::new();
+        let shared = PROCESS_SEED.get_or_init(|| foldhash::SharedSeed::from_u64(RandomState::new().hash_one(0u64)));
+        KeyHash(foldhash::fast::SeedableRandomState::with_seed(RandomState::new().hash_one(1u64), shared))
+    }
+}
+
+impl std::hash::BuildHasher for KeyHash {
+    type Hasher = foldhash::fast::FoldHasher;
+
+    fn build_hasher(&self) -> Self::Hasher {
+        self.0.build_hasher()
+    }
+}
+
+/// A map of the store, keyed by client-visible strings (see [`KeyHash`]).
+type Map<K, V> = HashMap<K, V, KeyHash>;
+
 #[derive(Default)]
 struct Tables {
-    queries: HashMap<String, QueryRecord>,
+    queries: Map<String, QueryRecord>,
     /// By query, then by dispatch id: a query's handoffs are listed without scanning others'.
-    handoffs: HashMap<String, BTreeMap<String, HandoffRecord>>,
-    outputs: HashMap<String, (OrchestratorOutput, i64)>,
-    events: HashMap<String, BTreeMap<String, Event>>,
-    idempotency: HashMap<(String, String), String>,
-    manifests: HashMap<String, String>,
+    handoffs: Map<String, BTreeMap<String, HandoffRecord>>,
+    outputs: Map<String, (OrchestratorOutput, i64)>,
+    /// By query, then by event key; an entry keeps what the key and the query id do not say.
+    events: Map<String, BTreeMap<String, LoggedEvent>>,
+    idempotency: Map<(String, String), String>,
+    manifests: Map<String, String>,
     /// By (user id, session id).
-    sessions: HashMap<(String, String), SessionRecord>,
+    sessions: Map<(String, String), SessionRecord>,
     /// Per query, the fan-in's arrivals in the order applied (see [`super::fanin`]).
-    arrivals: HashMap<String, Vec<Arrival>>,
+    arrivals: Map<String, Vec<Arrival>>,
+}
+
+/// An event as the log keeps it: its query id and key are the log's keys, so a write copies
+/// the key once instead of the key twice and the query id once.
+struct LoggedEvent {
+    at: chrono::DateTime<chrono::Utc>,
+    kind: crate::ports::EventKind,
+    detail: Arc<serde_json::Value>,
+    expires_at: i64,
+}
+
+impl LoggedEvent {
+    fn event(&self, query_id: &str, key: &str) -> Event {
+        Event {
+            query_id: query_id.to_string(),
+            key: key.to_string(),
+            at: self.at,
+            kind: self.kind,
+            detail: self.detail.clone(),
+            expires_at: self.expires_at,
+        }
+    }
 }
 
 /// Decides, per fan-in write, whether its answer is lost (given the query id): the write has
@@ -97,6 +149,56 @@ fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreErr
     json_fits(value, DYNAMODB_MAX_ITEM_BYTES).map_err(|size| {
         StoreError::TooLarge(format!("{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}"))
     })
+}
+
+/// A copy of `query` with an empty fan-in set: an update keeps the stored set (owned by
+/// `record_handoff`), so the caller's copy of it is not cloned only to be dropped. Every field
+/// is named, so a new field is a compile error here rather than a field silently not copied.
+fn clone_without_fan_in(query: &QueryRecord) -> QueryRecord {
+    let QueryRecord {
+        query_id,
+        user_id,
+        session_id,
+        roles,
+        idempotency_key,
+        request_hash,
+        manifest_fingerprint,
+        status,
+        version,
+        parsed,
+        warnings,
+        scope,
+        plan,
+        completed: _,
+        accepted_at,
+        deadline_at,
+        synth_claimed_at,
+        outcome,
+        signal,
+        expires_at,
+    } = query;
+    QueryRecord {
+        query_id: query_id.clone(),
+        user_id: user_id.clone(),
+        session_id: session_id.clone(),
+        roles: roles.clone(),
+        idempotency_key: idempotency_key.clone(),
+        request_hash: request_hash.clone(),
+        manifest_fingerprint: manifest_fingerprint.clone(),
+        status: *status,
+        version: *version,
+        parsed: parsed.clone(),
+        warnings: warnings.clone(),
+        scope: *scope,
+        plan: plan.clone(),
+        completed: std::collections::BTreeSet::new(),
+        accepted_at: *accepted_at,
+        deadline_at: *deadline_at,
+        synth_claimed_at: *synth_claimed_at,
+        outcome: *outcome,
+        signal: signal.clone(),
+        expires_at: *expires_at,
+    }
 }
 
 impl MemoryStore {
@@ -177,11 +279,20 @@ impl MemoryStore {
                 query.query_id, stored.version
             )));
         }
-        let completed = std::mem::take(&mut stored.completed);
-        *stored = query.clone();
-        stored.completed = completed;
-        stored.version = expected_version + 1;
+        *stored = QueryRecord {
+            completed: std::mem::take(&mut stored.completed),
+            version: expected_version + 1,
+            ..clone_without_fan_in(query)
+        };
         Ok(())
+    }
+
+    /// The fan-in arrivals of a query, started empty (its id copied) only when it has none.
+    fn arrivals_of<'t>(tables: &'t mut Tables, query_id: &str) -> Option<&'t mut Vec<Arrival>> {
+        if !tables.arrivals.contains_key(query_id) {
+            tables.arrivals.insert(query_id.to_string(), Vec::new());
+        }
+        tables.arrivals.get_mut(query_id)
     }
 
     /// Append events; a key already logged (and not expired) keeps its first entry, as the
@@ -200,8 +311,14 @@ impl MemoryStore {
             }
             let Some(log) = tables.events.get_mut(&first.query_id) else { continue };
             for e in run {
-                if log.get(&e.key).is_none_or(|old| old.expires_at < now) {
-                    log.insert(e.key.clone(), e.clone());
+                let logged =
+                    || LoggedEvent { at: e.at, kind: e.kind, detail: e.detail.clone(), expires_at: e.expires_at };
+                match log.get_mut(&e.key) {
+                    Some(old) if old.expires_at < now => *old = logged(),
+                    Some(_) => {}
+                    None => {
+                        log.insert(e.key.clone(), logged());
+                    }
                 }
             }
         }
@@ -317,9 +434,12 @@ impl Store for MemoryStore {
                     let Some(query) = t.queries.get_mut(&record.query_id).filter(|q| q.expires_at >= now) else {
                         return Err(StoreError::ConditionFailed(format!("query {} does not exist", record.query_id)));
                     };
-                    query.completed.insert(slot.clone());
-                    let arrivals = t.arrivals.entry(record.query_id.clone()).or_default();
-                    fanin::arrive(arrivals, &record.handoff.dispatch_id, slot)
+                    if !query.completed.contains(slot) {
+                        query.completed.insert(slot.clone());
+                    }
+                    Self::arrivals_of(&mut t, &record.query_id)
+                        .map(|arrivals| fanin::arrive(arrivals, &record.handoff.dispatch_id, slot))
+                        .unwrap_or_default()
                 }
                 None => t
                     .queries
@@ -328,7 +448,13 @@ impl Store for MemoryStore {
                     .map(|q| q.completed.clone())
                     .unwrap_or_default(),
             };
-            t.handoffs.entry(record.query_id.clone()).or_default().insert(dispatch_id.clone(), record.clone());
+            // The query's handoffs usually exist already: its id is copied only to start them.
+            if !t.handoffs.contains_key(&record.query_id) {
+                t.handoffs.insert(record.query_id.clone(), BTreeMap::new());
+            }
+            if let Some(handoffs) = t.handoffs.get_mut(&record.query_id) {
+                handoffs.insert(dispatch_id.clone(), record.clone());
+            }
             Self::put_events(&mut t, events, now);
             completed
         };
@@ -341,8 +467,9 @@ impl Store for MemoryStore {
                 // the simulation's write accounting rightly reports; seed 379 found it.)
                 let again = {
                     let mut t = self.lock()?;
-                    let arrivals = t.arrivals.entry(record.query_id.clone()).or_default();
-                    fanin::arrive(arrivals, &record.handoff.dispatch_id, slot)
+                    Self::arrivals_of(&mut t, &record.query_id)
+                        .map(|arrivals| fanin::arrive(arrivals, &record.handoff.dispatch_id, slot))
+                        .unwrap_or_default()
                 };
                 self.transact(1);
                 again
@@ -412,7 +539,7 @@ impl Store for MemoryStore {
         let mut list: Vec<Event> = t
             .events
             .get(query_id)
-            .map(|m| m.values().filter(|e| e.expires_at >= now).cloned().collect())
+            .map(|m| m.iter().filter(|(_, e)| e.expires_at >= now).map(|(key, e)| e.event(query_id, key)).collect())
             .unwrap_or_default();
         list.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
         Ok(list)

@@ -298,9 +298,11 @@ pub fn parent_span_id(traceparent: &str) -> Option<&str> {
 
 /// The trace id of a `traceparent`, if it is well formed.
 pub fn trace_id(traceparent: &str) -> Option<&str> {
-    let mut parts = traceparent.split('-');
-    let (version, trace) = (parts.next()?, parts.next()?);
-    (version == "00" && is_hex(trace, 32)).then_some(trace)
+    // `00-`, then 32 hex digits up to the next `-` or the end: read by position (hex digits
+    // are never `-`), not by splitting (two of these per message received).
+    let rest = traceparent.strip_prefix("00-")?;
+    let trace = rest.get(..32)?;
+    (is_hex(trace, 32) && matches!(rest.as_bytes().get(32), None | Some(b'-'))).then_some(trace)
 }
 
 /// FNV-1a hash of bytes, hex: request fingerprints for idempotency keys.
@@ -316,6 +318,20 @@ pub(super) fn fnv_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_id_is_read_only_from_a_version_00_header_with_32_hex_digits() {
+        let trace = "6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f";
+        assert_eq!(trace_id(&format!("00-{trace}")), Some(trace), "nothing after the trace id");
+        assert_eq!(trace_id(&format!("00-{trace}-")), Some(trace));
+        assert_eq!(trace_id(&format!("00-{trace}a-00000000000000ab-01")), None, "33 digits");
+        assert_eq!(trace_id(&format!("00-{trace}x-00000000000000ab-01")), None);
+        assert_eq!(trace_id(&format!("01-{trace}-00000000000000ab-01")), None, "another version");
+        assert_eq!(trace_id(&format!("000-{trace}-00000000000000ab-01")), None);
+        assert_eq!(trace_id(&format!("00-{}é-00000000000000ab-01", &trace[..31])), None);
+        assert_eq!(trace_id(&format!("00-{}", &trace[..31])), None);
+        assert_eq!(trace_id("00"), None);
+    }
 
     #[test]
     fn a_querys_traceparent_carries_its_id_as_the_trace_id() {
