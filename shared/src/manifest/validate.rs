@@ -302,56 +302,43 @@ impl<'m> Check<'m> {
         self.unit_interval("classifier.scope.borderline".into(), "band", borderline);
 
         let examples = self.m.classifier.scope.negative_examples.clone();
-        if examples.len() > MAX_NEGATIVE_EXAMPLES {
-            self.report(
-                "classifier.scope.negative_examples",
-                format!("{} negative examples; at most {MAX_NEGATIVE_EXAMPLES} are read", examples.len()),
-            );
+        self.short_texts(
+            "classifier.scope.negative_examples",
+            &examples,
+            (MAX_NEGATIVE_EXAMPLES, MAX_NEGATIVE_EXAMPLE_CHARS),
+            ("negative example", "a question this manifest does not answer"),
+        );
+        self.refused_phrases();
+    }
+
+    /// A list of short texts at `path`: at most `max.0` of them, none empty (`what.0` names one,
+    /// `what.1` says what to write instead), none over `max.1` characters.
+    fn short_texts(&mut self, path: &str, texts: &[String], max: (usize, usize), what: (&str, &str)) {
+        let ((max_count, max_chars), (name, instead)) = (max, what);
+        if texts.len() > max_count {
+            self.report(path, format!("{} {name}s; at most {max_count} are read", texts.len()));
         }
-        for (i, text) in examples.iter().enumerate() {
-            let path = format!("classifier.scope.negative_examples[{i}]");
+        for (i, text) in texts.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            let chars = text.chars().count();
             if text.trim().is_empty() {
-                self.report(path, "a negative example is empty; write a question this manifest does not answer");
-            } else if text.chars().count() > MAX_NEGATIVE_EXAMPLE_CHARS {
-                self.report(
-                    path,
-                    format!(
-                        "a negative example is {} characters long; at most {MAX_NEGATIVE_EXAMPLE_CHARS}",
-                        text.chars().count()
-                    ),
-                );
+                self.report(at, format!("a {name} is empty; write {instead}"));
+            } else if chars > max_chars {
+                self.report(at, format!("a {name} is {chars} characters long; at most {max_chars}"));
             }
         }
-        self.refused_phrases();
     }
 
     /// `classifier.scope.refuse`: short, non-empty phrases that none of the manifest's own
     /// keywords and utterances use (the manifest would refuse its own examples).
     fn refused_phrases(&mut self) {
         let phrases = self.m.classifier.scope.refuse.clone();
-        if phrases.len() > MAX_REFUSED_PHRASES {
-            self.report(
-                "classifier.scope.refuse",
-                format!("{} refused phrases; at most {MAX_REFUSED_PHRASES} are read", phrases.len()),
-            );
-        }
-        for (i, phrase) in phrases.iter().enumerate() {
-            let path = format!("classifier.scope.refuse[{i}]");
-            if phrase.trim().is_empty() {
-                self.report(
-                    path,
-                    "a refused phrase is empty; write a phrase of a topic not to answer, e.g. \"side effect\"",
-                );
-            } else if phrase.chars().count() > MAX_REFUSED_PHRASE_CHARS {
-                self.report(
-                    path,
-                    format!(
-                        "a refused phrase is {} characters long; at most {MAX_REFUSED_PHRASE_CHARS}",
-                        phrase.chars().count()
-                    ),
-                );
-            }
-        }
+        self.short_texts(
+            "classifier.scope.refuse",
+            &phrases,
+            (MAX_REFUSED_PHRASES, MAX_REFUSED_PHRASE_CHARS),
+            ("refused phrase", "a phrase of a topic not to answer, e.g. \"side effect\""),
+        );
         let refused = crate::classify::scope::RefusedPhrases::new(&phrases);
         let mut clashes = Vec::new();
         for (i, intent) in self.m.intents.iter().enumerate() {
