@@ -357,3 +357,36 @@ pub async fn read_http_request(socket: &mut tokio::net::TcpStream) -> Option<(St
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
     Some((head, buf.split_off(head_end)))
 }
+
+/// The scope fixture sets of `scope_accuracy.rs` and `out_of_scope.rs`: the in-scope and
+/// out-of-scope sets tuned on (every earlier blind pair joins them once it has been scored and
+/// read), and the latest blind pair, scored once (see `scope_accuracy.rs`'s module docs).
+pub mod scope_sets {
+    pub const TUNED_IN: [&str; 12] = [
+        "labelled_questions.jsonl",
+        "holdout_questions.jsonl",
+        "blind_questions.jsonl",
+        "blind2_questions.jsonl",
+        "blind3_questions.jsonl",
+        "blind4_questions.jsonl",
+        "blind5_questions.jsonl",
+        "blind6_questions.jsonl",
+        "blind7_questions.jsonl",
+        "blind8_questions.jsonl",
+        "blind9_questions.jsonl",
+        "blind10_questions.jsonl",
+    ];
+    pub const BLIND_IN: [&str; 1] = ["blind11_questions.jsonl"];
+    pub const TUNED_OUT: [&str; 9] = [
+        "out_of_scope_tuning.jsonl",
+        "out_of_scope_blind.jsonl",
+        "out_of_scope_blind2.jsonl",
+        "out_of_scope_blind3.jsonl",
+        "out_of_scope_blind4.jsonl",
+        "out_of_scope_blind5.jsonl",
+        "out_of_scope_blind6.jsonl",
+        "out_of_scope_blind7.jsonl",
+        "out_of_scope_blind8.jsonl",
+    ];
+    pub const BLIND_OUT: [&str; 1] = ["out_of_scope_blind9.jsonl"];
+}

@@ -123,42 +123,11 @@ async fn out_of_scope_share(h: &Harness, files: &[&str]) -> (usize, usize) {
 #[tokio::test(start_paused = true)]
 async fn through_the_engine_the_blind_out_of_scope_set_ends_out_of_scope_and_the_in_scope_sets_do_not() {
     let h = Harness::start(shipped_manifest());
-    // The sets are scope_accuracy.rs's: tuned on (the earlier blind sets too), and blind.
-    let tuned_out = out_of_scope_share(
-        &h,
-        &[
-            "out_of_scope_tuning.jsonl",
-            "out_of_scope_blind.jsonl",
-            "out_of_scope_blind2.jsonl",
-            "out_of_scope_blind3.jsonl",
-            "out_of_scope_blind4.jsonl",
-            "out_of_scope_blind5.jsonl",
-            "out_of_scope_blind6.jsonl",
-            "out_of_scope_blind7.jsonl",
-            "out_of_scope_blind8.jsonl",
-        ],
-    )
-    .await;
-    let blind_out = out_of_scope_share(&h, &["out_of_scope_blind9.jsonl"]).await;
-    let tuned_in = out_of_scope_share(
-        &h,
-        &[
-            "labelled_questions.jsonl",
-            "holdout_questions.jsonl",
-            "blind_questions.jsonl",
-            "blind2_questions.jsonl",
-            "blind3_questions.jsonl",
-            "blind4_questions.jsonl",
-            "blind5_questions.jsonl",
-            "blind6_questions.jsonl",
-            "blind7_questions.jsonl",
-            "blind8_questions.jsonl",
-            "blind9_questions.jsonl",
-            "blind10_questions.jsonl",
-        ],
-    )
-    .await;
-    let blind_in = out_of_scope_share(&h, &["blind11_questions.jsonl"]).await;
+    // The sets of scope_accuracy.rs (`scope_sets`): tuned on (the earlier blind sets too), and blind.
+    let tuned_out = out_of_scope_share(&h, &scope_sets::TUNED_OUT).await;
+    let blind_out = out_of_scope_share(&h, &scope_sets::BLIND_OUT).await;
+    let tuned_in = out_of_scope_share(&h, &scope_sets::TUNED_IN).await;
+    let blind_in = out_of_scope_share(&h, &scope_sets::BLIND_IN).await;
     let pct = |(a, b): (usize, usize)| 100.0 * a as f64 / b as f64;
     println!("ended out_of_scope              tuned            blind");
     println!(

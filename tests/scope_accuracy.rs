@@ -48,6 +48,7 @@
 use shared::classify::{Classifier, PriorTurn};
 use shared::manifest::Manifest;
 use std::path::Path;
+use switchyard_tests::scope_sets::{BLIND_IN, BLIND_OUT, TUNED_IN, TUNED_OUT};
 
 // Issue 18's bars are 90 % of out-of-scope questions rejected, at most 2 % of in-scope ones,
 // and answers at confidence >= 0.9 right 99 % of the time while covering 85 % of the
@@ -101,34 +102,6 @@ fn classifier() -> (Manifest, Classifier) {
     let classifier = Classifier::new(&manifest);
     (manifest, classifier)
 }
-
-const TUNED_IN: [&str; 12] = [
-    "labelled_questions.jsonl",
-    "holdout_questions.jsonl",
-    "blind_questions.jsonl",
-    "blind2_questions.jsonl",
-    "blind3_questions.jsonl",
-    "blind4_questions.jsonl",
-    "blind5_questions.jsonl",
-    "blind6_questions.jsonl",
-    "blind7_questions.jsonl",
-    "blind8_questions.jsonl",
-    "blind9_questions.jsonl",
-    "blind10_questions.jsonl",
-];
-const BLIND_IN: [&str; 1] = ["blind11_questions.jsonl"];
-const TUNED_OUT: [&str; 9] = [
-    "out_of_scope_tuning.jsonl",
-    "out_of_scope_blind.jsonl",
-    "out_of_scope_blind2.jsonl",
-    "out_of_scope_blind3.jsonl",
-    "out_of_scope_blind4.jsonl",
-    "out_of_scope_blind5.jsonl",
-    "out_of_scope_blind6.jsonl",
-    "out_of_scope_blind7.jsonl",
-    "out_of_scope_blind8.jsonl",
-];
-const BLIND_OUT: [&str; 1] = ["out_of_scope_blind9.jsonl"];
 
 /// Share of `set` the classifier calls out of scope, printing each that it does.
 fn rejected(c: &Classifier, set: &[Line], label: &str, print_kept: bool) -> f64 {

@@ -527,10 +527,6 @@ pub trait Clock: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct TokioClock {
     base_wall: DateTime<Utc>,
-    /// `base_wall` as whole seconds since the epoch and the nanoseconds past them, so a reading
-    /// is integer arithmetic and one timestamp conversion.
-    base_secs: i64,
-    base_nanos: u32,
     base_instant: tokio::time::Instant,
 }
 
@@ -542,12 +538,7 @@ impl TokioClock {
 
     /// A clock that starts at `wall` (for reproducible simulations).
     pub fn starting_at(wall: DateTime<Utc>) -> TokioClock {
-        TokioClock {
-            base_wall: wall,
-            base_secs: wall.timestamp(),
-            base_nanos: wall.timestamp_subsec_nanos(),
-            base_instant: tokio::time::Instant::now(),
-        }
+        TokioClock { base_wall: wall, base_instant: tokio::time::Instant::now() }
     }
 }
 
@@ -558,24 +549,19 @@ impl Default for TokioClock {
 }
 
 impl Clock for TokioClock {
-    /// The start plus tokio's elapsed time, to the nanosecond (the same instant as adding a
-    /// `chrono::Duration`, without chrono's date arithmetic on every one of the many reads per
-    /// query).
+    /// The start plus tokio's elapsed time, to the nanosecond.
     fn now(&self) -> DateTime<Utc> {
         self.wall_at(tokio::time::Instant::now().saturating_duration_since(self.base_instant))
     }
 }
 
 impl TokioClock {
-    /// The wall time `elapsed` after the start.
+    /// The wall time `elapsed` after the start (the start itself past chrono's range).
     fn wall_at(&self, elapsed: Duration) -> DateTime<Utc> {
-        const NANOS_PER_SEC: u32 = 1_000_000_000;
-        let nanos = self.base_nanos + elapsed.subsec_nanos(); // < 2e9: fits a u32
-        let secs = i64::try_from(elapsed.as_secs())
+        chrono::Duration::from_std(elapsed)
             .ok()
-            .and_then(|s| self.base_secs.checked_add(s))
-            .and_then(|s| s.checked_add(i64::from(nanos / NANOS_PER_SEC)));
-        secs.and_then(|secs| DateTime::from_timestamp(secs, nanos % NANOS_PER_SEC)).unwrap_or(self.base_wall)
+            .and_then(|d| self.base_wall.checked_add_signed(d))
+            .unwrap_or(self.base_wall)
     }
 }
 

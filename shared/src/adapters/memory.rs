@@ -151,6 +151,15 @@ fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreErr
     })
 }
 
+/// The entry of `key` in `map`, started empty only when absent: the key is copied to start it,
+/// not on every write to an existing entry (as `entry(key.to_string())` would).
+fn entry_of<'m, V: Default>(map: &'m mut Map<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    map.get_mut(key).expect("the entry was inserted above")
+}
+
 /// A copy of `query` with an empty fan-in set: an update keeps the stored set (owned by
 /// `record_handoff`), so the caller's copy of it is not cloned only to be dropped. Every field
 /// is named, so a new field is a compile error here rather than a field silently not copied.
@@ -285,14 +294,6 @@ impl MemoryStore {
             ..clone_without_fan_in(query)
         };
         Ok(())
-    }
-
-    /// The fan-in arrivals of a query, started empty (its id copied) only when it has none.
-    fn arrivals_of<'t>(tables: &'t mut Tables, query_id: &str) -> Option<&'t mut Vec<Arrival>> {
-        if !tables.arrivals.contains_key(query_id) {
-            tables.arrivals.insert(query_id.to_string(), Vec::new());
-        }
-        tables.arrivals.get_mut(query_id)
     }
 
     /// Append events; a key already logged (and not expired) keeps its first entry, as the
@@ -437,9 +438,7 @@ impl Store for MemoryStore {
                     if !query.completed.contains(slot) {
                         query.completed.insert(slot.clone());
                     }
-                    Self::arrivals_of(&mut t, &record.query_id)
-                        .map(|arrivals| fanin::arrive(arrivals, &record.handoff.dispatch_id, slot))
-                        .unwrap_or_default()
+                    fanin::arrive(entry_of(&mut t.arrivals, &record.query_id), &record.handoff.dispatch_id, slot)
                 }
                 None => t
                     .queries
@@ -448,13 +447,7 @@ impl Store for MemoryStore {
                     .map(|q| q.completed.clone())
                     .unwrap_or_default(),
             };
-            // The query's handoffs usually exist already: its id is copied only to start them.
-            if !t.handoffs.contains_key(&record.query_id) {
-                t.handoffs.insert(record.query_id.clone(), BTreeMap::new());
-            }
-            if let Some(handoffs) = t.handoffs.get_mut(&record.query_id) {
-                handoffs.insert(dispatch_id.clone(), record.clone());
-            }
+            entry_of(&mut t.handoffs, &record.query_id).insert(dispatch_id.clone(), record.clone());
             Self::put_events(&mut t, events, now);
             completed
         };
@@ -467,9 +460,7 @@ impl Store for MemoryStore {
                 // the simulation's write accounting rightly reports; seed 379 found it.)
                 let again = {
                     let mut t = self.lock()?;
-                    Self::arrivals_of(&mut t, &record.query_id)
-                        .map(|arrivals| fanin::arrive(arrivals, &record.handoff.dispatch_id, slot))
-                        .unwrap_or_default()
+                    fanin::arrive(entry_of(&mut t.arrivals, &record.query_id), &record.handoff.dispatch_id, slot)
                 };
                 self.transact(1);
                 again

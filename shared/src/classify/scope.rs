@@ -142,18 +142,23 @@ const AIMED_AT_THE_ROUTER: &[&str] = &[
 
 /// Whether `text` is a request aimed at the router ([`AIMED_AT_THE_ROUTER`]).
 pub(super) fn aimed_at_the_router(text: &str) -> bool {
-    // Every phrase is lower-case ASCII: an ASCII-case-insensitive match on ASCII text is the
-    // same as a substring test on its lower case; other text is lower-cased first.
     static PHRASES: LazyLock<AhoCorasick> = LazyLock::new(|| {
         AhoCorasick::builder()
             .ascii_case_insensitive(true)
             .build(AIMED_AT_THE_ROUTER)
             .expect("the refusal phrases are plain literals")
     });
+    PHRASES.is_match(&*for_lower_case_phrases(text))
+}
+
+/// `text` ready for an ASCII-case-insensitive match against lower-case phrases: on ASCII text
+/// that match is the same as a substring test on its lower case, so it is borrowed as it is;
+/// other text is lower-cased first.
+fn for_lower_case_phrases(text: &str) -> std::borrow::Cow<'_, str> {
     if text.is_ascii() {
-        PHRASES.is_match(text)
+        std::borrow::Cow::Borrowed(text)
     } else {
-        PHRASES.is_match(&text.to_lowercase())
+        std::borrow::Cow::Owned(text.to_lowercase())
     }
 }
 
@@ -186,13 +191,8 @@ impl RefusedPhrases {
     /// Index (in the manifest's list) of the first phrase `text` uses at the start of a word.
     pub(crate) fn find(&self, text: &str) -> Option<usize> {
         let matcher = self.matcher.as_ref()?;
-        let lower;
-        let text = if text.is_ascii() {
-            text
-        } else {
-            lower = text.to_lowercase();
-            &lower
-        };
+        let text = for_lower_case_phrases(text);
+        let text = &*text;
         matcher
             .find_overlapping_iter(text)
             .find(|m| !text[..m.start()].chars().next_back().is_some_and(char::is_alphanumeric))
