@@ -122,6 +122,9 @@ pub(super) struct Cues {
     why_it_happened: bool,
     /// It says it changes the subject: "unrelated, but …", "different question", "by the way".
     new_subject: bool,
+    /// It asks what a term means ("what does conditional average treatment effect mean in that
+    /// output?"): a request for an explanation whatever intent the term's own words belong to.
+    asks_meaning: bool,
     /// Its number of content words (the scope score's count).
     content_words: usize,
 }
@@ -146,6 +149,13 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         // request, narrowed to another subject.
         || matches!((first, second), ("now" | "then", Some("look" | "focus" | "zoom" | "narrow")))
         || matches!((first, second), ("look", Some("at")) | ("focus" | "zoom" | "narrow", Some("on" | "in" | "to")))
+        // "limit it to the South West", "restrict that to Q3": the same request, restricted.
+        || matches!(
+            (first, second),
+            ("limit" | "restrict" | "filter" | "narrow", Some("it" | "that" | "this" | "to" | "down"))
+        )
+        // "now do retention", "do it for the West": the same request, run again on another entity.
+        || matches!((first, second), ("now" | "then", Some("do")) | ("do", Some("it" | "that" | "this")))
 }
 
 /// Words that open a correction of the previous question ("sorry, I meant NRx", "actually,
@@ -245,25 +255,48 @@ fn is_question_word(word: &str) -> bool {
     matches!(word, "why" | "how" | "what" | "which" | "who" | "where" | "when")
 }
 
-/// "Sorry, I meant Leqvio, not Cosentyx": in a correction or a continuation, an entity the
-/// turn names right after "not" (or "instead of", "rather than") is the one being replaced,
-/// so it is dropped when the turn names another of the same type.
-fn drop_negated(text: &str, entities: &mut Vec<ParsedEntity>) {
-    let lower = text.to_lowercase();
-    // The value as written ("market share" for `market_share`) or its last word ("not share").
-    let negated = |e: &ParsedEntity| {
-        let value = e.value.to_lowercase().replace('_', " ");
-        let last = value.rsplit(' ').next().unwrap_or(&value).to_string();
-        ["not ", "instead of ", "rather than "]
+/// Words after which a turn names what it replaces: "not Cosentyx", "instead of share".
+const NEGATION_CUES: [&str; 3] = ["not ", "instead of ", "rather than "];
+/// How far after a negation cue an entity is looked for (characters, up to a clause break).
+const NEGATED_SPAN_CHARS: usize = 40;
+
+impl Classifier {
+    /// "Sorry, I meant Leqvio, not Cosentyx": in a correction or a continuation, an entity the
+    /// turn names right after "not" (or "instead of", "rather than") is the one being replaced,
+    /// so it is dropped when the turn names another of the same type. What follows the cue is
+    /// read by the entity extractor, so an alias ("not remi"), a KPI's short form ("not share")
+    /// or a typo is recognised as the entity it spells.
+    fn drop_negated(&self, text: &str, entities: &mut Vec<ParsedEntity>) {
+        let lower = text.to_lowercase();
+        let mut negated: Vec<(EntityType, String)> = Vec::new();
+        for cue in NEGATION_CUES {
+            for (at, _) in lower.match_indices(cue) {
+                let word_start = lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+                if !word_start {
+                    continue;
+                }
+                let rest = &lower[at + cue.len()..];
+                let end = rest
+                    .char_indices()
+                    .find(|&(i, c)| i >= NEGATED_SPAN_CHARS || matches!(c, ',' | '.' | ';' | '?' | '!' | ')'))
+                    .map_or(rest.len(), |(i, _)| i);
+                let span = &rest[..end];
+                let tokens = super::text::tokenize(span, 16);
+                let (found, _) = self.entities.extract(span, &tokens);
+                negated.extend(found.into_iter().map(|e| (e.entity_type, e.value)));
+            }
+        }
+        if negated.is_empty() {
+            return;
+        }
+        let is_negated = |e: &ParsedEntity| negated.iter().any(|(t, v)| *t == e.entity_type && *v == e.value);
+        let keep: Vec<bool> = entities
             .iter()
-            .any(|cue| lower.contains(&format!("{cue}{value}")) || lower.contains(&format!("{cue}{last}")))
-    };
-    let keep: Vec<bool> = entities
-        .iter()
-        .map(|e| !negated(e) || !entities.iter().any(|o| o.entity_type == e.entity_type && !negated(o)))
-        .collect();
-    let mut keep = keep.into_iter();
-    entities.retain(|_| keep.next().unwrap_or(true));
+            .map(|e| !is_negated(e) || !entities.iter().any(|o| o.entity_type == e.entity_type && !is_negated(o)))
+            .collect();
+        let mut keep = keep.into_iter();
+        entities.retain(|_| keep.next().unwrap_or(true));
+    }
 }
 
 impl Cues {
@@ -287,7 +320,13 @@ impl Cues {
         // A correction that asks nothing of its own ("oops, not share, I meant NRx") is about
         // the previous request; "sorry, what does that mean?" is a question of its own.
         let corrects_the_request = correction && !words[skipped..].iter().any(|w| is_question_word(w));
+        // "how does that look in the Northwest", "how did 2023 look?": the same request seen for
+        // the entity or period the turn names.
+        let looks_for_an_entity = words.get(skipped) == Some(&"how")
+            && words[skipped..].iter().take(6).any(|w| matches!(*w, "look" | "looks" | "looking"))
+            && taken.iter().any(|&t| t);
         let continuation = opens
+            || looks_for_an_entity
             || corrects_the_request
             || words.iter().any(|w| marks_variation(w))
             || words.windows(2).any(|w| w == ["as", "well"]);
@@ -309,6 +348,17 @@ impl Cues {
         // about its answer, even without a word pointing back.
         let did_you = words.windows(2).any(|w| w == ["did", "you"]);
         let about_answer = asks && (refers_back || did_you) && words.iter().any(|w| matches!(*w, "you" | "your"));
+        // "what does X mean (here)?", "what is meant by X?": not "what does that mean for Q3?",
+        // which asks about a consequence, nor "what is the mean TRx?", an average.
+        let asks_meaning = words.get(skipped) == Some(&"what")
+            && words.iter().enumerate().skip(skipped + 1).any(|(m, w)| {
+                let verb = match *w {
+                    "mean" => words[skipped + 1..m].iter().any(|a| matches!(*a, "does" | "do" | "did")),
+                    "meant" => words.get(m + 1) == Some(&"by"),
+                    _ => false,
+                };
+                verb && !words[m + 1..].iter().any(|a| matches!(*a, "for" | "to" | "if" | "when" | "will" | "would"))
+            });
         let why_it_happened = words[skipped..].first() == Some(&"why")
             && refers_back
             && !about_answer
@@ -345,6 +395,7 @@ impl Cues {
             own_question,
             why_it_happened,
             new_subject: says_new_subject(&words),
+            asks_meaning,
             content_words,
         }
     }
@@ -369,7 +420,7 @@ impl Classifier {
             return c;
         };
         if cues.correction || cues.continuation {
-            drop_negated(text, &mut c.entities);
+            self.drop_negated(text, &mut c.entities);
         }
         let alone_in_scope = c.in_scope;
         if !c.in_scope {
@@ -394,12 +445,13 @@ impl Classifier {
         let k = self.intents.len();
         // The intent the prior favours: the earlier turn's, or for a question about the answer
         // the manifest's fallback intent (the one that explains).
-        let (favoured, carry) = match (self.answer_intent.filter(|_| cues.about_answer), self.cause_intent) {
-            (Some(answer), _) => (answer, ANSWER_PRIOR),
-            (None, Some(cause)) if cues.why_it_happened => (cause, CAUSE_PRIOR),
-            _ if cues.continuation && !cues.own_question => (last_index, CARRY_PRIOR_CONTINUATION),
-            _ => (last_index, CARRY_PRIOR_PLAIN),
-        };
+        let (favoured, carry) =
+            match (self.answer_intent.filter(|_| cues.about_answer || cues.asks_meaning), self.cause_intent) {
+                (Some(answer), _) => (answer, ANSWER_PRIOR),
+                (None, Some(cause)) if cues.why_it_happened => (cause, CAUSE_PRIOR),
+                _ if cues.continuation && !cues.own_question => (last_index, CARRY_PRIOR_CONTINUATION),
+                _ => (last_index, CARRY_PRIOR_PLAIN),
+            };
         let other = if k > 1 { (1.0 - carry) / (k - 1) as f64 } else { 0.0 };
         let prior = |i: usize| if i == favoured { carry } else { other };
         // A continuation that names an entity, a period or a region and at most one word
@@ -412,8 +464,11 @@ impl Classifier {
             && (!c.entities.is_empty() || cues.breakdown || cues.correction);
         // "Why did that happen?" has no word of its own about the intent either.
         let only_asks_why = cues.why_it_happened && cues.at_most_one_content_word;
+        // "What does conditional average treatment effect mean?": the term's words belong to the
+        // intent that reported it; the question asks for its meaning.
+        let only_asks_meaning = cues.asks_meaning && self.answer_intent.is_some();
         let mut posterior: Vec<f64> = match &probabilities {
-            Some(p) if !only_changes_an_entity && !only_asks_why => {
+            Some(p) if !only_changes_an_entity && !only_asks_why && !only_asks_meaning => {
                 p.iter().enumerate().map(|(i, p)| p * prior(i)).collect()
             }
             _ => (0..k).map(prior).collect(),

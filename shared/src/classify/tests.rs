@@ -435,6 +435,14 @@ fn a_correction_drops_the_entity_it_negates_and_a_variation_keeps_the_intent() {
     assert_eq!(next.intent, "resource_optimize");
     assert_eq!(values(&next, EntityType::Brand), vec![("Leqvio", EntitySource::Exact)]);
     assert_eq!(values(&next, EntityType::Region), vec![("West", EntitySource::Context)]);
+    // The replaced entity is recognised however it is spelled: an alias ("remi"), a typo.
+    for text in ["oops, I meant Leqvio not remi", "sorry, Leqvio rather than Cosentix"] {
+        let brand = if text.contains("remi") { "Remibrutinib" } else { "Cosentyx" };
+        let q = format!("How should we split the West sampling budget to maximise {brand} market share?");
+        let before = c.classify(&q);
+        let next = c.classify_in_context(text, &[turn(&q, &before)]);
+        assert_eq!(values(&next, EntityType::Brand), vec![("Leqvio", EntitySource::Exact)], "{text}");
+    }
     // Alone, "not Cosentyx" still names Cosentyx: only a follow-up reads it as a replacement.
     assert_eq!(c.classify("Leqvio, not Cosentyx").entities.len(), 2);
     // "… instead" marks a variation; the words that say so are not the turn's subject.
