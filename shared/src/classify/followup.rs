@@ -122,6 +122,9 @@ pub(super) struct Cues {
     why_it_happened: bool,
     /// It says it changes the subject: "unrelated, but …", "different question", "by the way".
     new_subject: bool,
+    /// It narrows the previous request to a subset: "just the community oncologists", "only for
+    /// Q4", "limit it to the South West". Its words name the subset, not a request.
+    restricts: bool,
     /// It asks what a term means ("what does conditional average treatment effect mean in that
     /// output?"): a request for an explanation whatever intent the term's own words belong to.
     asks_meaning: bool,
@@ -141,6 +144,8 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         // "now swap in Leqvio", "switch to the West": the same request about another entity
         // ("swap" alone is a deployment word).
         || matches!((first, second), ("swap" | "switch", Some("in" | "to")) | ("now" | "then", Some("swap" | "switch")))
+        // "switch that to market share", "change it to NRx".
+        || matches!((first, second), ("swap" | "switch" | "change", Some("that" | "it" | "this")))
         // "now as market share", "ok now on share": the same request in another measure.
         || matches!((first, second), ("now" | "then", Some("as" | "on")))
         // "push that out to Q4", "move it back a quarter": the same request, another period.
@@ -149,11 +154,6 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         // request, narrowed to another subject.
         || matches!((first, second), ("now" | "then", Some("look" | "focus" | "zoom" | "narrow")))
         || matches!((first, second), ("look", Some("at")) | ("focus" | "zoom" | "narrow", Some("on" | "in" | "to")))
-        // "limit it to the South West", "restrict that to Q3": the same request, restricted.
-        || matches!(
-            (first, second),
-            ("limit" | "restrict" | "filter" | "narrow", Some("it" | "that" | "this" | "to" | "down"))
-        )
         // "now do retention", "do it for the West": the same request, run again on another entity.
         || matches!((first, second), ("now" | "then", Some("do")) | ("do", Some("it" | "that" | "this")))
 }
@@ -261,8 +261,8 @@ const NEGATION_CUES: [&str; 3] = ["not ", "instead of ", "rather than "];
 const NEGATED_SPAN_CHARS: usize = 40;
 
 impl Classifier {
-    /// "Sorry, I meant Leqvio, not Cosentyx": in a correction or a continuation, an entity the
-    /// turn names right after "not" (or "instead of", "rather than") is the one being replaced,
+    /// "Sorry, I meant Leqvio, not Cosentyx": in a follow-up, an entity the turn names right
+    /// after "not" (or "instead of", "rather than") is the one being replaced,
     /// so it is dropped when the turn names another of the same type. What follows the cue is
     /// read by the entity extractor, so an alias ("not remi"), a KPI's short form ("not share")
     /// or a typo is recognised as the entity it spells.
@@ -325,7 +325,13 @@ impl Cues {
         let looks_for_an_entity = words.get(skipped) == Some(&"how")
             && words[skipped..].iter().take(6).any(|w| matches!(*w, "look" | "looks" | "looking"))
             && taken.iter().any(|&t| t);
+        let restricts = matches!(
+            (first, second),
+            (Some("just" | "only"), Some("the" | "for" | "in" | "among" | "within"))
+                | (Some("limit" | "restrict" | "filter" | "narrow"), Some("it" | "that" | "this" | "to" | "down"))
+        );
         let continuation = opens
+            || restricts
             || looks_for_an_entity
             || corrects_the_request
             || words.iter().any(|w| marks_variation(w))
@@ -348,17 +354,22 @@ impl Cues {
         // about its answer, even without a word pointing back.
         let did_you = words.windows(2).any(|w| w == ["did", "you"]);
         let about_answer = asks && (refers_back || did_you) && words.iter().any(|w| matches!(*w, "you" | "your"));
-        // "what does X mean (here)?", "what is meant by X?": not "what does that mean for Q3?",
-        // which asks about a consequence, nor "what is the mean TRx?", an average.
-        let asks_meaning = words.get(skipped) == Some(&"what")
-            && words.iter().enumerate().skip(skipped + 1).any(|(m, w)| {
-                let verb = match *w {
-                    "mean" => words[skipped + 1..m].iter().any(|a| matches!(*a, "does" | "do" | "did")),
-                    "meant" => words.get(m + 1) == Some(&"by"),
-                    _ => false,
-                };
-                verb && !words[m + 1..].iter().any(|a| matches!(*a, "for" | "to" | "if" | "when" | "will" | "would"))
-            });
+        // "what does X mean (here)?", "what is meant by X?", "how confident is that? what does
+        // the range actually tell me?" (the "what" may open a later sentence): not "what does
+        // that mean for Q3?", which asks about a consequence, nor "what is the mean TRx?", an
+        // average.
+        let asks_meaning = words.iter().enumerate().skip(skipped).any(|(m, w)| {
+            let what = words[skipped..m].iter().rposition(|a| *a == "what").map(|p| skipped + p);
+            let auxiliary_between =
+                || what.is_some_and(|p| words[p + 1..m].iter().any(|a| matches!(*a, "does" | "do" | "did")));
+            let next = words.get(m + 1).copied();
+            match *w {
+                "mean" => auxiliary_between() && !matches!(next, Some("for" | "to" | "if" | "when")),
+                "tell" => auxiliary_between() && matches!(next, Some("me" | "us")),
+                "meant" => what.is_some() && next == Some("by"),
+                _ => false,
+            }
+        });
         let why_it_happened = words[skipped..].first() == Some(&"why")
             && refers_back
             && !about_answer
@@ -382,7 +393,14 @@ impl Cues {
         // "… and split it by specialty": the verb of a breakdown says how to cut the answer,
         // not what to ask (a budget "split" is another request, without "by").
         let breakdown_words = if breakdown { words.iter().filter(|w| cuts_finer(w)).count() } else { 0 };
-        let filler = correction_words + entity_words + variation_words + breakdown_words;
+        // "hmm, sorry, I meant Leqvio not Entresto": the words before the opening and the words
+        // that negate the replaced entity say nothing about the intent either.
+        let opening_words =
+            words[..skipped].iter().filter(|w| !is_correction(w) && !super::text::is_stop_word(w)).count();
+        let negation_words =
+            words.iter().filter(|w| matches!(**w, "not" | "than") && !super::text::is_stop_word(w)).count();
+        let filler =
+            correction_words + entity_words + variation_words + breakdown_words + opening_words + negation_words;
         Cues {
             continuation,
             refers_back,
@@ -395,6 +413,7 @@ impl Cues {
             own_question,
             why_it_happened,
             new_subject: says_new_subject(&words),
+            restricts,
             asks_meaning,
             content_words,
         }
@@ -419,9 +438,9 @@ impl Classifier {
         else {
             return c;
         };
-        if cues.correction || cues.continuation {
-            self.drop_negated(text, &mut c.entities);
-        }
+        // In a conversation "not Entresto" says what the turn replaces, whatever its opening
+        // ("give me TRx rather than share for that one").
+        self.drop_negated(text, &mut c.entities);
         let alone_in_scope = c.in_scope;
         if !c.in_scope {
             // A request aimed at the router stays out of scope whatever came before it.
@@ -433,7 +452,7 @@ impl Classifier {
             // a period and at most one word besides is close whatever that word is.
             let close = cues.no_content
                 || (cues.continuation && cues.at_most_one_content_word && !c.entities.is_empty())
-                || (cues.about_answer && self.answer_intent.is_some())
+                || ((cues.about_answer || cues.asks_meaning) && self.answer_intent.is_some())
                 || c.scope_score >= self.settings.scope.threshold * FOLLOW_UP_SCOPE_SHARE;
             if !(follows && close) {
                 return c;
@@ -458,10 +477,12 @@ impl Classifier {
         // besides ("And for the whole of 2027?") only changes that entity: its words are no
         // evidence about the intent (the classifier's probabilities for so short a text are
         // sharp and arbitrary), so the prior alone decides.
+        // A restriction ("just the community oncologists, and only for Q4") names a subset,
+        // however many words that takes.
         let only_changes_an_entity = cues.continuation
             && !cues.own_question
-            && cues.at_most_one_content_word
-            && (!c.entities.is_empty() || cues.breakdown || cues.correction);
+            && ((cues.at_most_one_content_word && (!c.entities.is_empty() || cues.breakdown || cues.correction))
+                || cues.restricts);
         // "Why did that happen?" has no word of its own about the intent either.
         let only_asks_why = cues.why_it_happened && cues.at_most_one_content_word;
         // "What does conditional average treatment effect mean?": the term's words belong to the
@@ -485,7 +506,9 @@ impl Classifier {
             .iter()
             .any(|e| matches!(e.entity_type, EntityType::Brand | EntityType::Region | EntityType::Kpi));
         let short_request = cues.content_words <= SHORT_REQUEST_WORDS && !names_its_subject;
-        if !cues.new_subject && (c.intent == last.intent || cues.refers_back || cues.continuation || short_request) {
+        // A question about what a figure means is about the conversation's subject too.
+        let about_the_subject = c.intent == last.intent || cues.refers_back || cues.continuation || cues.asks_meaning;
+        if !cues.new_subject && (about_the_subject || short_request) {
             let mut named = [false; EntityType::ALL.len()];
             for e in &c.entities {
                 named[type_index(e.entity_type)] = true;

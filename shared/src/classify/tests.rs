@@ -558,3 +558,40 @@ fn corrections_period_moves_and_short_continuations_keep_the_request() {
         assert_eq!(next.intent, "prediction", "{text}: {next:?}");
     }
 }
+
+#[test]
+fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
+    let c = shipped();
+    let follow = |q1: &str, text: &str| {
+        let first = c.classify(q1);
+        (first.intent.clone(), c.classify_in_context(text, &[turn(q1, &first)]))
+    };
+    let gap = "Where did Fabhalta fall short on new patient starts versus target in 2024?";
+    for text in ["how did 2023 look?", "just the community oncologists, and only for Q4"] {
+        let (first, next) = follow(gap, text);
+        assert_eq!((first.as_str(), next.intent.as_str()), ("gap_analysis", "gap_analysis"), "{text}: {next:?}");
+    }
+    let forecast = "Project Remibrutinib new patient starts in the Northeast for Q3.";
+    for (text, kpi) in [("now do retention", "persistence"), ("Switch that to market share", "market_share")] {
+        let (first, next) = follow(forecast, text);
+        assert_eq!((first.as_str(), next.intent.as_str()), ("prediction", "prediction"), "{text}: {next:?}");
+        assert_eq!(values(&next, EntityType::Kpi), vec![(kpi, EntitySource::Exact)], "{text}");
+        assert_eq!(values(&next, EntityType::Brand), vec![("Remibrutinib", EntitySource::Context)], "{text}");
+    }
+    // "What does X mean?" asks the explaining intent, however much X belongs to another, and
+    // stays about the conversation's subject; "what does that mean for Q3?" is not such a question.
+    let segments = "Which physician segments respond best to lunch-and-learns for Remibrutinib?";
+    let (first, next) = follow(segments, "what does conditional average treatment effect mean in that output?");
+    assert_eq!((first.as_str(), next.intent.as_str()), ("heterogeneous", "explanation"), "{next:?}");
+    assert_eq!(values(&next, EntityType::Brand), vec![("Remibrutinib", EntitySource::Context)]);
+    let (_, next) = follow(segments, "what does the range around it actually tell me?");
+    assert_eq!(next.intent, "explanation", "{next:?}");
+    // Words before the opening ("hmm") and the negation do not count as the turn's own request.
+    let practice = "Among cardiologists, which practice types saw the biggest bump in Entresto adherence after the copay card relaunch?";
+    let (first, next) = follow(practice, "hmm, sorry, I meant Leqvio not Entresto");
+    assert_eq!((first.as_str(), next.intent.as_str()), ("heterogeneous", "heterogeneous"), "{next:?}");
+    assert_eq!(values(&next, EntityType::Brand), vec![("Leqvio", EntitySource::Exact)]);
+    // Outside a correction too, "rather than share" says which KPI is replaced.
+    let (_, next) = follow(forecast, "hmm, give me TRx rather than share for that one");
+    assert_eq!(values(&next, EntityType::Kpi), vec![("trx", EntitySource::Exact)], "{next:?}");
+}
