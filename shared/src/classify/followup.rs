@@ -144,7 +144,9 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         // "now swap in Leqvio", "switch to the West": the same request about another entity
         // ("swap" alone is a deployment word).
         || matches!((first, second), ("swap" | "switch", Some("in" | "to")) | ("now" | "then", Some("swap" | "switch")))
-        // "switch that to market share", "change it to NRx".
+        // "switch that to market share", "change it to NRx", "redo it with ROI as the goal", "go
+        // back to the same stretch in 2023".
+        || matches!((first, second), ("redo" | "rerun" | "repeat", Some("it" | "that" | "this" | "the")) | ("go", Some("back")))
         || matches!((first, second), ("swap" | "switch" | "change", Some("that" | "it" | "this")))
         // "now as market share", "ok now on share": the same request in another measure.
         || matches!((first, second), ("now" | "then", Some("as" | "on")))
@@ -207,6 +209,30 @@ fn marks_variation(word: &str) -> bool {
 /// Verbs of a breakdown: "split it by specialty", "break that out by region".
 fn cuts_finer(word: &str) -> bool {
     matches!(word, "split" | "break" | "slice" | "segment" | "cut")
+}
+
+/// Verbs (and their particles) that open a continuation by asking to run the request again,
+/// moved or changed: "go back to 2023", "redo it with ROI", "push that out to Q4".
+fn repeats_the_request(word: &str) -> bool {
+    matches!(
+        word,
+        "go" | "back"
+            | "redo"
+            | "rerun"
+            | "repeat"
+            | "push"
+            | "move"
+            | "shift"
+            | "out"
+            | "swap"
+            | "switch"
+            | "change"
+            | "look"
+            | "focus"
+            | "zoom"
+            | "narrow"
+            | "do"
+    )
 }
 
 /// Words that point back to something said before.
@@ -330,13 +356,13 @@ impl Cues {
             (Some("just" | "only"), Some("the" | "for" | "in" | "among" | "within"))
                 | (Some("limit" | "restrict" | "filter" | "narrow"), Some("it" | "that" | "this" | "to" | "down"))
         );
-        let continuation = opens
+        let opens_or_restricts = opens
             || restricts
             || looks_for_an_entity
             || corrects_the_request
             || words.iter().any(|w| marks_variation(w))
             || words.windows(2).any(|w| w == ["as", "well"]);
-        let breakdown = continuation && words.windows(2).any(|w| w[0] == "by" && !is_auxiliary(w[1]));
+        let breakdown = opens_or_restricts && words.windows(2).any(|w| w[0] == "by" && !is_auxiliary(w[1]));
         // "and what will it be …": after the opening word, a question word then an auxiliary.
         let rest = if opens && !matches!(second, Some("about" | "of")) { &words[skipped + 1..] } else { &[][..] };
         let own_question =
@@ -399,15 +425,38 @@ impl Cues {
             words[..skipped].iter().filter(|w| !is_correction(w) && !super::text::is_stop_word(w)).count();
         let negation_words =
             words.iter().filter(|w| matches!(**w, "not" | "than") && !super::text::is_stop_word(w)).count();
-        let filler =
-            correction_words + entity_words + variation_words + breakdown_words + opening_words + negation_words;
+        // "go back to the same stretch in 2023", "redo it with ROI": the verb that opens a
+        // continuation says to repeat the request, not what the request is.
+        let verb_words = if opens {
+            [first, second]
+                .into_iter()
+                .flatten()
+                .filter(|w| repeats_the_request(w) && !cuts_finer(w) && !super::text::is_stop_word(w))
+                .count()
+        } else {
+            0
+        };
+        let filler = correction_words
+            + entity_words
+            + variation_words
+            + breakdown_words
+            + opening_words
+            + negation_words
+            + verb_words;
+        let at_most_one_content_word = content_words.saturating_sub(filler) <= 1;
+        // "does that hold in the Southwest?", "any sign of that in the western region?": a yes/no
+        // question (or a bare phrase) that points back and names an entity with at most one word
+        // of its own is the previous request about that entity ("retrain it on the last 18
+        // months", an imperative, asks for something else).
+        let yes_no = first.is_some_and(|f| is_auxiliary(f) || matches!(f, "any" | "anything" | "still"));
+        let swaps_an_entity = yes_no && refers_back && !asks && taken.iter().any(|&t| t) && at_most_one_content_word;
         Cues {
-            continuation,
+            continuation: opens_or_restricts || swaps_an_entity,
             refers_back,
             bare_question,
             about_answer,
             no_content: content_words == 0,
-            at_most_one_content_word: content_words.saturating_sub(filler) <= 1,
+            at_most_one_content_word,
             correction,
             breakdown,
             own_question,
@@ -449,9 +498,12 @@ impl Classifier {
             }
             let follows = cues.continuation || cues.refers_back || cues.bare_question || !c.entities.is_empty();
             // "what about the same stretch last year": a continuation that names an entity or
-            // a period and at most one word besides is close whatever that word is.
+            // a period (or breaks the answer down, or corrects it: "break that out by month") and
+            // at most one word besides is close whatever that word is.
             let close = cues.no_content
-                || (cues.continuation && cues.at_most_one_content_word && !c.entities.is_empty())
+                || (cues.continuation
+                    && cues.at_most_one_content_word
+                    && (!c.entities.is_empty() || cues.breakdown || cues.correction))
                 || ((cues.about_answer || cues.asks_meaning) && self.answer_intent.is_some())
                 || c.scope_score >= self.settings.scope.threshold * FOLLOW_UP_SCOPE_SHARE;
             if !(follows && close) {

@@ -591,6 +591,22 @@ fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
     let (first, next) = follow(practice, "hmm, sorry, I meant Leqvio not Entresto");
     assert_eq!((first.as_str(), next.intent.as_str()), ("heterogeneous", "heterogeneous"), "{next:?}");
     assert_eq!(values(&next, EntityType::Brand), vec![("Leqvio", EntitySource::Exact)]);
+    // A yes/no question pointing back with an entity asks the same thing there; an imperative
+    // ("retrain it on …") asks something else. Verbs that repeat the request are not its words.
+    let drift = "Has the model that scores Fabhalta conversion shifted since we last retrained it, especially for Southeast accounts?";
+    for (q1, text, want) in [
+        (drift, "any sign of that in the western region?", "drift_check"),
+        ("Has the Leqvio TRx forecasting model drifted?", "ok, retrain it on the last 18 months then", "ml_training"),
+        ("Forecast Leqvio TRx for the Northeast through the end of 2025.", "break that out by month", "prediction"),
+        (
+            "How should we split the Q3 sample budget across regions to maximize Entresto new patient starts?",
+            "redo it with ROI as the goal",
+            "resource_optimize",
+        ),
+    ] {
+        let (_, next) = follow(q1, text);
+        assert!(next.in_scope && next.intent == want, "{text}: {next:?}");
+    }
     // Outside a correction too, "rather than share" says which KPI is replaced.
     let (_, next) = follow(forecast, "hmm, give me TRx rather than share for that one");
     assert_eq!(values(&next, EntityType::Kpi), vec![("trx", EntitySource::Exact)], "{next:?}");
