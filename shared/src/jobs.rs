@@ -185,7 +185,7 @@ impl JobMessage {
             }
             Job::Deadline { fire_at, .. } => {
                 body.push_str(",\"fire_at\":");
-                body.push_str(&serde_json::to_string(fire_at).unwrap_or_default());
+                push_json_time(&mut body, fire_at);
             }
         }
         body.push('}');
@@ -230,6 +230,60 @@ impl JobMessage {
         };
         check_ids(job)
     }
+}
+
+/// `n` in decimal, at least `width` digits (zero-padded).
+fn push_padded(out: &mut String, n: u32, width: usize) {
+    let mut digits = [b'0'; 10];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let start = i.min(digits.len().saturating_sub(width));
+    out.extend(digits[start..].iter().map(|&d| char::from(d)));
+}
+
+/// A time as a JSON string, exactly as chrono's `Serialize` writes it (RFC 3339, `Z`, the
+/// fraction in 3, 6 or 9 digits as the nanoseconds need, none when they are 0; a leap second
+/// as second 60), written directly: every query arms a deadline job, and chrono's writer goes
+/// through the formatting machinery. A year outside 0–9999 goes the serde way.
+fn push_json_time(out: &mut String, t: &DateTime<Utc>) {
+    use chrono::{Datelike, Timelike};
+    let year = t.year();
+    if !(0..=9999).contains(&year) {
+        out.push_str(&serde_json::to_string(t).unwrap_or_default());
+        return;
+    }
+    out.push('"');
+    push_padded(out, year.unsigned_abs(), 4);
+    for (separator, n) in [('-', t.month()), ('-', t.day()), ('T', t.hour()), (':', t.minute())] {
+        out.push(separator);
+        push_padded(out, n, 2);
+    }
+    let (mut second, mut nano) = (t.second(), t.nanosecond());
+    if nano >= 1_000_000_000 {
+        second += 1;
+        nano -= 1_000_000_000;
+    }
+    out.push(':');
+    push_padded(out, second, 2);
+    if nano != 0 {
+        out.push('.');
+        if nano % 1_000_000 == 0 {
+            push_padded(out, nano / 1_000_000, 3);
+        } else if nano % 1_000 == 0 {
+            push_padded(out, nano / 1_000, 6);
+        } else {
+            push_padded(out, nano, 9);
+        }
+    }
+    out.push_str("Z\"");
 }
 
 /// `n` in decimal, as `serde_json` writes an unsigned integer.
@@ -311,6 +365,28 @@ mod tests {
                 let message = JobMessage::new(job);
                 assert_eq!(message.to_body(), serde_json::to_string(&message).expect("serializes"));
             }
+        }
+    }
+
+    #[test]
+    fn a_time_is_written_exactly_as_chronos_serde_writes_it() {
+        use chrono::{NaiveDate, TimeZone};
+        let mut times: Vec<DateTime<Utc>> = Vec::new();
+        for nano in [0, 1, 999, 1_000, 120_000, 999_999, 1_000_000, 5_000_000, 999_000_000, 123_456_789, 999_999_999] {
+            for secs in [0, 59, 1_795_000_000, 1_795_000_059, 253_402_300_799, -1, -62_167_219_200] {
+                times.extend(DateTime::from_timestamp(secs, nano));
+            }
+        }
+        // A leap second (nanoseconds past 10^9), and years past the four digits.
+        let leap = NaiveDate::from_ymd_opt(2016, 12, 31).and_then(|d| d.and_hms_nano_opt(23, 59, 59, 1_500_000_000));
+        times.extend(leap.map(|t| Utc.from_utc_datetime(&t)));
+        times.extend(DateTime::from_timestamp(253_402_300_800, 0));
+        times.extend(DateTime::from_timestamp(-62_167_219_201, 7));
+        assert!(times.len() > 70);
+        for t in times {
+            let mut written = String::new();
+            push_json_time(&mut written, &t);
+            assert_eq!(written, serde_json::to_string(&t).expect("serializes"), "{t:?}");
         }
     }
 

@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 // ------------------------------------------------------------------------------------------
@@ -264,6 +265,17 @@ pub trait Store: Send + Sync {
 
     /// Read the query record (strongly consistent). Expired records read as `None`.
     async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError>;
+
+    /// The query record as [`Store::get_query`] reads it, shared (`Arc`) and without its fan-in
+    /// set (`completed` is empty): for a step that reads the record and never its fan-in set
+    /// (the agent worker), so a store that keeps its records shared lends one instead of
+    /// copying it. The default reads [`Store::get_query`] and empties the set.
+    async fn get_query_without_fan_in(&self, query_id: &str) -> Result<Option<Arc<QueryRecord>>, StoreError> {
+        Ok(self.get_query(query_id).await?.map(|mut query| {
+            query.completed.clear();
+            Arc::new(query)
+        }))
+    }
 
     /// The caller's most recent live queries, newest first (by `accepted_at`), at most `limit`.
     /// Read from a per-user index, which on DynamoDB is eventually consistent: a query created

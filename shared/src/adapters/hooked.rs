@@ -19,7 +19,7 @@ use std::sync::Arc;
 pub enum StoreOp<'a> {
     /// [`Store::create_query`].
     CreateQuery(&'a QueryRecord),
-    /// [`Store::get_query`].
+    /// [`Store::get_query`] or [`Store::get_query_without_fan_in`].
     GetQuery(&'a str),
     /// [`Store::list_user_queries`].
     ListUserQueries(&'a str),
@@ -173,6 +173,14 @@ impl<H: StoreHooks> Store for HookedStore<H> {
         let op = StoreOp::GetQuery(query_id);
         self.hooks.before(self.inner.as_ref(), op).await?;
         let r = self.inner.get_query(query_id).await;
+        self.settle(op, r, |_| Applied::Read)
+    }
+
+    async fn get_query_without_fan_in(&self, query_id: &str) -> Result<Option<Arc<QueryRecord>>, StoreError> {
+        // The hooks see it as the read it is.
+        let op = StoreOp::GetQuery(query_id);
+        self.hooks.before(self.inner.as_ref(), op).await?;
+        let r = self.inner.get_query_without_fan_in(query_id).await;
         self.settle(op, r, |_| Applied::Read)
     }
 

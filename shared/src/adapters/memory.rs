@@ -22,7 +22,7 @@ use crate::ports::{
 };
 use crate::topology::Topology;
 use async_trait::async_trait;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -86,7 +86,7 @@ type Map<K, V> = HashMap<K, V, KeyHash>;
 
 #[derive(Default)]
 struct Tables {
-    queries: Map<String, QueryRecord>,
+    queries: Map<String, StoredQuery>,
     /// By query, then by dispatch id: a query's handoffs are listed without scanning others'.
     handoffs: Map<String, BTreeMap<String, HandoffRecord>>,
     outputs: Map<String, (OrchestratorOutput, i64)>,
@@ -98,6 +98,31 @@ struct Tables {
     sessions: Map<(String, String), SessionRecord>,
     /// Per query, the fan-in's arrivals in the order applied (see [`super::fanin`]).
     arrivals: Map<String, Vec<Arrival>>,
+}
+
+/// A query record as the store keeps it: the record without its fan-in set, shared, so that
+/// [`Store::get_query_without_fan_in`] lends it instead of copying it (the agent worker's read
+/// of every dispatch), and beside it the fan-in set, which `record_handoff` changes in place
+/// while readers hold the record and `update_query` leaves alone.
+struct StoredQuery {
+    /// `completed` is always empty here.
+    record: Arc<QueryRecord>,
+    completed: BTreeSet<String>,
+}
+
+impl StoredQuery {
+    fn new(query: &QueryRecord, version: u64, completed: BTreeSet<String>) -> StoredQuery {
+        StoredQuery { record: Arc::new(QueryRecord { version, ..clone_without_fan_in(query) }), completed }
+    }
+
+    fn expires_at(&self) -> i64 {
+        self.record.expires_at
+    }
+
+    /// The whole record, fan-in set included: a copy.
+    fn record(&self) -> QueryRecord {
+        QueryRecord { completed: self.completed.clone(), ..QueryRecord::clone(&self.record) }
+    }
 }
 
 /// An event as the log keeps it: its query id and key are the log's keys, so a write copies
@@ -200,7 +225,7 @@ fn clone_without_fan_in(query: &QueryRecord) -> QueryRecord {
         warnings: warnings.clone(),
         scope: *scope,
         plan: plan.clone(),
-        completed: std::collections::BTreeSet::new(),
+        completed: BTreeSet::new(),
         accepted_at: *accepted_at,
         deadline_at: *deadline_at,
         synth_claimed_at: *synth_claimed_at,
@@ -280,19 +305,16 @@ impl MemoryStore {
         let stored = t
             .queries
             .get_mut(&query.query_id)
-            .filter(|q| q.expires_at >= now)
+            .filter(|q| q.expires_at() >= now)
             .ok_or_else(|| StoreError::ConditionFailed(format!("query {} does not exist", query.query_id)))?;
-        if stored.version != expected_version {
+        if stored.record.version != expected_version {
             return Err(StoreError::ConditionFailed(format!(
                 "query {} is at version {}, not {expected_version}",
-                query.query_id, stored.version
+                query.query_id, stored.record.version
             )));
         }
-        *stored = QueryRecord {
-            completed: std::mem::take(&mut stored.completed),
-            version: expected_version + 1,
-            ..clone_without_fan_in(query)
-        };
+        // A reader may still hold the old record: it is replaced, not changed.
+        *stored = StoredQuery::new(query, expected_version + 1, std::mem::take(&mut stored.completed));
         Ok(())
     }
 
@@ -332,19 +354,19 @@ impl Store for MemoryStore {
         check_size("query", query)?;
         let now = self.now_s();
         let mut t = self.lock()?;
-        if t.queries.get(&query.query_id).is_some_and(|q| q.expires_at >= now) {
+        if t.queries.get(&query.query_id).is_some_and(|q| q.expires_at() >= now) {
             return Err(StoreError::ConditionFailed(format!("query {} exists", query.query_id)));
         }
         if let Some(key) = &query.idempotency_key {
             let k = (query.user_id.clone(), key.clone());
             if let Some(holder) = t.idempotency.get(&k) {
-                if t.queries.get(holder).is_some_and(|q| q.expires_at >= now) {
+                if t.queries.get(holder).is_some_and(|q| q.expires_at() >= now) {
                     return Err(StoreError::ConditionFailed("idempotency key held by another query".into()));
                 }
             }
             t.idempotency.insert(k, query.query_id.clone());
         }
-        t.queries.insert(query.query_id.clone(), query.clone());
+        t.queries.insert(query.query_id.clone(), StoredQuery::new(query, query.version, query.completed.clone()));
         t.arrivals.remove(&query.query_id);
         Self::put_events(&mut t, events, now);
         drop(t);
@@ -355,14 +377,24 @@ impl Store for MemoryStore {
     async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError> {
         self.read();
         let t = self.lock()?;
-        Ok(t.queries.get(query_id).filter(|q| self.live(q.expires_at)).cloned())
+        Ok(t.queries.get(query_id).filter(|q| self.live(q.expires_at())).map(StoredQuery::record))
+    }
+
+    async fn get_query_without_fan_in(&self, query_id: &str) -> Result<Option<Arc<QueryRecord>>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.queries.get(query_id).filter(|q| self.live(q.expires_at())).map(|q| q.record.clone()))
     }
 
     async fn list_user_queries(&self, user_id: &str, limit: usize) -> Result<Vec<QueryRecord>, StoreError> {
         self.read();
         let t = self.lock()?;
-        let mut mine: Vec<QueryRecord> =
-            t.queries.values().filter(|q| q.user_id == user_id && self.live(q.expires_at)).cloned().collect();
+        let mut mine: Vec<QueryRecord> = t
+            .queries
+            .values()
+            .filter(|q| q.record.user_id == user_id && self.live(q.expires_at()))
+            .map(StoredQuery::record)
+            .collect();
         drop(t);
         mine.sort_by(|a, b| (b.accepted_at, &b.query_id).cmp(&(a.accepted_at, &a.query_id)));
         mine.truncate(limit);
@@ -380,7 +412,8 @@ impl Store for MemoryStore {
         let mut found: Vec<(String, crate::signals::SignalRecord)> = t
             .queries
             .values()
-            .filter(|q| self.live(q.expires_at))
+            .filter(|q| self.live(q.expires_at()))
+            .map(|q| &q.record)
             .filter_map(|q| q.signal.as_ref().filter(|s| s.finished()).map(|s| (q, s)))
             .filter(|(_, s)| s.recorded_at >= request.oldest && s.recorded_at <= request.newest)
             .map(|(q, s)| (crate::signals::sort_key(&s.recorded_at, &q.query_id), s.record()))
@@ -398,7 +431,7 @@ impl Store for MemoryStore {
         self.read();
         let t = self.lock()?;
         let holder = t.idempotency.get(&(user_id.to_string(), key.to_string()));
-        Ok(holder.filter(|id| t.queries.get(*id).is_some_and(|q| self.live(q.expires_at))).cloned())
+        Ok(holder.filter(|id| t.queries.get(*id).is_some_and(|q| self.live(q.expires_at()))).cloned())
     }
 
     async fn update_query(
@@ -432,7 +465,7 @@ impl Store for MemoryStore {
             // fills no slot is a single conditional put.
             let completed = match &record.slot {
                 Some(slot) => {
-                    let Some(query) = t.queries.get_mut(&record.query_id).filter(|q| q.expires_at >= now) else {
+                    let Some(query) = t.queries.get_mut(&record.query_id).filter(|q| q.expires_at() >= now) else {
                         return Err(StoreError::ConditionFailed(format!("query {} does not exist", record.query_id)));
                     };
                     if !query.completed.contains(slot) {
@@ -443,7 +476,7 @@ impl Store for MemoryStore {
                 None => t
                     .queries
                     .get(&record.query_id)
-                    .filter(|q| q.expires_at >= now)
+                    .filter(|q| q.expires_at() >= now)
                     .map(|q| q.completed.clone())
                     .unwrap_or_default(),
             };

@@ -291,9 +291,10 @@ fn is_hex(s: &str, len: usize) -> bool {
 /// The parent span id of a `traceparent`, if it is well formed.
 pub fn parent_span_id(traceparent: &str) -> Option<&str> {
     trace_id(traceparent)?;
-    // `00-` and the 32 digits of the trace id (checked above), then `-` and the span id.
-    let span = traceparent.get(36..)?.split('-').next()?;
-    is_hex(span, 16).then_some(span)
+    // `00-` and the 32 digits of the trace id (checked above), then `-` and 16 hex digits up to
+    // the next `-` or the end: read by position, as the trace id is (hex digits are never `-`).
+    let span = traceparent.get(36..52)?;
+    (is_hex(span, 16) && matches!(traceparent.as_bytes().get(52), None | Some(b'-'))).then_some(span)
 }
 
 /// The trace id of a `traceparent`, if it is well formed.
@@ -367,5 +368,8 @@ mod tests {
         }
         assert_eq!(parent_span_id("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f"), None);
         assert_eq!(parent_span_id("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-00000000000000ab"), Some("00000000000000ab"));
+        assert_eq!(parent_span_id("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-00000000000000ab0-01"), None, "17 digits");
+        assert_eq!(parent_span_id("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-00000000000000a-01"), None, "15 digits");
+        assert_eq!(parent_span_id("00-6f1c2d3e4a5b4c6d8e7f0a1b2c3d4e5f-0000000000000é-01"), None);
     }
 }

@@ -32,6 +32,7 @@ use crate::ports::{
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, instrument, warn};
 
@@ -81,9 +82,11 @@ pub async fn run_dispatch(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> R
     result
 }
 
-async fn load(deps: &Deps, job: &DispatchJob) -> Result<QueryRecord, StepError> {
+/// The job's query record, shared and without its fan-in set: a worker never reads the set
+/// (the store's answer to its handoff write says whether the stage is complete).
+async fn load(deps: &Deps, job: &DispatchJob) -> Result<Arc<QueryRecord>, StepError> {
     deps.store
-        .get_query(&job.query_id)
+        .get_query_without_fan_in(&job.query_id)
         .await?
         .ok_or_else(|| StepError::Permanent(format!("dispatch for unknown query {}", job.query_id)))
 }
