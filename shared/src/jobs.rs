@@ -162,7 +162,7 @@ impl JobMessage {
     pub fn to_body(&self) -> String {
         let mut body = String::with_capacity(160);
         body.push_str("{\"v\":");
-        push_number(&mut body, u64::from(self.v));
+        push_decimal(&mut body, u64::from(self.v), 1);
         let (kind, query_id) = match &self.job {
             Job::Route { query_id } => ("route", query_id),
             Job::Dispatch { query_id, .. } => ("dispatch", query_id),
@@ -179,9 +179,9 @@ impl JobMessage {
                 body.push_str(",\"dispatch_id\":");
                 push_json_str(&mut body, dispatch_id);
                 body.push_str(",\"attempt\":");
-                push_number(&mut body, u64::from(*attempt));
+                push_decimal(&mut body, u64::from(*attempt), 1);
                 body.push_str(",\"timeout_ms\":");
-                push_number(&mut body, *timeout_ms);
+                push_decimal(&mut body, *timeout_ms, 1);
             }
             Job::Deadline { fire_at, .. } => {
                 body.push_str(",\"fire_at\":");
@@ -232,9 +232,10 @@ impl JobMessage {
     }
 }
 
-/// `n` in decimal, at least `width` digits (zero-padded).
-fn push_padded(out: &mut String, n: u32, width: usize) {
-    let mut digits = [b'0'; 10];
+/// `n` in decimal, at least `width` digits (zero-padded), as `format!("{n:0width$}")` writes it
+/// (width 1: as `serde_json` writes an unsigned integer), without the formatting machinery.
+pub(crate) fn push_decimal(out: &mut String, n: u64, width: usize) {
+    let mut digits = [b'0'; 20];
     let mut i = digits.len();
     let mut n = n;
     loop {
@@ -261,10 +262,10 @@ fn push_json_time(out: &mut String, t: &DateTime<Utc>) {
         return;
     }
     out.push('"');
-    push_padded(out, year.unsigned_abs(), 4);
+    push_decimal(out, year.unsigned_abs().into(), 4);
     for (separator, n) in [('-', t.month()), ('-', t.day()), ('T', t.hour()), (':', t.minute())] {
         out.push(separator);
-        push_padded(out, n, 2);
+        push_decimal(out, n.into(), 2);
     }
     let (mut second, mut nano) = (t.second(), t.nanosecond());
     if nano >= 1_000_000_000 {
@@ -272,34 +273,18 @@ fn push_json_time(out: &mut String, t: &DateTime<Utc>) {
         nano -= 1_000_000_000;
     }
     out.push(':');
-    push_padded(out, second, 2);
+    push_decimal(out, second.into(), 2);
     if nano != 0 {
         out.push('.');
         if nano % 1_000_000 == 0 {
-            push_padded(out, nano / 1_000_000, 3);
+            push_decimal(out, (nano / 1_000_000).into(), 3);
         } else if nano % 1_000 == 0 {
-            push_padded(out, nano / 1_000, 6);
+            push_decimal(out, (nano / 1_000).into(), 6);
         } else {
-            push_padded(out, nano, 9);
+            push_decimal(out, nano.into(), 9);
         }
     }
     out.push_str("Z\"");
-}
-
-/// `n` in decimal, as `serde_json` writes an unsigned integer.
-fn push_number(out: &mut String, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(digits[i..].iter().map(|&d| char::from(d)));
 }
 
 /// `s` as a JSON string: as is between quotes when nothing in it needs escaping (ids), else

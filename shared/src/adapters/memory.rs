@@ -682,29 +682,12 @@ impl std::fmt::Debug for MemoryQueue {
     }
 }
 
-/// `n` in decimal, at least `width` digits (zero-padded), as `format!("{n:0width$}")` writes it.
-fn push_decimal(out: &mut String, n: u64, width: usize) {
-    let mut digits = [b'0'; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let start = i.min(digits.len().saturating_sub(width));
-    out.extend(digits[start..].iter().map(|&d| char::from(d)));
-}
-
 /// A message id: `m-` and the send number, at least 8 digits (`m-00000042`). Written without
 /// the formatting machinery: one per message sent.
 fn message_id(number: u64) -> String {
     let mut id = String::with_capacity(12);
     id.push_str("m-");
-    push_decimal(&mut id, number, 8);
+    crate::jobs::push_decimal(&mut id, number, 8);
     id
 }
 
@@ -713,7 +696,7 @@ fn receipt_handle(message_id: &str, receive_count: u32) -> String {
     let mut receipt = String::with_capacity(message_id.len() + 4);
     receipt.push_str(message_id);
     receipt.push('#');
-    push_decimal(&mut receipt, u64::from(receive_count), 1);
+    crate::jobs::push_decimal(&mut receipt, u64::from(receive_count), 1);
     receipt
 }
 
