@@ -283,8 +283,8 @@ fn is_question_word(word: &str) -> bool {
 
 /// Words after which a turn names what it replaces: "not Cosentyx", "instead of share".
 const NEGATION_CUES: [&str; 3] = ["not ", "instead of ", "rather than "];
-/// How far after a negation cue an entity is looked for (characters, up to a clause break).
-const NEGATED_SPAN_CHARS: usize = 40;
+/// How far after a negation cue an entity is looked for (bytes of the text, up to a clause break).
+const NEGATED_SPAN_BYTES: usize = 40;
 
 impl Classifier {
     /// "Sorry, I meant Leqvio, not Cosentyx": in a follow-up, an entity the turn names right
@@ -304,7 +304,7 @@ impl Classifier {
                 let rest = &lower[at + cue.len()..];
                 let end = rest
                     .char_indices()
-                    .find(|&(i, c)| i >= NEGATED_SPAN_CHARS || matches!(c, ',' | '.' | ';' | '?' | '!' | ')'))
+                    .find(|&(i, c)| i >= NEGATED_SPAN_BYTES || matches!(c, ',' | '.' | ';' | '?' | '!' | ')'))
                     .map_or(rest.len(), |(i, _)| i);
                 let span = &rest[..end];
                 let tokens = super::text::tokenize(span, 16);
