@@ -348,9 +348,10 @@ impl Cues {
         let corrects_the_request = correction && !words[skipped..].iter().any(|w| is_question_word(w));
         // "how does that look in the Northwest", "how did 2023 look?": the same request seen for
         // the entity or period the turn names.
+        let names_an_entity = taken.iter().any(|&t| t);
         let looks_for_an_entity = words.get(skipped) == Some(&"how")
             && words[skipped..].iter().take(6).any(|w| matches!(*w, "look" | "looks" | "looking"))
-            && taken.iter().any(|&t| t);
+            && names_an_entity;
         let restricts = matches!(
             (first, second),
             (Some("just" | "only"), Some("the" | "for" | "in" | "among" | "within"))
@@ -449,7 +450,7 @@ impl Cues {
         // of its own is the previous request about that entity ("retrain it on the last 18
         // months", an imperative, asks for something else).
         let yes_no = first.is_some_and(|f| is_auxiliary(f) || matches!(f, "any" | "anything" | "still"));
-        let swaps_an_entity = yes_no && refers_back && !asks && taken.iter().any(|&t| t) && at_most_one_content_word;
+        let swaps_an_entity = yes_no && refers_back && !asks && names_an_entity && at_most_one_content_word;
         Cues {
             continuation: opens_or_restricts || swaps_an_entity,
             refers_back,

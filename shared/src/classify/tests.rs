@@ -301,6 +301,13 @@ fn turn(text: &str, c: &Classification) -> PriorTurn {
     PriorTurn { question: text.into(), intent: c.intent.clone(), entities: c.entities.clone() }
 }
 
+/// `text` as the turn after `q1`: the first turn's intent alone, and the follow-up's
+/// classification.
+fn follow_up(c: &Classifier, q1: &str, text: &str) -> (String, Classification) {
+    let first = c.classify(q1);
+    (first.intent.clone(), c.classify_in_context(text, &[turn(q1, &first)]))
+}
+
 fn values(c: &Classification, t: EntityType) -> Vec<(&str, EntitySource)> {
     c.entities.iter().filter(|e| e.entity_type == t).map(|e| (e.value.as_str(), e.source)).collect()
 }
@@ -562,18 +569,14 @@ fn corrections_period_moves_and_short_continuations_keep_the_request() {
 #[test]
 fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
     let c = shipped();
-    let follow = |q1: &str, text: &str| {
-        let first = c.classify(q1);
-        (first.intent.clone(), c.classify_in_context(text, &[turn(q1, &first)]))
-    };
     let gap = "Where did Fabhalta fall short on new patient starts versus target in 2024?";
     for text in ["how did 2023 look?", "just the community oncologists, and only for Q4"] {
-        let (first, next) = follow(gap, text);
+        let (first, next) = follow_up(&c, gap, text);
         assert_eq!((first.as_str(), next.intent.as_str()), ("gap_analysis", "gap_analysis"), "{text}: {next:?}");
     }
     let forecast = "Project Remibrutinib new patient starts in the Northeast for Q3.";
     for (text, kpi) in [("now do retention", "persistence"), ("Switch that to market share", "market_share")] {
-        let (first, next) = follow(forecast, text);
+        let (first, next) = follow_up(&c, forecast, text);
         assert_eq!((first.as_str(), next.intent.as_str()), ("prediction", "prediction"), "{text}: {next:?}");
         assert_eq!(values(&next, EntityType::Kpi), vec![(kpi, EntitySource::Exact)], "{text}");
         assert_eq!(values(&next, EntityType::Brand), vec![("Remibrutinib", EntitySource::Context)], "{text}");
@@ -581,14 +584,14 @@ fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
     // "What does X mean?" asks the explaining intent, however much X belongs to another, and
     // stays about the conversation's subject; "what does that mean for Q3?" is not such a question.
     let segments = "Which physician segments respond best to lunch-and-learns for Remibrutinib?";
-    let (first, next) = follow(segments, "what does conditional average treatment effect mean in that output?");
+    let (first, next) = follow_up(&c, segments, "what does conditional average treatment effect mean in that output?");
     assert_eq!((first.as_str(), next.intent.as_str()), ("heterogeneous", "explanation"), "{next:?}");
     assert_eq!(values(&next, EntityType::Brand), vec![("Remibrutinib", EntitySource::Context)]);
-    let (_, next) = follow(segments, "what does the range around it actually tell me?");
+    let (_, next) = follow_up(&c, segments, "what does the range around it actually tell me?");
     assert_eq!(next.intent, "explanation", "{next:?}");
     // Words before the opening ("hmm") and the negation do not count as the turn's own request.
     let practice = "Among cardiologists, which practice types saw the biggest bump in Entresto adherence after the copay card relaunch?";
-    let (first, next) = follow(practice, "hmm, sorry, I meant Leqvio not Entresto");
+    let (first, next) = follow_up(&c, practice, "hmm, sorry, I meant Leqvio not Entresto");
     assert_eq!((first.as_str(), next.intent.as_str()), ("heterogeneous", "heterogeneous"), "{next:?}");
     assert_eq!(values(&next, EntityType::Brand), vec![("Leqvio", EntitySource::Exact)]);
     // A yes/no question pointing back with an entity asks the same thing there; an imperative
@@ -604,10 +607,10 @@ fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
             "resource_optimize",
         ),
     ] {
-        let (_, next) = follow(q1, text);
+        let (_, next) = follow_up(&c, q1, text);
         assert!(next.in_scope && next.intent == want, "{text}: {next:?}");
     }
     // Outside a correction too, "rather than share" says which KPI is replaced.
-    let (_, next) = follow(forecast, "hmm, give me TRx rather than share for that one");
+    let (_, next) = follow_up(&c, forecast, "hmm, give me TRx rather than share for that one");
     assert_eq!(values(&next, EntityType::Kpi), vec![("trx", EntitySource::Exact)], "{next:?}");
 }
