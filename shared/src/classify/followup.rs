@@ -34,8 +34,9 @@
 //! Only the latest few turns are read (the latest one whose intent the manifest knows), and
 //! only their intent and entities: it runs inside the embedded classifier's microsecond budget.
 
+use super::continuation::add_word_features;
 use super::text::Token;
-use super::{Classification, Classifier};
+use super::{Classification, Classifier, ContinuationFeatures};
 use crate::contracts::{EntitySource, EntityType, ParsedEntity};
 use serde::Serialize;
 
@@ -478,7 +479,7 @@ impl Classifier {
         if history.is_empty() {
             return self.classify(text);
         }
-        let (mut c, probabilities, cues) = self.classify_parts(text, true);
+        let (mut c, probabilities, cues, words) = self.classify_parts(text, true);
         let Some((turns_back, last, last_index)) = history
             .iter()
             .rev()
@@ -513,6 +514,23 @@ impl Classifier {
             c.in_scope = true;
         }
         let (alone_intent, alone_confidence) = (c.intent.clone(), c.confidence);
+        // The learned model's probability that the turn keeps the earlier turn's intent
+        // (module continuation); without a model, the rules' priors.
+        let model = self.continuation_model();
+        let learned = if model.is_empty() {
+            None
+        } else {
+            let mut features = ContinuationFeatures::new(false);
+            self.add_continuation_features(
+                &mut features,
+                words.as_ref(),
+                &cues,
+                &alone_intent,
+                alone_in_scope,
+                &last.intent,
+            );
+            model.keep_probability(&features)
+        };
 
         let k = self.intents.len();
         // The intent the prior favours: the earlier turn's, or for a question about the answer
@@ -521,8 +539,10 @@ impl Classifier {
             match (self.answer_intent.filter(|_| cues.about_answer || cues.asks_meaning), self.cause_intent) {
                 (Some(answer), _) => (answer, ANSWER_PRIOR),
                 (None, Some(cause)) if cues.why_it_happened => (cause, CAUSE_PRIOR),
-                _ if cues.continuation && !cues.own_question => (last_index, CARRY_PRIOR_CONTINUATION),
-                _ => (last_index, CARRY_PRIOR_PLAIN),
+                _ if cues.continuation && !cues.own_question => {
+                    (last_index, learned.unwrap_or(CARRY_PRIOR_CONTINUATION))
+                }
+                _ => (last_index, learned.unwrap_or(CARRY_PRIOR_PLAIN)),
             };
         let other = if k > 1 { (1.0 - carry) / (k - 1) as f64 } else { 0.0 };
         let prior = |i: usize| if i == favoured { carry } else { other };
@@ -588,6 +608,65 @@ impl Classifier {
             carried_entities: carried,
         });
         c
+    }
+}
+
+impl Classifier {
+    /// The features the continuation model reads for a follow-up `text` after a turn resolved
+    /// to `prior_intent`: what [`Classifier::classify_in_context`] gives the model, with each
+    /// feature's text kept (training: [`ContinuationTrainer`]).
+    pub fn continuation_features(&self, text: &str, prior_intent: &str) -> ContinuationFeatures {
+        let (c, _, cues, words) = self.classify_parts(text, true);
+        let mut features = ContinuationFeatures::new(true);
+        self.add_continuation_features(&mut features, words.as_ref(), &cues, &c.intent, c.in_scope, prior_intent);
+        features
+    }
+
+    /// The turn's words (entities masked), its cues, and how it is classified alone relative to
+    /// the earlier turn's intent.
+    fn add_continuation_features(
+        &self,
+        features: &mut ContinuationFeatures,
+        words: Option<&(Vec<Token>, Vec<bool>)>,
+        cues: &Cues,
+        alone_intent: &str,
+        alone_in_scope: bool,
+        prior_intent: &str,
+    ) {
+        if let Some((tokens, taken)) = words {
+            add_word_features(features, tokens.iter().zip(taken).map(|(t, &taken)| (t.text.as_str(), taken)));
+        }
+        cues.add_features(features);
+        features.add(if alone_intent == prior_intent { "a:same" } else { "a:other" });
+        if !alone_in_scope {
+            features.add("a:out");
+        }
+    }
+}
+
+impl Cues {
+    /// One feature per cue that holds.
+    fn add_features(&self, features: &mut ContinuationFeatures) {
+        let flags = [
+            (self.continuation, "c:continuation"),
+            (self.refers_back, "c:refers-back"),
+            (self.bare_question, "c:bare-question"),
+            (self.about_answer, "c:about-answer"),
+            (self.no_content, "c:no-content"),
+            (self.at_most_one_content_word, "c:one-word"),
+            (self.correction, "c:correction"),
+            (self.breakdown, "c:breakdown"),
+            (self.own_question, "c:own-question"),
+            (self.why_it_happened, "c:why"),
+            (self.new_subject, "c:new-subject"),
+            (self.restricts, "c:restricts"),
+            (self.asks_meaning, "c:asks-meaning"),
+        ];
+        for (holds, name) in flags {
+            if holds {
+                features.add(name);
+            }
+        }
     }
 }
 

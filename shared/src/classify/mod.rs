@@ -63,6 +63,7 @@
 //! - `followup`: a turn classified with the conversation before it
 //!   ([`Classifier::classify_in_context`], docs/conversations.md).
 
+mod continuation;
 mod entities;
 mod followup;
 pub(crate) mod scope;
@@ -71,6 +72,7 @@ mod vectors;
 
 use crate::contracts::ParsedEntity;
 use crate::manifest::{ClassifierSettings, Manifest};
+pub use continuation::{ContinuationModel, ContinuationTrainer, Features as ContinuationFeatures};
 use entities::EntityExtractor;
 pub use followup::{FollowUp, PriorTurn};
 use serde::Serialize;
@@ -244,6 +246,9 @@ pub struct Classifier {
     /// `classifier.scope.refuse`, compiled.
     refused_phrases: scope::RefusedPhrases,
     entities: EntityExtractor,
+    /// The learned continuation model follow-ups are weighed with; `None` is the shipped one
+    /// ([`ContinuationModel::shipped`]).
+    continuation: Option<std::sync::Arc<ContinuationModel>>,
 }
 
 /// How close a question's word vector is to the manifest's utterances
@@ -335,6 +340,7 @@ impl Classifier {
             known_word_vectors: Map::default(),
             refused_phrases: scope::RefusedPhrases::new(&manifest.classifier.scope.refuse),
             entities: EntityExtractor::new(manifest, common_words),
+            continuation: None,
         };
 
         let mut example_terms: Vec<(usize, Vec<u32>, Option<u32>)> = Vec::new();
@@ -481,7 +487,7 @@ impl Classifier {
     /// score for it.
     fn intent_for_causes(&self) -> Option<usize> {
         const QUESTION: &str = "why did that happen";
-        let (_, probabilities, _) = self.classify_parts(QUESTION, false);
+        let (_, probabilities, _, _) = self.classify_parts(QUESTION, false);
         let probabilities = probabilities?;
         let tokens = tokenize(QUESTION, MAX_INTENT_TOKENS);
         let scores = self.scores(&self.features(&tokens, &vec![false; tokens.len()]), None);
@@ -510,10 +516,29 @@ impl Classifier {
         self.classify_parts(text, false).0
     }
 
+    /// This classifier with another continuation model for follow-ups (one trained on other
+    /// dialogues, or an empty one to weigh follow-ups by the rules alone).
+    pub fn set_continuation_model(&mut self, model: ContinuationModel) {
+        self.continuation = Some(std::sync::Arc::new(model));
+    }
+
+    /// The continuation model in use.
+    fn continuation_model(&self) -> &ContinuationModel {
+        match &self.continuation {
+            Some(model) => model,
+            None => ContinuationModel::shipped(),
+        }
+    }
+
     /// [`Classifier::classify`], also returning the probability of every intent (manifest
     /// order; `None` when nothing in the text scored) and, when `cues`, the follow-up cues of
-    /// the text, which [`Classifier::classify_in_context`] combines with the conversation.
-    fn classify_parts(&self, text: &str, cues: bool) -> (Classification, Option<Vec<f64>>, followup::Cues) {
+    /// the text, which [`Classifier::classify_in_context`] combines with the conversation, with
+    /// its tokens and which of them entities cover.
+    fn classify_parts(
+        &self,
+        text: &str,
+        cues: bool,
+    ) -> (Classification, Option<Vec<f64>>, followup::Cues, Option<(Vec<Token>, Vec<bool>)>) {
         let tokens = tokenize(text, MAX_ENTITY_TOKENS);
         let (entities, named, taken) = self.entities.extract_with_spans(text, &tokens);
         let n = tokens.len().min(MAX_INTENT_TOKENS);
@@ -528,11 +553,13 @@ impl Classifier {
             scope = scope::Scope { score: 0.0, in_scope: false, refused: true, ..scope };
         }
         self.semantic_scope(&mut scope, query_vector.as_ref(), similarity.as_ref().map(|s| s.nearest));
-        let cues = if cues {
+        let want_cues = cues;
+        let cues = if want_cues {
             followup::Cues::read(&tokens[..n], &named[..n], &taken[..n], scope.content_words)
         } else {
             followup::Cues::default()
         };
+        let words = want_cues.then(|| (tokens, taken));
         let Some(probabilities) = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..])) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
             let c = Classification {
@@ -545,7 +572,7 @@ impl Classifier {
                 entities,
                 follow_up: None,
             };
-            return (c, None, cues);
+            return (c, None, cues, words);
         };
         let mut c = Classification {
             intent: String::new(),
@@ -558,7 +585,7 @@ impl Classifier {
             follow_up: None,
         };
         self.rank(&mut c, &probabilities);
-        (c, Some(probabilities), cues)
+        (c, Some(probabilities), cues, words)
     }
 
     /// Sets the intent, confidence, ambiguity flag and alternatives of `c` from the

@@ -347,7 +347,9 @@ fn a_three_turn_chain_keeps_the_intent_and_replaces_one_entity_at_a_time() {
 
 #[test]
 fn a_turn_with_no_intent_evidence_takes_the_carry_prior_as_its_confidence() {
-    let c = shipped();
+    // The rules alone (no learned model): the continuation prior.
+    let mut c = shipped();
+    c.set_continuation_model(ContinuationModel::default());
     let q1 = "What caused the drop in Fabhalta conversion rate in Q2 2026?";
     let first = c.classify(q1);
     let alone = c.classify("And in Q1?");
@@ -358,6 +360,10 @@ fn a_turn_with_no_intent_evidence_takes_the_carry_prior_as_its_confidence() {
     assert_eq!(values(&next, EntityType::TimePeriod).len(), 1, "the new period replaces the old one");
     assert_eq!(values(&next, EntityType::Brand), [("Fabhalta", EntitySource::Context)]);
     assert_eq!(values(&next, EntityType::Kpi), [("conversion_rate", EntitySource::Context)]);
+    // The shipped model: its probability that the turn keeps the intent, high for "And in Q1?".
+    let learned = shipped().classify_in_context("And in Q1?", &[turn(q1, &first)]);
+    assert_eq!(learned.intent, "causal_impact");
+    assert!(learned.confidence > 0.9 && learned.confidence < 1.0, "the learned prior, got {}", learned.confidence);
 }
 
 #[test]
