@@ -364,6 +364,28 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
             });
         }
     }
+    // "the first half of 2024", "second quarter 2025": a half or quarter of a named year (not
+    // "the second half of the year", which says where a forecast looks).
+    let ordinal = match t {
+        "first" | "1st" => Some(b'1'),
+        "second" | "2nd" => Some(b'2'),
+        "third" | "3rd" => Some(b'3'),
+        "fourth" | "4th" => Some(b'4'),
+        _ => None,
+    };
+    if let Some(n) = ordinal.filter(|_| free(i + 1)) {
+        let letter = match tokens[i + 1].text.as_str() {
+            "half" if n <= b'2' => Some('H'),
+            "quarter" => Some('Q'),
+            _ => None,
+        };
+        let of = usize::from(free(i + 2) && tokens[i + 2].text == "of");
+        let year_at = i + 2 + of;
+        let y = if free(year_at) { tokens.get(year_at).and_then(year) } else { None };
+        if let (Some(letter), Some(y)) = (letter, y) {
+            return Some((3 + of, format!("{letter}{} {y}", n as char), EntitySource::Exact));
+        }
+    }
     if let Some(y) = fiscal_year(t) {
         return Some((1, format!("FY{y}"), EntitySource::Exact));
     }

@@ -6,8 +6,11 @@
 //!
 //! - **Intent.** The earlier turn's intent is a prior, the turn's own classification the
 //!   evidence: `P(i | turn, history) ∝ P(i | turn) · prior(i)` with `prior(last) = ρ` and the
-//!   rest `(1 − ρ) / (K − 1)`. `ρ` is higher when the turn opens like a continuation ("and",
-//!   "what about", "same …", "… instead"). A turn that only changes an entity, a period or a
+//!   rest `(1 − ρ) / (K − 1)`. `ρ` is the learned continuation model's probability that the
+//!   turn keeps the earlier intent ([`super::continuation`]: naive Bayes over the turn's masked
+//!   words and the cues below, trained on the labelled dialogues); without a model it is a
+//!   hand-set rate, higher when the turn opens like a continuation ("and", "what about",
+//!   "same …", "… instead"). A turn that only changes an entity, a period or a
 //!   region has little intent evidence of its own, so the prior wins and the intent is carried
 //!   over; an explicit new request ("Now design an A/B test to confirm that") is evidence
 //!   strong enough to switch. The confidence is that posterior: calibrated when the
@@ -45,9 +48,11 @@ use serde::Serialize;
 /// revived).
 const LOOKBACK: usize = 3;
 /// Prior probability that a turn opening like a continuation ("and …", "what about …",
-/// "same …", "… instead") keeps the earlier turn's intent.
+/// "same …", "… instead") keeps the earlier turn's intent, when no continuation model is
+/// loaded (an empty one: [`Classifier::set_continuation_model`]).
 const CARRY_PRIOR_CONTINUATION: f64 = 0.97;
-/// Prior probability that any other follow-up keeps the earlier turn's intent.
+/// Prior probability that any other follow-up keeps the earlier turn's intent (without a
+/// continuation model).
 const CARRY_PRIOR_PLAIN: f64 = 0.17;
 /// Prior probability that a question about the previous answer ("how did you get that?")
 /// asks for the manifest's fallback intent.
@@ -350,13 +355,22 @@ impl Cues {
         // "how does that look in the Northwest", "how did 2023 look?": the same request seen for
         // the entity or period the turn names.
         let names_an_entity = taken.iter().any(|&t| t);
-        let looks_for_an_entity = words.get(skipped) == Some(&"how")
-            && words[skipped..].iter().take(6).any(|w| matches!(*w, "look" | "looks" | "looking"))
-            && names_an_entity;
+        // So are "how does that picture change for the Entresto model?", "how does that compare
+        // with the Entresto one?" (pointing back) and "can you look at it in terms of share?".
+        let refers_back_early = words.iter().take(8).any(|w| points_back(w));
+        let how_it_looks = words.get(skipped) == Some(&"how")
+            && words[skipped..].iter().take(6).any(|w| {
+                matches!(*w, "look" | "looks" | "looking")
+                    || (refers_back_early && matches!(*w, "change" | "changes" | "compare" | "compares"))
+            });
+        let look_at_it = words.windows(3).any(|w| w[0] == "look" && w[1] == "at" && points_back(w[2]));
+        let looks_for_an_entity = (how_it_looks || look_at_it) && names_an_entity;
         let restricts = matches!(
             (first, second),
             (Some("just" | "only"), Some("the" | "for" | "in" | "among" | "within"))
                 | (Some("limit" | "restrict" | "filter" | "narrow"), Some("it" | "that" | "this" | "to" | "down"))
+                | (Some("use" | "keep"), Some("only" | "just"))
+                | (Some("keep"), Some("it" | "that" | "this"))
         );
         let opens_or_restricts = opens
             || restricts

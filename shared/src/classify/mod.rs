@@ -60,6 +60,7 @@
 //! - `entities`: gazetteer, pattern and time-period extraction.
 //! - `scope`: the scope score, and refusal of requests aimed at the router.
 //! - `vectors`: the static word-vector table and text vectors.
+//! - `continuation`: the learned model of whether a follow-up keeps the earlier intent.
 //! - `followup`: a turn classified with the conversation before it
 //!   ([`Classifier::classify_in_context`], docs/conversations.md).
 

@@ -168,6 +168,12 @@ fn time_periods_are_normalised() {
         [("next_3_months".into(), Inferred), ("last_24_hours".into(), Inferred), ("last_quarter".into(), Inferred),]
     );
     assert_eq!(periods("since May 2024, in Sep, in mar"), [("May 2024".into(), Exact), ("September".into(), Exact)]);
+    assert_eq!(
+        periods("in the first half of 2024, the second quarter 2025"),
+        [("H1 2024".into(), Exact), ("Q2 2025".into(), Exact)]
+    );
+    // Without a year it says where a forecast looks, not when: the words stay the question's.
+    assert_eq!(periods("the second half of the year, the third half of 2024"), [("2024".into(), Exact)]);
 }
 
 #[test]
