@@ -343,6 +343,8 @@ fn unit(text: &str) -> Option<&'static str> {
 ///
 /// Canonical values: `Q3`, `Q3 2025`, `H1 2025`, `FY2025`, `2024`, `March`, `March 2025`;
 /// relative ones (`inferred`): `last_quarter`, `this_year`, `next_30_days`, `last_6_months`,
+/// `H1 this_year`, `quarter_after` / `6_months_after` / `year_before` (relative to the period the
+/// conversation was about),
 /// `full_year` (the whole of the current one), `ytd`, `qtd`, `mtd`, `today`, `yesterday`.
 fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, String, EntitySource)> {
     let free = |k: usize| k < tokens.len() && !taken[k];
@@ -384,6 +386,68 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
         let y = if free(year_at) { tokens.get(year_at).and_then(year) } else { None };
         if let (Some(letter), Some(y)) = (letter, y) {
             return Some((3 + of, format!("{letter}{} {y}", n as char), EntitySource::Exact));
+        }
+        // "and for the second half?", "the third quarter instead": the half or quarter of the
+        // year the conversation is about.
+        let closes = |k: usize| k >= tokens.len() || (free(k) && matches!(tokens[k].text.as_str(), "instead" | "too"));
+        if let Some(letter) = letter.filter(|_| closes(i + 2)) {
+            return Some((2, format!("{letter}{}", n as char), EntitySource::Exact));
+        }
+        // "the first half of this year", "the second quarter of last year".
+        if let Some(letter) = letter.filter(|_| of == 1 && free(year_at + 1)) {
+            let relative = match tokens[year_at].text.as_str() {
+                "this" | "current" => Some("this"),
+                "last" | "previous" | "prior" => Some("last"),
+                "next" | "coming" => Some("next"),
+                _ => None,
+            };
+            if let Some(relative) = relative.filter(|_| unit(&tokens[year_at + 1].text) == Some("year")) {
+                return Some((5, format!("{letter}{} {relative}_year", n as char), EntitySource::Inferred));
+            }
+        }
+    }
+    // "make it 12 weeks instead", "over 18 months": a span the turn ends with.
+    if let Some(n) = number_word(t).filter(|n| *n > 1 && free(i + 1)) {
+        if let Some(u) = unit(&tokens[i + 1].text) {
+            let k = i + 2;
+            if k >= tokens.len() || (free(k) && matches!(tokens[k].text.as_str(), "instead" | "too")) {
+                return Some((2, format!("{n}_{u}s"), EntitySource::Inferred));
+            }
+        }
+    }
+    // "the quarter after that", "the six months after", "the year before": a period placed
+    // relative to the one the conversation was about.
+    {
+        let (count, unit_at) = match number_word(t) {
+            Some(n) if free(i + 1) && unit(&tokens[i + 1].text).is_some() => (Some(n), i + 1),
+            _ => (None, i),
+        };
+        if let Some(u) = unit(&tokens[unit_at].text) {
+            let side = if free(unit_at + 1) {
+                match tokens[unit_at + 1].text.as_str() {
+                    "after" | "later" => Some("after"),
+                    "before" | "earlier" => Some("before"),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            if let Some(side) = side {
+                let at = unit_at + 2;
+                let ends = at >= tokens.len();
+                let points_back =
+                    !ends && free(at) && matches!(tokens[at].text.as_str(), "that" | "this" | "it" | "then");
+                let named = match count {
+                    Some(n) if n > 1 => format!("{n}_{u}s_{side}"),
+                    _ => format!("{u}_{side}"),
+                };
+                if points_back {
+                    return Some((at + 1 - i, named, EntitySource::Inferred));
+                }
+                if ends || matches!(tokens[at].text.as_str(), "instead" | "too" | "as" | "please") {
+                    return Some((at - i, named, EntitySource::Inferred));
+                }
+            }
         }
     }
     if let Some(y) = fiscal_year(t) {

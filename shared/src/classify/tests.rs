@@ -172,6 +172,15 @@ fn time_periods_are_normalised() {
         periods("in the first half of 2024, the second quarter 2025"),
         [("H1 2024".into(), Exact), ("Q2 2025".into(), Exact)]
     );
+    assert_eq!(periods("during the first half of this year"), [("H1 this_year".into(), Inferred)]);
+    assert_eq!(
+        periods("how about the quarter after that? the six months after instead, the year before"),
+        [("quarter_after".into(), Inferred), ("6_months_after".into(), Inferred), ("year_before".into(), Inferred)]
+    );
+    assert_eq!(periods("the month after the campaign"), []);
+    assert_eq!(periods("and for the second half?"), [("H2".into(), Exact)]);
+    assert_eq!(periods("make it 12 weeks instead"), [("12_weeks".into(), Inferred)]);
+    assert_eq!(periods("12 weeks of data from 3 regions"), []);
     // Without a year it says where a forecast looks, not when: the words stay the question's.
     assert_eq!(periods("the second half of the year, the third half of 2024"), [("2024".into(), Exact)]);
 }
