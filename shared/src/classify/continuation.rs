@@ -244,3 +244,60 @@ impl ContinuationTrainer {
         ContinuationModel::parse(&self.to_table()).unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn features(texts: &[&str]) -> Features {
+        let mut f = Features::new(true);
+        for t in texts {
+            f.add(t);
+        }
+        f
+    }
+
+    #[test]
+    fn a_trained_table_reads_back_as_the_same_model_and_leans_the_way_it_was_taught() {
+        let mut trainer = ContinuationTrainer::default();
+        for _ in 0..5 {
+            trainer.add(&features(&["f:and", "w:and", "a:other"]), true);
+            trainer.add(&features(&["f:design", "w:design", "a:other"]), false);
+        }
+        trainer.add(&features(&["w:once"]), true);
+        let table = trainer.to_table();
+        assert!(table.starts_with("#switchyard-continuation-model\t6\t5\n"));
+        assert!(!table.contains("w:once"), "a feature seen once is left out");
+        let model = ContinuationModel::parse(&table).expect("the table parses");
+        assert_eq!(model, trainer.model());
+        let keep = model.keep_probability(&features(&["f:and", "w:and"])).expect("trained");
+        let switch = model.keep_probability(&features(&["f:design", "w:design"])).expect("trained");
+        assert!(keep > 0.8 && switch < 0.2, "keep {keep}, switch {switch}");
+        // Unknown features leave the prior: 6 of 11 keep.
+        let unknown = model.keep_probability(&features(&["w:zebra"])).expect("trained");
+        assert!((unknown - 1.0 / (1.0 + (-(6.0f64 / 5.0).ln() * LOGIT_SCALE).exp())).abs() < 1e-12);
+        assert_eq!(ContinuationModel::default().keep_probability(&features(&["f:and"])), None);
+    }
+
+    #[test]
+    fn a_malformed_table_is_refused_naming_the_line_and_the_rule() {
+        for (table, expected) in [
+            ("", "empty table"),
+            ("keep\t1\t1\n", "first line must start with"),
+            ("#switchyard-continuation-model\tmany\t1\n", "the header's keep count must be a whole number"),
+            ("#switchyard-continuation-model\t3\t3\nw:and\t1\n", "line 2's switch count must be a whole number"),
+            ("#switchyard-continuation-model\t3\t3\n\t1\t1\n", "line 2: no feature"),
+            ("#switchyard-continuation-model\t3\t3\nw:and\t4\t0\n", "line 2: a count above the header's"),
+            ("#switchyard-continuation-model\t3\t3\nw:and\t-1\t0\n", "line 2's keep count must be a whole number"),
+        ] {
+            let err = ContinuationModel::parse(table).expect_err(table);
+            assert!(err.contains(expected), "{table:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_shipped_table_parses_and_is_trained() {
+        let model = ContinuationModel::parse(SHIPPED).expect("the shipped table parses");
+        assert!(!model.is_empty() && model.counts.len() > 100, "{} features", model.counts.len());
+    }
+}
