@@ -641,7 +641,7 @@ impl Classifier {
     fn add_continuation_features(
         &self,
         features: &mut ContinuationFeatures,
-        words: Option<&(Vec<Token>, Vec<bool>)>,
+        words: Option<&super::TurnWords>,
         cues: &Cues,
         alone_intent: &str,
         alone_in_scope: bool,

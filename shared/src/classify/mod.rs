@@ -90,6 +90,9 @@ pub(crate) type Set<K> = HashSet<K, rustc_hash::FxBuildHasher>;
 use std::time::Instant;
 use text::{is_stop_word, stem, tokenize, trigrams, Token};
 
+/// A turn's tokens and which of them an entity covers (what the continuation model reads).
+type TurnWords = (Vec<Token>, Vec<bool>);
+
 /// At most this many words of a query are read for its intent (entities read the whole text).
 const MAX_INTENT_TOKENS: usize = 512;
 /// At most this many words are read for entities (a 100 KB paste stays fast).
@@ -539,7 +542,7 @@ impl Classifier {
         &self,
         text: &str,
         cues: bool,
-    ) -> (Classification, Option<Vec<f64>>, followup::Cues, Option<(Vec<Token>, Vec<bool>)>) {
+    ) -> (Classification, Option<Vec<f64>>, followup::Cues, Option<TurnWords>) {
         let tokens = tokenize(text, MAX_ENTITY_TOKENS);
         let (entities, named, taken) = self.entities.extract_with_spans(text, &tokens);
         let n = tokens.len().min(MAX_INTENT_TOKENS);
@@ -560,7 +563,7 @@ impl Classifier {
         } else {
             followup::Cues::default()
         };
-        let words = want_cues.then(|| (tokens, taken));
+        let words = want_cues.then_some((tokens, taken));
         let Some(probabilities) = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..])) else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
             let c = Classification {
