@@ -157,7 +157,7 @@ async fn a_flaky_agent_is_retried_with_growing_backoff_until_it_answers() {
         .await
         .into_iter()
         .filter(|e| e.kind == EventKind::Retry)
-        .map(|e| std::sync::Arc::unwrap_or_clone(e.detail))
+        .map(|e| Value::clone(&e.detail))
         .collect();
     assert_eq!(retries.len(), 2);
     let delays: Vec<u64> = retries.iter().map(|r| r["delay_ms"].as_u64().expect("delay")).collect();

@@ -51,7 +51,7 @@ fn carried(output: &OrchestratorOutput) -> Vec<String> {
 
 async fn context_event(h: &Harness, query_id: &str) -> Option<Value> {
     let events = h.system.deps.store.list_events(query_id).await.expect("events");
-    events.into_iter().find(|e| e.kind == EventKind::Context).map(|e| std::sync::Arc::unwrap_or_clone(e.detail))
+    events.into_iter().find(|e| e.kind == EventKind::Context).map(|e| Value::clone(&e.detail))
 }
 
 #[tokio::test(start_paused = true)]

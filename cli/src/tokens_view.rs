@@ -84,7 +84,7 @@ mod tests {
             key: key.into(),
             at: chrono::Utc::now(),
             kind: EventKind::Token,
-            detail: json!({ "stream": stream, "seq": seq, "text": text }).into(),
+            detail: std::sync::Arc::new(json!({ "stream": stream, "seq": seq, "text": text }).into()),
             expires_at: 0,
         }
     }

@@ -18,11 +18,14 @@ use crate::manifest::Agent;
 use crate::plan::Plan;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+pub use detail::{Detail, DetailWriter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod detail;
 
 // ------------------------------------------------------------------------------------------
 // Records
@@ -175,10 +178,11 @@ pub struct Event {
     pub at: DateTime<Utc>,
     /// What happened.
     pub kind: EventKind,
-    /// Details (ids, statuses, timings — never raw query text). Shared (`Arc`): the store
-    /// keeps the event the step built without copying its details.
+    /// Details (ids, statuses, timings — never raw query text), kept as their JSON text
+    /// ([`Detail`]). Shared (`Arc`): the store keeps the event the step built without copying
+    /// its details.
     #[serde(default)]
-    pub detail: std::sync::Arc<Value>,
+    pub detail: std::sync::Arc<Detail>,
     /// Epoch seconds TTL.
     pub expires_at: i64,
 }

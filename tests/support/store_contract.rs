@@ -123,7 +123,7 @@ pub fn event(query_id: &str, key: &str, at: DateTime<Utc>, kind: EventKind) -> E
         key: key.to_string(),
         at,
         kind,
-        detail: serde_json::json!({"key": key}).into(),
+        detail: std::sync::Arc::new(serde_json::json!({"key": key}).into()),
         expires_at: live(),
     }
 }

@@ -755,7 +755,7 @@ struct StoredEvent {
     at: DateTime<Utc>,
     kind: crate::ports::EventKind,
     #[serde(default)]
-    detail: std::sync::Arc<serde_json::Value>,
+    detail: std::sync::Arc<crate::ports::Detail>,
     /// Only when it differs from the item's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expires_at: Option<i64>,
@@ -1353,7 +1353,7 @@ mod tests {
             key: key.into(),
             at: at(seconds),
             kind: EventKind::Dispatch,
-            detail: serde_json::json!({"dispatch_id": "d-1"}).into(),
+            detail: std::sync::Arc::new(serde_json::json!({"dispatch_id": "d-1"}).into()),
             expires_at: 1_790_086_400,
         }
     }

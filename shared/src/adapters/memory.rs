@@ -130,7 +130,7 @@ impl StoredQuery {
 struct LoggedEvent {
     at: chrono::DateTime<chrono::Utc>,
     kind: crate::ports::EventKind,
-    detail: Arc<serde_json::Value>,
+    detail: Arc<crate::ports::Detail>,
     expires_at: i64,
 }
 

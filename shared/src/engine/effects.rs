@@ -11,9 +11,8 @@ use crate::contracts::AgentDispatch;
 use crate::jobs::Job;
 use crate::limits::SQS_MAX_DELAY_S;
 use crate::plan::Plan;
-use crate::ports::{Event, EventKind, QueryRecord, QueueId, StoreError};
+use crate::ports::{Detail, Event, EventKind, QueryRecord, QueueId, StoreError};
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
 use std::future::Future;
 use std::time::Duration;
 
@@ -175,13 +174,20 @@ fn push_two_digits(out: &mut String, n: usize) {
 
 impl Deps {
     /// An event-log entry for `query`.
-    pub(super) fn event(&self, query: &QueryRecord, entry: Entry, stage: usize, id: &str, detail: Value) -> Event {
+    pub(super) fn event(
+        &self,
+        query: &QueryRecord,
+        entry: Entry,
+        stage: usize,
+        id: &str,
+        detail: impl Into<Detail>,
+    ) -> Event {
         Event {
             query_id: query.query_id.clone(),
             key: entry.key(stage, id),
             at: self.clock.now(),
             kind: entry.kind(),
-            detail: std::sync::Arc::new(detail),
+            detail: std::sync::Arc::new(detail.into()),
             expires_at: query.expires_at,
         }
     }
@@ -237,14 +243,14 @@ pub(super) fn dispatch_events(deps: &Deps, query: &QueryRecord, plan: &Plan, sta
                         Entry::Dispatch,
                         stage,
                         &d.dispatch.dispatch_id,
-                        json!({
-                            "dispatch_id": d.dispatch.dispatch_id,
-                            "agent": d.dispatch.target_agent,
-                            "tier": d.dispatch.target_tier,
-                            "role": d.role,
-                            "priority": d.dispatch.routing.priority,
-                            "timeout_ms": d.dispatch.routing.timeout_ms,
-                        }),
+                        Detail::object()
+                            .field("agent", &d.dispatch.target_agent)
+                            .field("dispatch_id", &d.dispatch.dispatch_id)
+                            .field("priority", &d.dispatch.routing.priority)
+                            .field("role", &d.role)
+                            .field("tier", &d.dispatch.target_tier)
+                            .field("timeout_ms", &d.dispatch.routing.timeout_ms)
+                            .finish(),
                     )
                 })
                 .collect()

@@ -9,12 +9,26 @@ use super::deps::{fnv_hex, Deps, StepError};
 use super::effects::Entry;
 use crate::contracts::{OrchestratorOutput, ParsedQuery};
 use crate::jobs::Job;
-use crate::ports::{Event, QueryRecord, QueryStatus, QueueId, StoreError};
+use crate::ports::{Detail, Event, QueryRecord, QueryStatus, QueueId, StoreError};
 use crate::validation::{validate_request, FieldError, ValidationError};
 use serde::Serialize;
 use serde_json::json;
 use std::time::Duration;
 use tracing::{info, instrument, warn};
+
+/// A scope check in the route event: its fields in key order, as its `Value` prints.
+#[derive(Serialize)]
+struct ScopeDetail {
+    decision: crate::scope::ScopeDecision,
+    score: f64,
+    threshold: f64,
+}
+
+impl From<&crate::scope::ScopeCheck> for ScopeDetail {
+    fn from(c: &crate::scope::ScopeCheck) -> Self {
+        ScopeDetail { decision: c.decision, score: c.score, threshold: c.threshold }
+    }
+}
 
 /// Who is asking: from the API Gateway JWT authorizer (or, for `serve`, dev headers).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,7 +188,7 @@ pub async fn submit(
         None => {
             let c = deps.classifier().classify_in_context(&request.text, &history);
             let scope = crate::scope::check(&deps.manifest, c.in_scope, c.scope_score);
-            alternatives = c.alternatives.iter().map(|a| json!({ "intent": a.intent, "score": a.score })).collect();
+            alternatives = c.alternatives;
             let max = deps.manifest.query.max_entities;
             let mut entities = c.entities;
             if entities.len() > max {
@@ -272,24 +286,21 @@ pub async fn submit(
         signal: None,
         expires_at: deps.expires_at(),
     };
-    let mut route = json!({
-        "intent": query.parsed.intent,
-        "confidence": query.parsed.confidence,
-        "ambiguity_flag": query.parsed.ambiguity_flag,
-        "stage": stage,
-        "scope": query.scope,
-    });
-    if let serde_json::Value::Object(detail) = &mut route {
-        // Moved in: `json!` would serialize the list into a copy of itself.
-        detail.insert("alternatives".into(), serde_json::Value::Array(alternatives));
-    }
+    let route = Detail::object()
+        .field("alternatives", &alternatives)
+        .field("ambiguity_flag", &query.parsed.ambiguity_flag)
+        .field("confidence", &query.parsed.confidence)
+        .field("intent", &query.parsed.intent)
+        .field("scope", &query.scope.as_ref().map(ScopeDetail::from))
+        .field("stage", &stage)
+        .finish();
     let mut events = vec![
         deps.event(
             &query,
             Entry::Accepted,
             0,
             "",
-            json!({ "warnings": query.warnings, "session_id": query.session_id }),
+            Detail::object().field("session_id", &query.session_id).field("warnings", &query.warnings).finish(),
         ),
         deps.event(&query, Entry::Route, 0, "", route),
     ];

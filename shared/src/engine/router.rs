@@ -12,8 +12,7 @@ use super::effects::{
 };
 use crate::plan::modes::build_plan;
 use crate::plan::Plan;
-use crate::ports::{QueryRecord, QueryStatus};
-use serde_json::json;
+use crate::ports::{Detail, QueryRecord, QueryStatus};
 use tracing::{info, instrument};
 
 /// Handle a route job.
@@ -56,13 +55,20 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             Entry::Plan,
             0,
             "",
-            json!({
-                "intent": plan.intent,
-                "pipeline": plan.pipeline,
-                "stages": plan.stages.iter().map(|s| s.dispatches.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>()).collect::<Vec<_>>(),
-                "deadline_at": deadline_at,
-                "out_of_scope": out_of_scope,
-            }),
+            Detail::object()
+                .field("deadline_at", &deadline_at)
+                .field("intent", &plan.intent)
+                .field("out_of_scope", &out_of_scope)
+                .field("pipeline", &plan.pipeline)
+                .field(
+                    "stages",
+                    &plan
+                        .stages
+                        .iter()
+                        .map(|s| s.dispatches.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>())
+                        .collect::<Vec<_>>(),
+                )
+                .finish(),
         )];
         events.extend(dispatch_events(deps, &query, &plan, 0));
         // The training signal rides on the write that records the plan.

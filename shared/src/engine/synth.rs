@@ -23,7 +23,7 @@ use crate::manifest::Manifest;
 use crate::plan::handoffs::{answer_text, check_gate, slot_handoff};
 use crate::plan::modes::{is_bookkeeping, is_stage_budget, shape};
 use crate::plan::{DispatchRole, PlannedDispatch};
-use crate::ports::{HandoffRecord, HandoffWrite, QueryRecord, QueryStatus};
+use crate::ports::{Detail, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tracing::{info, instrument};
@@ -137,22 +137,25 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
                 Entry::Synthesis,
                 0,
                 "",
-                json!({
-                    "status": output.status,
-                    "response_confidence": output.response_confidence,
-                    "final_reason": output.final_reason,
-                    "citations": output.citations.len(),
-                    "agents": output.agents_dispatched.len(),
-                    "reflection_score": output.reflection.as_ref().map(|r| r.score),
-                    "answer_stream": answer.stream,
-                }),
+                Detail::object()
+                    .field("agents", &output.agents_dispatched.len())
+                    .field("answer_stream", &answer.stream)
+                    .field("citations", &output.citations.len())
+                    .field("final_reason", &output.final_reason)
+                    .field("reflection_score", &output.reflection.as_ref().map(|r| r.score))
+                    .field("response_confidence", &output.response_confidence)
+                    .field("status", &output.status)
+                    .finish(),
             ),
             deps.event(
                 &done,
                 Entry::Final,
                 0,
                 "",
-                json!({ "status": output.status, "total_latency_ms": output.total_latency_ms }),
+                Detail::object()
+                    .field("status", &output.status)
+                    .field("total_latency_ms", &output.total_latency_ms)
+                    .finish(),
             ),
         ];
         // Not written: another synthesizer finished it.

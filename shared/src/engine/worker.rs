@@ -27,7 +27,8 @@ use crate::limits::{MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT};
 use crate::manifest::{Agent, Fallback, Manifest};
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{
-    AgentReply, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError, TypedAnswer,
+    AgentReply, Detail, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, StoreError,
+    TypedAnswer,
 };
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -568,30 +569,37 @@ async fn finalize(
         Entry::Handoff,
         stage,
         &h.dispatch_id,
-        json!({
-            "dispatch_id": h.dispatch_id,
-            "agent": h.agent_id,
-            "tier": h.agent_tier,
-            "status": h.execution.status,
-            "confidence": h.result.confidence,
-            "latency_ms": h.execution.latency_ms,
-            "attempts": record.attempts,
-            "error_type": h.errors.error_type,
-            "fills_slot": record.slot.is_some(),
-            "fallback_for": planned.fallback_for,
-        }),
+        Detail::object()
+            .field("agent", &h.agent_id)
+            .field("attempts", &record.attempts)
+            .field("confidence", &h.result.confidence)
+            .field("dispatch_id", &h.dispatch_id)
+            .field("error_type", &h.errors.error_type)
+            .field("fallback_for", &planned.fallback_for)
+            .field("fills_slot", &record.slot.is_some())
+            .field("latency_ms", &h.execution.latency_ms)
+            .field("status", &h.execution.status)
+            .field("tier", &h.agent_tier)
+            .finish(),
     );
     let mut events = vec![event];
     // An agent that reports how it retrieved (`primary_output.retrieval`: attempts, merge)
     // gets that into the event log beside its handoff.
     if let Some(r) = h.result.primary_output.get("retrieval").filter(|_| h.execution.status.is_usable()) {
-        events.push(deps.event(
-            query,
-            Entry::Step { kind: EventKind::Step, name: "retrieval" },
-            stage,
-            &h.dispatch_id,
-            json!({ "step": "retrieval", "agent": h.agent_id, "dispatch_id": h.dispatch_id, "retrieval": r }),
-        ));
+        events.push(
+            deps.event(
+                query,
+                Entry::Step { kind: EventKind::Step, name: "retrieval" },
+                stage,
+                &h.dispatch_id,
+                Detail::object()
+                    .field("agent", &h.agent_id)
+                    .field("dispatch_id", &h.dispatch_id)
+                    .field("retrieval", r)
+                    .field("step", "retrieval")
+                    .finish(),
+            ),
+        );
     }
     match deps.store.record_handoff(&record, &events).await {
         Ok(HandoffWrite::Recorded { completed }) => {
