@@ -348,6 +348,8 @@ fn the_continuation_model_cross_validated_over_the_independent_halves() {
         pct(learned, of),
         pct(rules, of)
     );
+    // A regression floor a little under what it reaches (96.8 % over halves 4-27 in session 11).
+    assert!(pct(learned, of) >= 95.5, "leave-one-half-out {:.1} % < 95.5 %", pct(learned, of));
 }
 
 #[test]
