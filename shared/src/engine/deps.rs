@@ -199,14 +199,25 @@ impl Deps {
 
     /// A job's message, with the query's correlation id and trace context as attributes.
     fn message(&self, job: Job, delay: Duration) -> OutgoingMessage {
-        let mut attributes = BTreeMap::new();
-        attributes.insert(ATTR_CORRELATION_ID.to_string(), job.query_id().to_string());
         // The sending step's span when spans are exported (so the receiver's span hangs below
         // it in the trace), else a random id. The RNG is drawn either way so seeded runs replay.
         let random_span = (self.random_fraction() * u64::MAX as f64) as u64 | 1;
         let span_id = crate::telemetry::otlp::current_span_id().unwrap_or(random_span);
-        attributes.insert(ATTR_TRACEPARENT.to_string(), traceparent(job.query_id(), span_id));
-        OutgoingMessage { body: JobMessage::new(job).to_body(), delay, attributes }
+        let traceparent = traceparent(job.query_id(), span_id);
+        let body = JobMessage::new(job);
+        let text = body.to_body();
+        // The job is not needed once written: its query id becomes the correlation attribute
+        // (moved, not copied).
+        let query_id = match body.job {
+            Job::Route { query_id }
+            | Job::Dispatch { query_id, .. }
+            | Job::Synthesize { query_id }
+            | Job::Deadline { query_id, .. } => query_id,
+        };
+        let mut attributes = BTreeMap::new();
+        attributes.insert(ATTR_CORRELATION_ID.to_string(), query_id);
+        attributes.insert(ATTR_TRACEPARENT.to_string(), traceparent);
+        OutgoingMessage { body: text, delay, attributes }
     }
 }
 
