@@ -57,6 +57,16 @@ impl Job {
             | Job::Deadline { query_id, .. } => query_id,
         }
     }
+
+    /// The query the job belongs to, taken out of the job (no copy).
+    pub fn into_query_id(self) -> String {
+        match self {
+            Job::Route { query_id }
+            | Job::Dispatch { query_id, .. }
+            | Job::Synthesize { query_id }
+            | Job::Deadline { query_id, .. } => query_id,
+        }
+    }
 }
 
 /// The wire form: `{"v": 1, "type": …}`.

@@ -59,7 +59,7 @@ impl ContinuationModel {
     pub fn shipped() -> &'static ContinuationModel {
         static MODEL: std::sync::LazyLock<ContinuationModel> = std::sync::LazyLock::new(|| {
             // The table is checked by tests/follow_ups.rs; a broken one is a build defect, and
-            // an empty model (probability ½ for every turn) leaves the rules' cues to decide.
+            // an empty model gives no probability, so the rules' hand-set priors decide.
             ContinuationModel::parse(SHIPPED).unwrap_or_default()
         });
         &MODEL

@@ -348,6 +348,8 @@ fn unit(text: &str) -> Option<&'static str> {
 /// `full_year` (the whole of the current one), `ytd`, `qtd`, `mtd`, `today`, `yesterday`.
 fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, String, EntitySource)> {
     let free = |k: usize| k < tokens.len() && !taken[k];
+    // Whether the period's words end at token `k`: the text ends, or "instead" / "too" follows.
+    let closes = |k: usize| k >= tokens.len() || (free(k) && matches!(tokens[k].text.as_str(), "instead" | "too"));
     let t = tokens[i].text.as_str();
     let next_year = if free(i + 1) { tokens.get(i + 1).and_then(year) } else { None };
     // Quarters and halves: q3, q3 2025, h1 2025.
@@ -389,7 +391,6 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
         }
         // "and for the second half?", "the third quarter instead": the half or quarter of the
         // year the conversation is about.
-        let closes = |k: usize| k >= tokens.len() || (free(k) && matches!(tokens[k].text.as_str(), "instead" | "too"));
         if let Some(letter) = letter.filter(|_| closes(i + 2)) {
             return Some((2, format!("{letter}{}", n as char), EntitySource::Exact));
         }
@@ -409,8 +410,7 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
     // "make it 12 weeks instead", "over 18 months": a span the turn ends with.
     if let Some(n) = number_word(t).filter(|n| *n > 1 && free(i + 1)) {
         if let Some(u) = unit(&tokens[i + 1].text) {
-            let k = i + 2;
-            if k >= tokens.len() || (free(k) && matches!(tokens[k].text.as_str(), "instead" | "too")) {
+            if closes(i + 2) {
                 return Some((2, format!("{n}_{u}s"), EntitySource::Inferred));
             }
         }
@@ -434,9 +434,7 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
             };
             if let Some(side) = side {
                 let at = unit_at + 2;
-                let ends = at >= tokens.len();
-                let points_back =
-                    !ends && free(at) && matches!(tokens[at].text.as_str(), "that" | "this" | "it" | "then");
+                let points_back = free(at) && matches!(tokens[at].text.as_str(), "that" | "this" | "it" | "then");
                 let named = match count {
                     Some(n) if n > 1 => format!("{n}_{u}s_{side}"),
                     _ => format!("{u}_{side}"),
@@ -444,7 +442,7 @@ fn time_period(tokens: &[Token], i: usize, taken: &[bool]) -> Option<(usize, Str
                 if points_back {
                     return Some((at + 1 - i, named, EntitySource::Inferred));
                 }
-                if ends || matches!(tokens[at].text.as_str(), "instead" | "too" | "as" | "please") {
+                if closes(at) || (free(at) && matches!(tokens[at].text.as_str(), "as" | "please")) {
                     return Some((at - i, named, EntitySource::Inferred));
                 }
             }

@@ -528,21 +528,17 @@ impl Classifier {
             c.in_scope = true;
         }
         let (alone_intent, alone_confidence) = (c.intent.clone(), c.confidence);
-        // The learned model's probability that the turn keeps the earlier turn's intent
-        // (module continuation); without a model, the rules' priors.
-        let model = self.continuation_model();
-        let learned = if model.is_empty() {
-            None
-        } else {
+        // The learned model's probability that the turn keeps the earlier turn's intent (module
+        // continuation), read only where that intent is the one favoured; without a model, the
+        // rules' priors.
+        let learned = || {
+            let model = self.continuation_model();
+            if model.is_empty() {
+                return None;
+            }
             let mut features = ContinuationFeatures::new(false);
-            self.add_continuation_features(
-                &mut features,
-                words.as_ref(),
-                &cues,
-                &alone_intent,
-                alone_in_scope,
-                &last.intent,
-            );
+            let (words, intent) = (words.as_ref(), &alone_intent);
+            self.add_continuation_features(&mut features, words, &cues, intent, alone_in_scope, &last.intent);
             model.keep_probability(&features)
         };
 
@@ -554,9 +550,9 @@ impl Classifier {
                 (Some(answer), _) => (answer, ANSWER_PRIOR),
                 (None, Some(cause)) if cues.why_it_happened => (cause, CAUSE_PRIOR),
                 _ if cues.continuation && !cues.own_question => {
-                    (last_index, learned.unwrap_or(CARRY_PRIOR_CONTINUATION))
+                    (last_index, learned().unwrap_or(CARRY_PRIOR_CONTINUATION))
                 }
-                _ => (last_index, learned.unwrap_or(CARRY_PRIOR_PLAIN)),
+                _ => (last_index, learned().unwrap_or(CARRY_PRIOR_PLAIN)),
             };
         let other = if k > 1 { (1.0 - carry) / (k - 1) as f64 } else { 0.0 };
         let prior = |i: usize| if i == favoured { carry } else { other };

@@ -208,12 +208,7 @@ impl Deps {
         let text = body.to_body();
         // The job is not needed once written: its query id becomes the correlation attribute
         // (moved, not copied).
-        let query_id = match body.job {
-            Job::Route { query_id }
-            | Job::Dispatch { query_id, .. }
-            | Job::Synthesize { query_id }
-            | Job::Deadline { query_id, .. } => query_id,
-        };
+        let query_id = body.job.into_query_id();
         let mut attributes = BTreeMap::new();
         attributes.insert(ATTR_CORRELATION_ID.to_string(), query_id);
         attributes.insert(ATTR_TRACEPARENT.to_string(), traceparent);
