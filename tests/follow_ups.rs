@@ -104,7 +104,7 @@ const HALVES: [(&str, &str, f64, f64); 32] = [
     ("blind 27", "dialogues_blind27.yaml", 0.97, 0.97),
     ("blind 28", "dialogues_blind28.yaml", 0.97, 0.97),
     ("blind 29", "dialogues_blind29.yaml", 0.83, 0.97),
-    ("blind 30", "dialogues_blind30.yaml", 0.97, 0.97),
+    ("blind 30", "dialogues_blind30.yaml", 0.94, 0.97),
     ("blind 31", "dialogues_blind31.yaml", 0.91, 0.97),
 ];
 

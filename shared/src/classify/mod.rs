@@ -61,12 +61,15 @@
 //! - `scope`: the scope score, and refusal of requests aimed at the router.
 //! - `vectors`: the static word-vector table and text vectors.
 //! - `continuation`: the learned model of whether a follow-up keeps the earlier intent.
+//! - `intent_model`: the learned model of which intent a question's words go with, from the
+//!   repository's labelled questions (for the shipped manifest's intents only).
 //! - `followup`: a turn classified with the conversation before it
 //!   ([`Classifier::classify_in_context`], docs/conversations.md).
 
 mod continuation;
 mod entities;
 mod followup;
+mod intent_model;
 pub(crate) mod scope;
 mod text;
 mod vectors;
@@ -76,6 +79,7 @@ use crate::manifest::{ClassifierSettings, Manifest};
 pub use continuation::{ContinuationModel, ContinuationTrainer, Features as ContinuationFeatures};
 use entities::EntityExtractor;
 pub use followup::{FollowUp, PriorTurn};
+pub use intent_model::{IntentModel, IntentModelTrainer};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -253,6 +257,12 @@ pub struct Classifier {
     /// The learned continuation model follow-ups are weighed with; `None` is the shipped one
     /// ([`ContinuationModel::shipped`]).
     continuation: Option<std::sync::Arc<ContinuationModel>>,
+    /// The learned intent model questions are weighed with; `None` is the shipped one
+    /// ([`IntentModel::shipped`]).
+    intent_model: Option<std::sync::Arc<IntentModel>>,
+    /// The model's column for each intent, when it knows exactly this manifest's intents;
+    /// found on first use.
+    intent_columns: std::sync::OnceLock<Option<Vec<usize>>>,
 }
 
 /// How close a question's word vector is to the manifest's utterances
@@ -345,6 +355,8 @@ impl Classifier {
             refused_phrases: scope::RefusedPhrases::new(&manifest.classifier.scope.refuse),
             entities: EntityExtractor::new(manifest, common_words),
             continuation: None,
+            intent_model: None,
+            intent_columns: std::sync::OnceLock::new(),
         };
 
         let mut example_terms: Vec<(usize, Vec<u32>, Option<u32>)> = Vec::new();
@@ -526,6 +538,47 @@ impl Classifier {
         self.continuation = Some(std::sync::Arc::new(model));
     }
 
+    /// This classifier with another intent model (one trained on other questions, or an empty
+    /// one to classify by the manifest's vocabulary alone).
+    pub fn set_intent_model(&mut self, model: IntentModel) {
+        self.intent_model = Some(std::sync::Arc::new(model));
+        self.intent_columns = std::sync::OnceLock::new();
+    }
+
+    /// The intent model in use with its column for each intent, when it applies to this
+    /// manifest.
+    fn intent_model(&self) -> Option<(&IntentModel, &[usize])> {
+        let model = match &self.intent_model {
+            Some(model) => model,
+            None => IntentModel::shipped(),
+        };
+        let columns = self.intent_columns.get_or_init(|| model.columns_for(&self.intents));
+        columns.as_deref().map(|c| (model, c))
+    }
+
+    /// The terms the intent model reads in `text` (distinct stems and stem pairs, entities and
+    /// numbers left out): what [`IntentModelTrainer::add`] counts.
+    pub fn intent_model_terms(&self, text: &str) -> Vec<String> {
+        let tokens = tokenize(text, MAX_INTENT_TOKENS);
+        let (_, named) = self.entities.extract(text, &tokens);
+        let terms = self.terms(&tokens, &named);
+        terms.unigrams.into_iter().chain(terms.bigrams).collect()
+    }
+
+    /// Weighs `probabilities` (manifest order) with the intent model (module docs), when it
+    /// applies to this manifest.
+    fn weigh_with_intent_model(&self, terms: &Terms, probabilities: &mut [f64]) {
+        let Some((model, columns)) = self.intent_model() else { return };
+        let hashes: Vec<u64> = terms.unigrams.iter().chain(&terms.bigrams).map(|t| intent_model::hash(t)).collect();
+        let mut logs: Vec<f64> = probabilities.iter().map(|p| p.max(1e-12).ln()).collect();
+        model.add_log_posterior(columns, &hashes, &mut logs);
+        let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = logs.iter().map(|l| (l - max).exp()).sum();
+        for (p, l) in probabilities.iter_mut().zip(logs) {
+            *p = (l - max).exp() / sum;
+        }
+    }
+
     /// The continuation model in use.
     fn continuation_model(&self) -> &ContinuationModel {
         match &self.continuation {
@@ -546,7 +599,8 @@ impl Classifier {
         let tokens = tokenize(text, MAX_ENTITY_TOKENS);
         let (entities, named, taken) = self.entities.extract_with_spans(text, &tokens);
         let n = tokens.len().min(MAX_INTENT_TOKENS);
-        let features = self.features(&tokens[..n], &named[..n]);
+        let terms = self.terms(&tokens[..n], &named[..n]);
+        let features = self.features_of(&terms);
         let scores = self.scores(&features, None);
         let query_vector = vectors::text_vector_with(&tokens[..n], &self.known_word_vectors)
             .map(|v| vectors::centred(&v, &self.vector_centre));
@@ -564,7 +618,8 @@ impl Classifier {
             followup::Cues::default()
         };
         let words = want_cues.then_some((tokens, taken));
-        let Some(probabilities) = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..])) else {
+        let Some(mut probabilities) = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..]))
+        else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
             let c = Classification {
                 alternatives: vec![Alternative { intent: intent.clone(), score: 0.0 }],
@@ -578,6 +633,7 @@ impl Classifier {
             };
             return (c, None, cues, words);
         };
+        self.weigh_with_intent_model(&terms, &mut probabilities);
         let mut c = Classification {
             intent: String::new(),
             confidence: 0.0,
@@ -659,7 +715,11 @@ impl Classifier {
 
     /// Known terms of a query with their weights; unknown words go through the typo index.
     fn features(&self, tokens: &[Token], named: &[bool]) -> Vec<(u32, f64)> {
-        let terms = self.terms(tokens, named);
+        self.features_of(&self.terms(tokens, named))
+    }
+
+    /// [`Classifier::features`] of terms already read.
+    fn features_of(&self, terms: &Terms) -> Vec<(u32, f64)> {
         let mut features: Vec<(u32, f64)> = Vec::with_capacity(terms.unigrams.len() * 2);
         for (position, (u, word)) in terms.unigrams.iter().zip(&terms.words).enumerate() {
             let weight = if position == 0 && terms.leading { FIRST_WORD_WEIGHT } else { 1.0 };
