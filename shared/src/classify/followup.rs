@@ -129,7 +129,9 @@ pub(super) struct Cues {
     /// It says it changes the subject: "unrelated, but …", "different question", "by the way".
     new_subject: bool,
     /// It narrows the previous request to a subset: "just the community oncologists", "only for
-    /// Q4", "limit it to the South West". Its words name the subset, not a request.
+    /// Q4", "limit it to the South West", or constrains it after the opening ("and only HCPs
+    /// that …", "and cap the total at …"). Its words name the subset or the constraint, not a
+    /// request.
     restricts: bool,
     /// It asks what a term means ("what does conditional average treatment effect mean in that
     /// output?"): a request for an explanation whatever intent the term's own words belong to.
@@ -147,6 +149,8 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         || matches!((first, second), ("i", Some("meant" | "mean")))
         // "break that out for the Midwest", "split it by specialty": the same request, cut finer.
         || matches!((first, second), ("break" | "split" | "slice", Some("that" | "it" | "this" | "out" | "down")))
+        // "split by region pls", "broken out by month through H2": the same, without the object.
+        || matches!((first, second), ("break" | "split" | "slice", Some("by")) | ("broken", Some("out" | "down" | "by")))
         // "now swap in Leqvio", "switch to the West": the same request about another entity
         // ("swap" alone is a deployment word).
         || matches!((first, second), ("swap" | "switch", Some("in" | "to")) | ("now" | "then", Some("swap" | "switch")))
@@ -212,9 +216,19 @@ fn marks_variation(word: &str) -> bool {
     matches!(word, "instead" | "too" | "same" | "likewise" | "only")
 }
 
+/// Words that constrain the previous request when they follow its opening: "and only HCPs
+/// that haven't written it yet", "ok and restrict to patients who started in Q4 2024", "and cap
+/// the total at 2,000 calls a month", "and assume the budget is flat".
+fn constrains(word: &str) -> bool {
+    matches!(
+        word,
+        "only" | "just" | "restrict" | "limit" | "cap" | "exclude" | "excluding" | "without" | "assume" | "assuming"
+    )
+}
+
 /// Verbs of a breakdown: "split it by specialty", "break that out by region".
 fn cuts_finer(word: &str) -> bool {
-    matches!(word, "split" | "break" | "slice" | "segment" | "cut")
+    matches!(word, "split" | "break" | "broken" | "slice" | "segment" | "cut")
 }
 
 /// Verbs (and their particles) that open a continuation by asking to run the request again,
@@ -371,7 +385,7 @@ impl Cues {
                 | (Some("limit" | "restrict" | "filter" | "narrow"), Some("it" | "that" | "this" | "to" | "down"))
                 | (Some("use" | "keep"), Some("only" | "just"))
                 | (Some("keep"), Some("it" | "that" | "this"))
-        );
+        ) || (opens && second.is_some_and(constrains));
         let opens_or_restricts = opens
             || restricts
             || looks_for_an_entity
@@ -452,7 +466,18 @@ impl Cues {
         } else {
             0
         };
-        let filler = correction_words
+        // "… if possible", "… pls": courtesy, not a request.
+        let courtesy_words = words
+            .iter()
+            .enumerate()
+            .skip(skipped)
+            .filter(|&(i, w)| {
+                (matches!(*w, "please" | "pls") || (*w == "possible" && i > 0 && words[i - 1] == "if"))
+                    && !super::text::is_stop_word(w)
+            })
+            .count();
+        let filler = courtesy_words
+            + correction_words
             + entity_words
             + variation_words
             + breakdown_words
@@ -521,6 +546,10 @@ impl Classifier {
                     && cues.at_most_one_content_word
                     && (!c.entities.is_empty() || cues.breakdown || cues.correction))
                 || ((cues.about_answer || cues.asks_meaning) && self.answer_intent.is_some())
+                // A restriction or a breakdown of the previous request is as much in scope as
+                // that request, once any word of it is the domain's ("and only tell me about
+                // the weather" has none).
+                || ((cues.restricts || cues.breakdown) && c.scope_score > 0.0)
                 || c.scope_score >= self.settings.scope.threshold * FOLLOW_UP_SCOPE_SHARE;
             if !(follows && close) {
                 return c;

@@ -634,4 +634,22 @@ fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
     // Outside a correction too, "rather than share" says which KPI is replaced.
     let (_, next) = follow_up(&c, forecast, "hmm, give me TRx rather than share for that one");
     assert_eq!(values(&next, EntityType::Kpi), vec![("trx", EntitySource::Exact)], "{next:?}");
+    // A constraint right after the opening ("and only …", "ok and restrict to …", "and cap …")
+    // narrows the request and stays in scope with it; a cut verb with "by" and no object
+    // ("split by region pls", "broken out by month") breaks it down. A constraint without a
+    // word of the domain is not kept in scope.
+    let budget = "How should we divide the Leqvio call budget across the Midwest territories to lift NRx?";
+    let quarterly = "Forecast Cosentyx TRx by quarter for 2025.";
+    for (q1, text, want) in [
+        (budget, "and cap the total at 2,000 calls a month", "resource_optimize"),
+        (segments, "ok and restrict to patients who started in Q4 2024", "heterogeneous"),
+        (gap, "and only HCPs that haven't written it yet in H1", "gap_analysis"),
+        (quarterly, "split by region pls", "prediction"),
+        (quarterly, "broken out by month through H2 if possible", "prediction"),
+    ] {
+        let (_, next) = follow_up(&c, q1, text);
+        assert!(next.in_scope && next.intent == want, "{text}: {next:?}");
+    }
+    let (_, next) = follow_up(&c, gap, "and only tell me about the weather in Paris");
+    assert!(!next.in_scope, "{next:?}");
 }
