@@ -14,7 +14,7 @@ use shared::manifest::Manifest;
 use std::path::{Path, PathBuf};
 
 /// The last dialogue half the model is trained on (`dialogues_blind<N>.yaml`).
-const LAST_TRAINED_HALF: u32 = 35;
+const LAST_TRAINED_HALF: u32 = 39;
 
 /// A labelled question and the fixture group it comes from.
 struct Labelled {

@@ -168,6 +168,8 @@ fn opens_continuation(first: &str, second: Option<&str>) -> bool {
         || matches!((first, second), ("look", Some("at")) | ("focus" | "zoom" | "narrow", Some("on" | "in" | "to")))
         // "now do retention", "do it for the West": the same request, run again on another entity.
         || matches!((first, second), ("now" | "then", Some("do")) | ("do", Some("it" | "that" | "this")))
+        // "do the same for the Entresto one".
+        || matches!((first, second), ("do", Some("the" | "same")))
 }
 
 /// Words that open a correction of the previous question ("sorry, I meant NRx", "actually,
@@ -290,6 +292,9 @@ fn is_politeness(word: &str) -> bool {
             | "fine"
             | "good"
             | "perfect"
+            | "interesting"
+            | "ugh"
+            | "but"
     )
 }
 
@@ -385,6 +390,9 @@ impl Cues {
                 | (Some("limit" | "restrict" | "filter" | "narrow"), Some("it" | "that" | "this" | "to" | "down"))
                 | (Some("use" | "keep"), Some("only" | "just"))
                 | (Some("keep"), Some("it" | "that" | "this"))
+                // "assume headcount stays flat", "assuming the budget is capped": a premise
+                // the previous request is to be answered under.
+                | (Some("assume" | "assuming" | "suppose" | "supposing"), _)
         ) || (opens && second.is_some_and(constrains));
         let opens_or_restricts = opens
             || restricts
@@ -404,7 +412,13 @@ impl Cues {
                     && !(i > 0 && is_be(words[i - 1]))
                     && !words.get(i + 1).is_some_and(|next| is_be(next)))
         });
-        let asks = words.iter().any(|w| is_question_word(w));
+        // "… when you get a sec", "… when you can": courtesy, not a question.
+        let asks = words.iter().enumerate().any(|(i, w)| {
+            is_question_word(w)
+                && !(*w == "when"
+                    && words.get(i + 1) == Some(&"you")
+                    && matches!(words.get(i + 2).copied(), Some("get" | "have" | "can")))
+        });
         let bare_question = content_words == 0 && asks;
         // "How did you calculate the potential?": asking what the assistant did is asking
         // about its answer, even without a word pointing back.

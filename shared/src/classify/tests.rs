@@ -646,6 +646,13 @@ fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
         (gap, "and only HCPs that haven't written it yet in H1", "gap_analysis"),
         (quarterly, "split by region pls", "prediction"),
         (quarterly, "broken out by month through H2 if possible", "prediction"),
+        (budget, "assume headcount stays flat, no new reps", "resource_optimize"),
+        (budget, "assuming the total is capped at this year's level", "resource_optimize"),
+        (
+            "Can we promote the v3 NRx forecasting model for Cosentyx to production?",
+            "do the same for the Entresto one when you get a sec",
+            "model_deploy",
+        ),
     ] {
         let (_, next) = follow_up(&c, q1, text);
         assert!(next.in_scope && next.intent == want, "{text}: {next:?}");
