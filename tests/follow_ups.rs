@@ -76,8 +76,11 @@ use std::path::Path;
 /// model, tests/intent_model.rs): halves 32-35, committed unread before it, scored once after
 /// it at 91.7, 83.3, 100, 97.2 % (134 of 144; session 11's classifier 131) through `chat`
 /// counting a turn refused as out of scope as a miss, which this harness does too (the earlier
-/// `chat` figures counted the intent alone, one turn higher on halves 21 and 24).
-const HALVES: [(&str, &str, f64, f64); 40] = [
+/// `chat` figures counted the intent alone, one turn higher on halves 21 and 24), then tuned
+/// on; halves 36-39 scored once after the second round at 86.1, 80.6, 97.2, 94.4 % (129 of
+/// 144), then tuned on; halves 40-43 scored once after the third at 97.2, 91.7, 94.4, 97.2 %
+/// (137 of 144, 95.1 %; this harness the same).
+const HALVES: [(&str, &str, f64, f64); 44] = [
     ("tuning", "dialogues_tuning.yaml", 0.96, 0.95),
     ("blind", "dialogues_blind.yaml", 0.96, 0.95),
     ("blind 2", "dialogues_blind2.yaml", 0.96, 0.95),
@@ -118,6 +121,10 @@ const HALVES: [(&str, &str, f64, f64); 40] = [
     ("blind 37", "dialogues_blind37.yaml", 0.91, 0.91),
     ("blind 38", "dialogues_blind38.yaml", 0.97, 0.97),
     ("blind 39", "dialogues_blind39.yaml", 0.97, 0.97),
+    ("blind 40", "dialogues_blind40.yaml", 0.97, 0.94),
+    ("blind 41", "dialogues_blind41.yaml", 0.91, 0.91),
+    ("blind 42", "dialogues_blind42.yaml", 0.94, 0.94),
+    ("blind 43", "dialogues_blind43.yaml", 0.97, 0.94),
 ];
 
 #[derive(serde::Deserialize)]
