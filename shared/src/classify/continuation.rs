@@ -21,8 +21,7 @@
 //! Features are hashed (FxHash of the feature's text) so a follow-up is scored without
 //! allocating one string per feature; the table keeps the texts so it can be read and diffed.
 
-use super::Map;
-use std::hash::{BuildHasher, Hasher};
+use super::{text_hash as hash, Map};
 
 /// The shipped table (see the module docs).
 static SHIPPED: &str = include_str!("continuation.tsv");
@@ -46,12 +45,6 @@ pub struct ContinuationModel {
     keep: u32,
     switch: u32,
     counts: Map<u64, (u32, u32)>,
-}
-
-fn hash(feature: &str) -> u64 {
-    let mut h = rustc_hash::FxBuildHasher.build_hasher();
-    h.write(feature.as_bytes());
-    h.finish()
 }
 
 impl ContinuationModel {

@@ -21,10 +21,10 @@
 //! by `SWITCHYARD_WRITE_INTENT_MODEL=1 cargo test -p switchyard-tests --test intent_model`, and
 //! the same test fails when it differs from what the fixtures and the shipped manifest give, so
 //! it cannot go stale; the test also reports the model's accuracy on each fixture group held
-//! out of its training. It is compiled in and parsed on the first classification, not at start.
+//! out of its training. It is compiled in and parsed when the first classifier is built (the
+//! functions build theirs on their first question, not at start).
 
-use super::Map;
-use std::hash::{BuildHasher, Hasher};
+use super::{text_hash as hash, Map};
 
 /// The shipped table (see the module docs).
 static SHIPPED: &str = include_str!("intent_model.tsv");
@@ -51,12 +51,6 @@ pub struct IntentModel {
     /// Term hash → row in `log_rates` (`intents.len()` values per row).
     rows: Map<u64, u32>,
     log_rates: Vec<f64>,
-}
-
-pub(super) fn hash(term: &str) -> u64 {
-    let mut h = rustc_hash::FxBuildHasher.build_hasher();
-    h.write(term.as_bytes());
-    h.finish()
 }
 
 impl IntentModel {
