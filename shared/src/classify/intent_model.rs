@@ -127,13 +127,14 @@ impl IntentModel {
         intents.iter().map(|i| self.intents.iter().position(|m| m == i)).collect()
     }
 
-    /// Adds `WEIGHT` × the model's log posterior of each intent (manifest order, through
-    /// `columns`) to `log_probabilities`, for a question with these term hashes.
-    pub(super) fn add_log_posterior(&self, columns: &[usize], terms: &[u64], log_probabilities: &mut [f64]) {
+    /// Multiplies `probabilities` (manifest order, through `columns`) by the model's posterior
+    /// to the power `WEIGHT` for a question with these term hashes, and renormalises them. (The
+    /// posterior's normalising constant cancels in the renormalisation, so it is never taken.)
+    pub(super) fn weigh(&self, columns: &[usize], terms: impl Iterator<Item = u64>, probabilities: &mut [f64]) {
         let k = self.intents.len();
         let mut lp = self.log_prior.clone();
         for h in terms {
-            if let Some(&row) = self.rows.get(h) {
+            if let Some(&row) = self.rows.get(&h) {
                 let rates = &self.log_rates[row as usize * k..(row as usize + 1) * k];
                 for (l, r) in lp.iter_mut().zip(rates) {
                     *l += r;
@@ -141,9 +142,15 @@ impl IntentModel {
             }
         }
         let max = lp.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let log_sum = lp.iter().map(|l| (l - max).exp()).sum::<f64>().ln() + max;
-        for (p, &column) in log_probabilities.iter_mut().zip(columns) {
-            *p += WEIGHT * (lp[column] - log_sum);
+        let mut sum = 0.0;
+        for (p, &column) in probabilities.iter_mut().zip(columns) {
+            *p *= (WEIGHT * (lp[column] - max)).exp();
+            sum += *p;
+        }
+        if sum > 0.0 {
+            for p in probabilities.iter_mut() {
+                *p /= sum;
+            }
         }
     }
 }
@@ -226,9 +233,10 @@ mod tests {
         let model = IntentModel::parse(&table).unwrap();
         let columns = model.columns_for(&names(&["b", "a"])).unwrap();
         assert_eq!(columns, vec![1, 0]);
-        let mut lp = vec![0.0, 0.0];
-        model.add_log_posterior(&columns, &[hash("train"), hash("model")], &mut lp);
-        assert!(lp[1] > lp[0], "'train' was seen with a only: {lp:?}");
+        let mut p = vec![0.5, 0.5];
+        model.weigh(&columns, [hash("train"), hash("model")].into_iter(), &mut p);
+        assert!(p[1] > p[0], "'train' was seen with a only: {p:?}");
+        assert!((p[0] + p[1] - 1.0).abs() < 1e-12, "renormalised: {p:?}");
         assert!(t.add("c", &[]).unwrap_err().contains("\"c\""));
     }
 

@@ -583,14 +583,7 @@ impl Classifier {
     /// applies to this manifest.
     fn weigh_with_intent_model(&self, terms: &Terms, probabilities: &mut [f64]) {
         let Some((model, columns)) = self.intent_model() else { return };
-        let hashes: Vec<u64> = terms.unigrams.iter().chain(&terms.bigrams).map(|t| text_hash(t)).collect();
-        let mut logs: Vec<f64> = probabilities.iter().map(|p| p.max(1e-12).ln()).collect();
-        model.add_log_posterior(columns, &hashes, &mut logs);
-        let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let sum: f64 = logs.iter().map(|l| (l - max).exp()).sum();
-        for (p, l) in probabilities.iter_mut().zip(logs) {
-            *p = (l - max).exp() / sum;
-        }
+        model.weigh(columns, terms.unigrams.iter().chain(&terms.bigrams).map(|t| text_hash(t)), probabilities);
     }
 
     /// The continuation model in use.
