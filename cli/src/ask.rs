@@ -135,7 +135,8 @@ pub fn api_event(
     }
     let mut header_map = HeaderMap::with_capacity(headers.len());
     for (k, v) in headers {
-        let name = HeaderName::from_bytes(k.to_lowercase().as_bytes())
+        // `from_bytes` lower-cases the name itself, as the deserializer's parse does.
+        let name = HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| anyhow::anyhow!("header name {k:?} is not a valid HTTP header name"))?;
         let value = HeaderValue::from_str(v)
             .map_err(|_| anyhow::anyhow!("header {k:?} has a value that is not a valid HTTP header value"))?;
