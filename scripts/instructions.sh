@@ -29,8 +29,16 @@ total() { # instructions of one callgrind run of `bench pipeline --queries $1`
   grep -m1 '^summary:' "$dir/out.$1" | awk '{print $2}'
 }
 warmup() { local w=$(( $1 / 10 )); (( w < 10 )) && w=10; (( w > 500 )) && w=500; echo "$w"; }
-a=$(total "$low")
-b=$(total "$high")
 queries=$(( high + $(warmup "$high") - low - $(warmup "$low") ))
-echo "k=$k: $a instructions at $low queries, $b at $high"
-echo "per query: $(( (b - a) / queries )) ($queries queries apart, warm-ups included); $(( (b - a) / (high - low) )) over $((high - low))"
+# Twice: on the runtime as the CLI builds it (a worker thread per core), and on one worker
+# thread. With two, how often a block is freed by another thread than the one that allocated
+# it (mimalloc's slower cross-thread free) depends on how the tasks happened to be scheduled,
+# so two runs of one binary differ by up to ±10 k per query; with one, by about a hundred —
+# the figure to compare builds with.
+for threads in default 1; do
+  if [[ $threads == 1 ]]; then export TOKIO_WORKER_THREADS=1; fi
+  a=$(total "$low")
+  b=$(total "$high")
+  echo "k=$k, worker threads $threads: $a instructions at $low queries, $b at $high"
+  echo "  per query: $(( (b - a) / queries )) ($queries queries apart, warm-ups included); $(( (b - a) / (high - low) )) over $((high - low))"
+done

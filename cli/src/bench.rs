@@ -1080,9 +1080,9 @@ fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
     let dir = exe.parent().ok_or_else(|| anyhow::anyhow!("no directory for {}", exe.display()))?;
     let lambda_dir = dir.parent().map(|t| t.join("lambda"));
     let repeat = options.repeat.max(1);
-    let mut rows: Vec<InitRow> = Vec::new();
-    // The bare binary first, so every function's row carries its ratio to it.
-    for bin in std::iter::once(BARE_LAMBDA).chain(COLD_START_FUNCTIONS) {
+    let bins: Vec<&str> = std::iter::once(BARE_LAMBDA).chain(COLD_START_FUNCTIONS.iter().copied()).collect();
+    let mut binaries = Vec::with_capacity(bins.len());
+    for bin in &bins {
         let binary = dir.join(bin);
         if !binary.is_file() {
             eprintln!(
@@ -1092,25 +1092,37 @@ fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
             return Ok(1);
         }
         start_once(&binary, bin)?; // page cache warm, as on a Lambda host that has the code
-        let mut inits = Vec::new();
-        let mut hwms = Vec::new();
-        for _ in 0..repeat {
-            let (init, hwm) = start_once(&binary, bin)?;
-            inits.push(init.as_secs_f64() * 1e3);
-            hwms.push(hwm as f64 / 1024.0);
+        binaries.push(binary);
+    }
+    // Round by round, every binary once per round (the bare one first): a change in the
+    // machine's speed during the run (this shared machine's wall times move by up to 3×) falls
+    // on every binary alike instead of on whichever was being started then, so the ratios to
+    // the bare binary compare starts made under the same conditions.
+    let mut inits = vec![Vec::with_capacity(repeat); bins.len()];
+    let mut hwms = vec![Vec::with_capacity(repeat); bins.len()];
+    for _ in 0..repeat {
+        for (i, (bin, binary)) in bins.iter().zip(&binaries).enumerate() {
+            let (init, hwm) = start_once(binary, bin)?;
+            inits[i].push(init.as_secs_f64() * 1e3);
+            hwms[i].push(hwm as f64 / 1024.0);
         }
+    }
+    let mut rows: Vec<InitRow> = Vec::new();
+    for (i, bin) in bins.iter().enumerate() {
+        let (inits, hwms) = (&mut inits[i], &mut hwms[i]);
         inits.sort_by(f64::total_cmp);
         hwms.sort_by(f64::total_cmp);
         let size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len() as f64 / 1e6);
-        let init_p50_ms = quantile(&inits, 0.5);
+        let init_p50_ms = quantile(inits, 0.5);
+        // The bare binary is the first row: every function's row carries its ratio to it.
         let bare_ms = rows.first().map_or(init_p50_ms, |bare| bare.init_p50_ms);
         let row = InitRow {
             function: bin.to_string(),
             starts: repeat,
             init_p50_ms,
             init_max_ms: inits.last().copied().unwrap_or(0.0),
-            peak_rss_mb: quantile(&hwms, 0.5),
-            binary_mb: size(&binary).unwrap_or(0.0),
+            peak_rss_mb: quantile(hwms, 0.5),
+            binary_mb: size(&binaries[i]).unwrap_or(0.0),
             bootstrap_mb: lambda_dir.as_ref().and_then(|d| size(&d.join(bin).join("bootstrap"))),
             vs_bare: init_ratio(init_p50_ms, bare_ms),
         };
@@ -1121,7 +1133,7 @@ fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
     }
     if !options.json {
         println!(
-            "function init through a local Lambda Runtime API ({} starts each; spawn → first GET …/invocation/next; binaries in {})",
+            "function init through a local Lambda Runtime API ({} starts each, one of each binary per round; spawn → first GET …/invocation/next; binaries in {})",
             repeat,
             dir.display()
         );
