@@ -186,7 +186,7 @@ async fn dynamodb_fan_in_from_two_tasks_keeps_both_slots() {
         let spawn = |slot: &'static str| {
             let store = Arc::clone(&store);
             let record = store_contract::handoff(&q.query_id, slot, Some(slot));
-            tokio::spawn(async move { store.record_handoff(&record, &[]).await })
+            tokio::spawn(async move { store.record_handoff(Arc::new(record.clone()), &[]).await })
         };
         let (a, b) = (spawn("d-a"), spawn("d-b"));
         let a = a.await.expect("task a").expect("handoff a");
@@ -211,8 +211,8 @@ async fn dynamodb_fan_in_retried_after_a_lost_answer_does_not_complete_the_set_t
     store.create_query(&q, &[]).await.expect("create");
     let a = store_contract::handoff(&q.query_id, "d-a", Some("d-a"));
     let b = store_contract::handoff(&q.query_id, "d-b", Some("d-b"));
-    let first = store.record_handoff(&a, &[]).await.expect("a");
-    let second = store.record_handoff(&b, &[]).await.expect("b");
+    let first = store.record_handoff(Arc::new(a.clone()), &[]).await.expect("a");
+    let second = store.record_handoff(Arc::new(b.clone()), &[]).await.expect("b");
     let both = BTreeSet::from(["d-a".to_string(), "d-b".to_string()]);
     assert_eq!(first, HandoffWrite::Recorded { completed: BTreeSet::from(["d-a".to_string()]) });
     assert_eq!(second, HandoffWrite::Recorded { completed: both.clone() });
@@ -289,15 +289,15 @@ async fn dynamodb_counts_its_requests_and_units_per_operation() {
     store.update_query(&q, 0, &[e("2")]).await.expect("update");
     assert_eq!(step("update_query", &store), (0, 1, 0, 1, 0));
     let h = store_contract::handoff(&q.query_id, "d-1", Some("d-1"));
-    store.record_handoff(&h, &[e("3")]).await.expect("handoff");
+    store.record_handoff(Arc::new(h.clone()), &[e("3")]).await.expect("handoff");
     assert_eq!(step("record_handoff", &store), (0, 2, 0, 2, 0), "the handoff put and the fan-in update");
-    store.record_handoff(&h, &[e("3")]).await.expect("duplicate");
+    store.record_handoff(Arc::new(h.clone()), &[e("3")]).await.expect("duplicate");
     assert_eq!(step("duplicate handoff", &store), (0, 2, 0, 2, 0), "both refused by their conditions, still billed");
     store.list_handoffs(&q.query_id).await.expect("list");
     assert_eq!(step("list_handoffs", &store), (1, 0, 0, 0, 1));
     store.append_events(&[e("4")]).await.expect("append");
     assert_eq!(step("append_events(1)", &store), (0, 1, 0, 1, 0));
-    store.finish_query(&store_contract::output(&q.query_id), &q, 1, &[e("5")]).await.expect("finish");
+    store.finish_query(Arc::new(store_contract::output(&q.query_id)), &q, 1, &[e("5")]).await.expect("finish");
     let (reads, writes, transactions, wru, _) = step("finish_query", &store);
     assert_eq!((reads, writes, transactions), (0, 1, 0), "one update carries the output and the final status");
     assert!((1..=2).contains(&wru), "{wru} WRU");

@@ -42,7 +42,7 @@ async fn submit(deps: &Deps, question: &str) -> String {
 async fn wait_output(deps: &Deps, id: &str) -> shared::contracts::OrchestratorOutput {
     for _ in 0..300 {
         if let Some(o) = deps.store.get_output(id).await.expect("store") {
-            return o;
+            return Arc::unwrap_or_clone(o);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -208,8 +208,8 @@ async fn every_message_sent_twice_to_the_real_queues_still_gives_one_output() {
         deps.store.list_events(&id).await.expect("store").into_iter().filter(|e| e.kind == EventKind::Final).count();
     assert_eq!(finals, 1);
     assert_eq!(
-        deps.store.get_output(&id).await.expect("store"),
-        Some(output),
+        deps.store.get_output(&id).await.expect("store").as_deref(),
+        Some(&output),
         "the output was written once and never replaced"
     );
 }

@@ -702,6 +702,6 @@ async fn every_step_of_every_mode_is_taken_once_when_every_message_is_delivered_
         );
         let handoffs = h.system.deps.store.list_handoffs(&output.query_id).await.expect("handoffs");
         assert_eq!(handoffs.len(), dispatches, "{name}: one handoff per dispatch");
-        assert_eq!(h.system.deps.store.get_output(&output.query_id).await.expect("store"), Some(output));
+        assert_eq!(h.system.deps.store.get_output(&output.query_id).await.expect("store").as_deref(), Some(&output));
     }
 }

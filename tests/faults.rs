@@ -167,23 +167,23 @@ impl Store for TrippedStore {
         }
         self.after("update_query", f, r)
     }
-    async fn record_handoff(&self, h: &HandoffRecord, e: &[Event]) -> Result<HandoffWrite, StoreError> {
-        let f = self.before("record_handoff", Some(h))?;
-        let r = self.inner.record_handoff(h, e).await;
+    async fn record_handoff(&self, h: Arc<HandoffRecord>, e: &[Event]) -> Result<HandoffWrite, StoreError> {
+        let f = self.before("record_handoff", Some(&h))?;
+        let r = self.inner.record_handoff(Arc::clone(&h), e).await;
         if matches!(r, Ok(HandoffWrite::Recorded { .. })) {
             *self.handoffs.lock().expect("handoffs").entry(h.handoff.dispatch_id.clone()).or_default() += 1;
         }
         self.after("record_handoff", f, r)
     }
-    async fn get_handoff(&self, q: &str, d: &str) -> Result<Option<HandoffRecord>, StoreError> {
+    async fn get_handoff(&self, q: &str, d: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError> {
         self.inner.get_handoff(q, d).await
     }
-    async fn list_handoffs(&self, q: &str) -> Result<Vec<HandoffRecord>, StoreError> {
+    async fn list_handoffs(&self, q: &str) -> Result<Vec<Arc<HandoffRecord>>, StoreError> {
         self.inner.list_handoffs(q).await
     }
     async fn finish_query(
         &self,
-        o: &OrchestratorOutput,
+        o: Arc<OrchestratorOutput>,
         q: &QueryRecord,
         v: u64,
         e: &[Event],
@@ -195,7 +195,7 @@ impl Store for TrippedStore {
         }
         self.after("finish_query", f, r)
     }
-    async fn get_output(&self, q: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
+    async fn get_output(&self, q: &str) -> Result<Option<Arc<OrchestratorOutput>>, StoreError> {
         self.inner.get_output(q).await
     }
     async fn append_events(&self, e: &[Event]) -> Result<(), StoreError> {
@@ -331,7 +331,7 @@ impl Rig {
     async fn output(&self, query_id: &str) -> OrchestratorOutput {
         for _ in 0..100_000 {
             if let Some(o) = self.system.store.get_output(query_id).await.expect("store") {
-                return o;
+                return Arc::unwrap_or_clone(o);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -561,7 +561,7 @@ async fn an_agent_past_the_deadline_is_a_timeout_and_its_late_answer_changes_not
     );
     assert_eq!(result(&output, "latecomer").status, HandoffStatus::Timeout);
     tokio::time::sleep(Duration::from_secs(120)).await; // the latecomer answers at 30 s
-    assert_eq!(rig.system.store.get_output(&id).await.expect("store"), Some(output));
+    assert_eq!(rig.system.store.get_output(&id).await.expect("store").as_deref(), Some(&output));
     let handoffs = rig.system.store.list_handoffs(&id).await.expect("handoffs");
     let late: Vec<_> = handoffs.iter().filter(|h| h.handoff.agent_id == "latecomer").collect();
     assert_eq!(late.len(), 1);
@@ -581,7 +581,7 @@ async fn a_deadline_message_after_the_answer_is_a_no_op() {
     tokio::time::sleep(Duration::from_secs(30)).await; // the 10 s deadline fires
     assert_eq!(rig.queue.count(|j| matches!(j, Job::Deadline { .. })), 1);
     assert_eq!(rig.depth(QueueId::synth()).await.total(), 0, "the deadline message was consumed");
-    assert_eq!(rig.system.store.get_output(&id).await.expect("store"), Some(output));
+    assert_eq!(rig.system.store.get_output(&id).await.expect("store").as_deref(), Some(&output));
     assert!(rig.events(&id, EventKind::Deadline).await.is_empty());
     assert_eq!((rig.store.claims.load(Ordering::SeqCst), rig.store.outputs.load(Ordering::SeqCst)), (1, 1));
 }

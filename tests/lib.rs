@@ -158,7 +158,7 @@ impl Harness {
     pub async fn output(&self, query_id: &str) -> OrchestratorOutput {
         for _ in 0..360_000 {
             if let Some(o) = self.system.deps.store.get_output(query_id).await.expect("store") {
-                return o;
+                return std::sync::Arc::unwrap_or_clone(o);
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

@@ -284,7 +284,7 @@ async fn a_hanging_agent_is_ended_by_the_deadline_as_partial_and_its_late_answer
     // The hanging agent's worker times out at 60 s and retries; nothing it does changes the answer.
     tokio::time::sleep(Duration::from_secs(600)).await;
     let after = h.system.deps.store.get_output(&id).await.expect("store").expect("output");
-    assert_eq!(after, output);
+    assert_eq!(*after, output);
     let handoffs = h.system.deps.store.list_handoffs(&id).await.expect("store");
     assert_eq!(handoffs.iter().filter(|r| r.handoff.agent_id == "hanging").count(), 1);
 }
@@ -345,7 +345,7 @@ async fn every_message_delivered_twice_still_gives_one_output_one_synthesis_and_
         let query = h.system.deps.store.get_query(&output.query_id).await.expect("store").expect("query");
         let dispatched = query.plan.expect("plan").all_dispatches().count();
         assert_eq!(handoffs.len(), dispatched, "{question}: one handoff per dispatch");
-        assert_eq!(h.system.deps.store.get_output(&output.query_id).await.expect("store"), Some(output));
+        assert_eq!(h.system.deps.store.get_output(&output.query_id).await.expect("store").as_deref(), Some(&output));
     }
 }
 

@@ -33,7 +33,7 @@ async fn follow(h: &Harness, query_id: &str) -> (Vec<Event>, usize, Orchestrator
         let events = store.list_events(query_id).await.expect("events");
         if events.iter().any(|e| e.kind == EventKind::Final) {
             let output = store.get_output(query_id).await.expect("store").expect("output after the final event");
-            return (events, tokens_before_output, output);
+            return (events, tokens_before_output, std::sync::Arc::unwrap_or_clone(output));
         }
         if store.get_output(query_id).await.expect("store").is_none() {
             tokens_before_output = events.iter().filter(|e| e.kind == EventKind::Token).count();

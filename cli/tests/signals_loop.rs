@@ -112,7 +112,7 @@ async fn feedback_on_misrouted_questions_exported_from_aws_refits_a_manifest_tha
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        routed.push(output.unwrap_or_else(|| panic!("query {id} did not finish within 60 s")).intent);
+        routed.push(output.unwrap_or_else(|| panic!("query {id} did not finish within 60 s")).intent.clone());
     }
 
     // AND gives feedback: the misrouted ones with the right intent through the CLI, the rest a

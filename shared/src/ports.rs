@@ -301,27 +301,30 @@ pub trait Store: Send + Sync {
 
     /// Store a handoff (condition: none exists for its dispatch) and, when it fills a slot,
     /// add the slot to the query's fan-in set — atomically, with `events`. `Duplicate` when a
-    /// handoff for the dispatch exists (nothing written).
-    async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError>;
+    /// handoff for the dispatch exists (nothing written). A handoff is written once and never
+    /// changed, so it is handed over and read back shared (`Arc`): a store that keeps records
+    /// in memory keeps this one instead of copying it, and lends it to every reader.
+    async fn record_handoff(&self, record: Arc<HandoffRecord>, events: &[Event]) -> Result<HandoffWrite, StoreError>;
 
     /// One handoff.
-    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError>;
+    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError>;
 
     /// All handoffs of a query.
-    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError>;
+    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<Arc<HandoffRecord>>, StoreError>;
 
     /// Write the output (condition: none exists) and the final query record (condition:
     /// version), atomically, with `events`. `ConditionFailed` when either condition fails.
+    /// The output is written once, so it is shared like a handoff.
     async fn finish_query(
         &self,
-        output: &OrchestratorOutput,
+        output: Arc<OrchestratorOutput>,
         query: &QueryRecord,
         expected_version: u64,
         events: &[Event],
     ) -> Result<(), StoreError>;
 
     /// The output, once written.
-    async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError>;
+    async fn get_output(&self, query_id: &str) -> Result<Option<Arc<OrchestratorOutput>>, StoreError>;
 
     /// Append events whose write is not tied to a record change (retries). Idempotent by key.
     async fn append_events(&self, events: &[Event]) -> Result<(), StoreError>;

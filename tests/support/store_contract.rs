@@ -26,6 +26,7 @@ use shared::contracts::{
 };
 use shared::ports::{Event, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 // ------------------------------------------------------------------------------------------
 // Fixtures
@@ -267,7 +268,7 @@ pub async fn a_query_is_created_read_and_updated_under_optimistic_versions(store
 
     // The fan-in set belongs to record_handoff: an update carrying an empty set keeps it.
     let h = handoff(&q.query_id, "d-1", Some("d-1"));
-    store.record_handoff(&h, &[]).await.expect("handoff");
+    store.record_handoff(Arc::new(h.clone()), &[]).await.expect("handoff");
     let mut later = read.clone();
     later.completed.clear();
     store.update_query(&later, 1, &[]).await.expect("update at version 1");
@@ -319,7 +320,7 @@ pub async fn a_handoff_recorded_twice_is_a_duplicate_and_stored_once(store: &dyn
     store.create_query(&q, &[]).await.expect("create");
     let h = handoff(&q.query_id, "d-1", Some("d-1"));
     let first = store
-        .record_handoff(&h, &[event(&q.query_id, "0005-handoff-d-1", Utc::now(), EventKind::Handoff)])
+        .record_handoff(Arc::new(h.clone()), &[event(&q.query_id, "0005-handoff-d-1", Utc::now(), EventKind::Handoff)])
         .await
         .expect("first handoff");
     assert_eq!(first, HandoffWrite::Recorded { completed: BTreeSet::from(["d-1".to_string()]) });
@@ -327,17 +328,24 @@ pub async fn a_handoff_recorded_twice_is_a_duplicate_and_stored_once(store: &dyn
     let mut retry = h.clone();
     retry.attempts = 2;
     let second = store
-        .record_handoff(&retry, &[event(&q.query_id, "0006-handoff-d-1-again", Utc::now(), EventKind::Handoff)])
+        .record_handoff(
+            Arc::new(retry.clone()),
+            &[event(&q.query_id, "0006-handoff-d-1-again", Utc::now(), EventKind::Handoff)],
+        )
         .await
         .expect("second handoff");
     assert_eq!(second, HandoffWrite::Duplicate);
-    assert_eq!(store.list_handoffs(&q.query_id).await.expect("list"), vec![h.clone()], "one handoff, the first");
-    assert_eq!(store.get_handoff(&q.query_id, "d-1").await.expect("get"), Some(h));
+    assert_eq!(
+        store.list_handoffs(&q.query_id).await.expect("list"),
+        vec![Arc::new(h.clone())],
+        "one handoff, the first"
+    );
+    assert_eq!(store.get_handoff(&q.query_id, "d-1").await.expect("get").as_deref(), Some(&h));
     assert_eq!(event_keys(&store.list_events(&q.query_id).await.expect("events")), ["0005-handoff-d-1"]);
 
     // A handoff that fills no slot (handed over to a fallback) leaves the set as it is.
     let handover = handoff(&q.query_id, "d-2", None);
-    let write = store.record_handoff(&handover, &[]).await.expect("handover");
+    let write = store.record_handoff(Arc::new(handover.clone()), &[]).await.expect("handover");
     assert_eq!(write, HandoffWrite::Recorded { completed: BTreeSet::from(["d-1".to_string()]) });
 }
 
@@ -348,7 +356,8 @@ pub async fn concurrent_handoffs_lose_no_slot_and_exactly_one_sees_the_set_compl
     store.create_query(&q, &[]).await.expect("create");
     let slots: Vec<String> = (1..=8).map(|i| format!("d-{i}")).collect();
     let records: Vec<HandoffRecord> = slots.iter().map(|s| handoff(&q.query_id, s, Some(s))).collect();
-    let writes = futures::future::join_all(records.iter().map(|r| store.record_handoff(r, &[]))).await;
+    let writes =
+        futures::future::join_all(records.iter().map(|r| store.record_handoff(Arc::new(r.clone()), &[]))).await;
     let all: BTreeSet<String> = slots.iter().cloned().collect();
     let mut complete = 0;
     for (slot, write) in slots.iter().zip(writes) {
@@ -376,16 +385,22 @@ pub async fn finishing_a_query_twice_fails_the_second_time(store: &dyn Store) {
     done.outcome = Some(OutputStatus::Success);
     let out = output(&q.query_id);
     let last = event(&q.query_id, "9999-final", Utc::now(), EventKind::Final);
-    store.finish_query(&out, &done, 0, &[last]).await.expect("first finish");
-    assert_eq!(store.get_output(&q.query_id).await.expect("output"), Some(out.clone()));
+    store.finish_query(Arc::new(out.clone()), &done, 0, &[last]).await.expect("first finish");
+    assert_eq!(store.get_output(&q.query_id).await.expect("output").as_deref(), Some(&out));
     let read = store.get_query(&q.query_id).await.expect("read").expect("present");
     assert_eq!((read.status, read.version, read.outcome), (QueryStatus::Done, 1, Some(OutputStatus::Success)));
 
     let mut other = output(&q.query_id);
     other.response_text = "a second answer".into();
-    assert_condition_failed(store.finish_query(&other, &done, 0, &[]).await, "second finish at the old version");
-    assert_condition_failed(store.finish_query(&other, &done, 1, &[]).await, "second finish at the current version");
-    assert_eq!(store.get_output(&q.query_id).await.expect("output"), Some(out), "the first output stays");
+    assert_condition_failed(
+        store.finish_query(Arc::new(other.clone()), &done, 0, &[]).await,
+        "second finish at the old version",
+    );
+    assert_condition_failed(
+        store.finish_query(Arc::new(other.clone()), &done, 1, &[]).await,
+        "second finish at the current version",
+    );
+    assert_eq!(store.get_output(&q.query_id).await.expect("output").as_deref(), Some(&out), "the first output stays");
     assert_eq!(store.get_query(&q.query_id).await.expect("read").expect("present").version, 1);
     assert_eq!(event_keys(&store.list_events(&q.query_id).await.expect("events")), ["9999-final"]);
     assert_eq!(store.get_output(&new_id()).await.expect("output"), None);
@@ -406,7 +421,7 @@ pub async fn expired_records_read_as_absent(store: &dyn Store) {
 
     let mut h = handoff(&q.query_id, "d-1", None);
     h.expires_at = expired();
-    store.record_handoff(&h, &[]).await.expect("handoff");
+    store.record_handoff(Arc::new(h.clone()), &[]).await.expect("handoff");
     assert_eq!(store.get_handoff(&q.query_id, "d-1").await.expect("get"), None);
     assert!(store.list_handoffs(&q.query_id).await.expect("list").is_empty());
 
@@ -431,7 +446,10 @@ pub async fn an_oversized_record_is_refused_as_too_large(store: &dyn Store) {
     store.create_query(&small, &[]).await.expect("create");
     let mut h = handoff(&small.query_id, "d-1", Some("d-1"));
     h.handoff.result.primary_output = serde_json::json!({"blob": "y".repeat(420 * 1024)});
-    assert!(matches!(store.record_handoff(&h, &[]).await, Err(StoreError::TooLarge(_))), "oversized handoff");
+    assert!(
+        matches!(store.record_handoff(Arc::new(h.clone()), &[]).await, Err(StoreError::TooLarge(_))),
+        "oversized handoff"
+    );
     assert!(store.get_query(&small.query_id).await.expect("read").expect("present").completed.is_empty());
 }
 

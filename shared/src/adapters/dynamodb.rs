@@ -1112,8 +1112,8 @@ impl Store for DynamoStore {
         Ok(())
     }
 
-    async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
-        let item = handoff_item(record, events)?;
+    async fn record_handoff(&self, record: Arc<HandoffRecord>, events: &[Event]) -> Result<HandoffWrite, StoreError> {
+        let item = handoff_item(&record, events)?;
         let stored = self.put_once("handoff", item).await?;
         let dispatch_id = &record.handoff.dispatch_id;
         let completed = match &record.slot {
@@ -1129,25 +1129,26 @@ impl Store for DynamoStore {
         Ok(if stored { HandoffWrite::Recorded { completed } } else { HandoffWrite::Duplicate })
     }
 
-    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
+    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError> {
         let sk = format!("{PREFIX_HANDOFF}{dispatch_id}");
-        self.get_item(query_pk(query_id), &sk).await?.as_ref().map(handoff_from_item).transpose()
+        let item = self.get_item(query_pk(query_id), &sk).await?;
+        item.as_ref().map(|item| handoff_from_item(item).map(Arc::new)).transpose()
     }
 
-    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError> {
+    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<Arc<HandoffRecord>>, StoreError> {
         let items = self.query_prefix(query_pk(query_id), PREFIX_HANDOFF).await?;
-        items.iter().map(handoff_from_item).collect()
+        items.iter().map(|item| handoff_from_item(item).map(Arc::new)).collect()
     }
 
     async fn finish_query(
         &self,
-        output: &OrchestratorOutput,
+        output: Arc<OrchestratorOutput>,
         query: &QueryRecord,
         expected_version: u64,
         events: &[Event],
     ) -> Result<(), StoreError> {
         let mut fields = record_fields(query, expected_version, events)?;
-        fields.insert(OUT.into(), packed("output", output)?);
+        fields.insert(OUT.into(), packed("output", &*output)?);
         let index_units = signals::index_write_units(&query.query_id, &fields);
         self.update_meta(
             &query.query_id,
@@ -1162,9 +1163,9 @@ impl Store for DynamoStore {
         Ok(())
     }
 
-    async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
+    async fn get_output(&self, query_id: &str) -> Result<Option<Arc<OrchestratorOutput>>, StoreError> {
         match self.get_item(query_pk(query_id), SK_META).await? {
-            Some(item) => unpack("output", &item, OUT),
+            Some(item) => Ok(unpack::<OrchestratorOutput>("output", &item, OUT)?.map(Arc::new)),
             None => Ok(None),
         }
     }

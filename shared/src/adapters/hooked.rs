@@ -210,21 +210,21 @@ impl<H: StoreHooks> Store for HookedStore<H> {
         self.settle(op, r, |_| Applied::Written)
     }
 
-    async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
-        let op = StoreOp::RecordHandoff(record);
+    async fn record_handoff(&self, record: Arc<HandoffRecord>, events: &[Event]) -> Result<HandoffWrite, StoreError> {
+        let op = StoreOp::RecordHandoff(&record);
         self.hooks.before(self.inner.as_ref(), op).await?;
-        let r = self.inner.record_handoff(record, events).await;
+        let r = self.inner.record_handoff(Arc::clone(&record), events).await;
         self.settle(op, r, |w| Applied::Handoff(w))
     }
 
-    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
+    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError> {
         let op = StoreOp::GetHandoff(query_id);
         self.hooks.before(self.inner.as_ref(), op).await?;
         let r = self.inner.get_handoff(query_id, dispatch_id).await;
         self.settle(op, r, |_| Applied::Read)
     }
 
-    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError> {
+    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<Arc<HandoffRecord>>, StoreError> {
         let op = StoreOp::ListHandoffs(query_id);
         self.hooks.before(self.inner.as_ref(), op).await?;
         let r = self.inner.list_handoffs(query_id).await;
@@ -233,18 +233,18 @@ impl<H: StoreHooks> Store for HookedStore<H> {
 
     async fn finish_query(
         &self,
-        output: &OrchestratorOutput,
+        output: Arc<OrchestratorOutput>,
         query: &QueryRecord,
         expected_version: u64,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        let op = StoreOp::FinishQuery(output, query);
+        let op = StoreOp::FinishQuery(&output, query);
         self.hooks.before(self.inner.as_ref(), op).await?;
-        let r = self.inner.finish_query(output, query, expected_version, events).await;
+        let r = self.inner.finish_query(Arc::clone(&output), query, expected_version, events).await;
         self.settle(op, r, |_| Applied::Written)
     }
 
-    async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
+    async fn get_output(&self, query_id: &str) -> Result<Option<Arc<OrchestratorOutput>>, StoreError> {
         let op = StoreOp::GetOutput(query_id);
         self.hooks.before(self.inner.as_ref(), op).await?;
         let r = self.inner.get_output(query_id).await;

@@ -88,8 +88,9 @@ type Map<K, V> = HashMap<K, V, KeyHash>;
 struct Tables {
     queries: Map<String, StoredQuery>,
     /// By query, then by dispatch id: a query's handoffs are listed without scanning others'.
-    handoffs: Map<String, BTreeMap<String, HandoffRecord>>,
-    outputs: Map<String, (OrchestratorOutput, i64)>,
+    /// Handoffs and outputs are written once: the writer's `Arc` is kept and lent to readers.
+    handoffs: Map<String, BTreeMap<String, Arc<HandoffRecord>>>,
+    outputs: Map<String, (Arc<OrchestratorOutput>, i64)>,
     /// By query, then by event key; an entry keeps what the key and the query id do not say.
     events: Map<String, BTreeMap<String, LoggedEvent>>,
     idempotency: Map<(String, String), String>,
@@ -450,8 +451,8 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn record_handoff(&self, record: &HandoffRecord, events: &[Event]) -> Result<HandoffWrite, StoreError> {
-        check_size("handoff", record)?;
+    async fn record_handoff(&self, record: Arc<HandoffRecord>, events: &[Event]) -> Result<HandoffWrite, StoreError> {
+        check_size("handoff", &*record)?;
         // The guard lives in this block only: the future must stay `Send` across the retry's
         // await below.
         let completed = {
@@ -480,7 +481,7 @@ impl Store for MemoryStore {
                     .map(|q| q.completed.clone())
                     .unwrap_or_default(),
             };
-            entry_of(&mut t.handoffs, &record.query_id).insert(dispatch_id.clone(), record.clone());
+            entry_of(&mut t.handoffs, &record.query_id).insert(dispatch_id.clone(), Arc::clone(&record));
             Self::put_events(&mut t, events, now);
             completed
         };
@@ -503,13 +504,13 @@ impl Store for MemoryStore {
         Ok(HandoffWrite::Recorded { completed })
     }
 
-    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<HandoffRecord>, StoreError> {
+    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError> {
         self.read();
         let t = self.lock()?;
         Ok(t.handoffs.get(query_id).and_then(|m| m.get(dispatch_id)).filter(|h| self.live(h.expires_at)).cloned())
     }
 
-    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<HandoffRecord>, StoreError> {
+    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<Arc<HandoffRecord>>, StoreError> {
         self.read();
         let t = self.lock()?;
         // Keyed by dispatch id, so already in its order.
@@ -522,26 +523,26 @@ impl Store for MemoryStore {
 
     async fn finish_query(
         &self,
-        output: &OrchestratorOutput,
+        output: Arc<OrchestratorOutput>,
         query: &QueryRecord,
         expected_version: u64,
         events: &[Event],
     ) -> Result<(), StoreError> {
-        check_size("output", output)?;
+        check_size("output", &*output)?;
         let mut t = self.lock()?;
         if t.outputs.contains_key(&query.query_id) {
             return Err(StoreError::ConditionFailed(format!("output of {} exists", query.query_id)));
         }
         let now = self.now_s();
         Self::replace_at_version(&mut t, query, expected_version, now)?;
-        t.outputs.insert(query.query_id.clone(), (output.clone(), query.expires_at));
+        t.outputs.insert(query.query_id.clone(), (output, query.expires_at));
         Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(2 + events.len());
         Ok(())
     }
 
-    async fn get_output(&self, query_id: &str) -> Result<Option<OrchestratorOutput>, StoreError> {
+    async fn get_output(&self, query_id: &str) -> Result<Option<Arc<OrchestratorOutput>>, StoreError> {
         self.read();
         let t = self.lock()?;
         Ok(t.outputs.get(query_id).filter(|(_, exp)| self.live(*exp)).map(|(o, _)| o.clone()))

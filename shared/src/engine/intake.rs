@@ -13,6 +13,7 @@ use crate::ports::{Detail, Event, QueryRecord, QueryStatus, QueueId, StoreError}
 use crate::validation::{validate_request, FieldError, ValidationError};
 use serde::Serialize;
 use serde_json::json;
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, instrument, warn};
 
@@ -374,7 +375,7 @@ async fn replay(deps: &Deps, caller: &Caller, key: &str, request_hash: &str) -> 
 #[serde(untagged)]
 pub enum QueryView {
     /// The query ended.
-    Done(Box<OrchestratorOutput>),
+    Done(Arc<OrchestratorOutput>),
     /// Still running.
     Running {
         /// The query.
@@ -409,7 +410,7 @@ pub async fn view(deps: &Deps, caller: &Caller, query_id: &str) -> Result<QueryV
     let query = owned_query(deps, caller, query_id).await?;
     if query.status == QueryStatus::Done {
         if let Some(output) = deps.store.get_output(query_id).await? {
-            return Ok(QueryView::Done(Box::new(output)));
+            return Ok(QueryView::Done(output));
         }
     }
     let dispatches = query
@@ -438,7 +439,7 @@ pub async fn wait_for_output(
     deps: &Deps,
     query_id: &str,
     wait: Duration,
-) -> Result<Option<OrchestratorOutput>, StepError> {
+) -> Result<Option<Arc<OrchestratorOutput>>, StepError> {
     let until = tokio::time::Instant::now() + wait.min(deps.settings.max_wait);
     loop {
         if let Some(output) = deps.store.get_output(query_id).await? {

@@ -10,12 +10,13 @@ use crate::ports::{HandoffRecord, QueryRecord};
 use crate::retrieval::reflect::{reflect as score, Grounds, Reflection};
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// The reflection for `output`, when its route asks for one and the query was answered.
 pub fn reflect(
     manifest: &Manifest,
     query: &QueryRecord,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     output: &OrchestratorOutput,
 ) -> Option<Reflection> {
     let plan = query.plan.as_ref()?;

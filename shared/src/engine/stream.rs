@@ -212,7 +212,7 @@ pub async fn synthesize_answer(
     deps: &Deps,
     manifest: &crate::manifest::Manifest,
     query: &QueryRecord,
-    handoffs: &[crate::ports::HandoffRecord],
+    handoffs: &[std::sync::Arc<crate::ports::HandoffRecord>],
     output: &mut crate::contracts::OrchestratorOutput,
     deadline_passed: bool,
 ) -> AnswerSource {
@@ -253,7 +253,7 @@ pub async fn synthesize_answer(
 /// The stream of the latest streamed handoff whose field holds exactly `text`.
 fn streamed_handoff(
     manifest: &crate::manifest::Manifest,
-    handoffs: &[crate::ports::HandoffRecord],
+    handoffs: &[std::sync::Arc<crate::ports::HandoffRecord>],
     text: &str,
 ) -> Option<String> {
     handoffs
@@ -274,7 +274,7 @@ async fn run_synthesis_agent(
     manifest: &crate::manifest::Manifest,
     settings: &crate::manifest::SynthesisSettings,
     query: &QueryRecord,
-    handoffs: &[crate::ports::HandoffRecord],
+    handoffs: &[std::sync::Arc<crate::ports::HandoffRecord>],
     output: &mut crate::contracts::OrchestratorOutput,
 ) -> Result<(String, (u64, u64)), String> {
     use crate::contracts::{AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting};

@@ -25,6 +25,7 @@ use crate::plan::modes::{is_bookkeeping, is_stage_budget, shape};
 use crate::plan::{DispatchRole, PlannedDispatch};
 use crate::ports::{Detail, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus};
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, instrument};
 
@@ -123,6 +124,8 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
         }
         output.reflection = super::reflection::reflect(&manifest, &claimed, &handoffs, &output);
         fit_output(&mut output);
+        // Final from here: shared with the store, which keeps it as it is.
+        let output = Arc::new(output);
         let claimed_version = claimed.version;
         let mut done = claimed;
         done.status = QueryStatus::Done;
@@ -159,7 +162,7 @@ async fn synthesize_inner(deps: &Deps, query_id: &str, deadline_passed: bool) ->
             ),
         ];
         // Not written: another synthesizer finished it.
-        if written(deps.store.finish_query(&output, &done, claimed_version, &events).await)? {
+        if written(deps.store.finish_query(Arc::clone(&output), &done, claimed_version, &events).await)? {
             info!(status = ?output.status, confidence = output.response_confidence, latency_ms = output.total_latency_ms, "query answered");
             super::conversation::record_turn(deps, &manifest, &done, &output).await?;
         }
@@ -252,7 +255,7 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
                 &planned.dispatch.dispatch_id,
                 json!({ "dispatch_id": planned.dispatch.dispatch_id, "agent": planned.dispatch.target_agent, "status": "timeout", "error_type": "agent_timeout", "fills_slot": true }),
             );
-            match deps.store.record_handoff(&record, &[event]).await? {
+            match deps.store.record_handoff(Arc::new(record), &[event]).await? {
                 HandoffWrite::Recorded { .. } | HandoffWrite::Duplicate => {}
             }
         }
@@ -267,7 +270,7 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
 
 /// Dispatches of the current stage whose slot is not filled and that have no handoff: the
 /// last dispatch of each open slot (a fallback, if one was sent).
-fn outstanding<'a>(query: &'a QueryRecord, handoffs: &[HandoffRecord]) -> Vec<&'a PlannedDispatch> {
+fn outstanding<'a>(query: &'a QueryRecord, handoffs: &[Arc<HandoffRecord>]) -> Vec<&'a PlannedDispatch> {
     let Some(plan) = &query.plan else { return Vec::new() };
     let Some(stage) = plan.stages.get(plan.current_stage) else { return Vec::new() };
     stage
@@ -375,7 +378,7 @@ pub fn build_output(
     deps: &Deps,
     manifest: &Manifest,
     query: &QueryRecord,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     deadline_passed: bool,
 ) -> OrchestratorOutput {
     let now = deps.clock.now();

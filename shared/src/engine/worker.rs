@@ -562,6 +562,8 @@ async fn finalize(
     planned: &PlannedDispatch,
     record: HandoffRecord,
 ) -> Result<(), StepError> {
+    // Shared with the store, which keeps it as written.
+    let record = std::sync::Arc::new(record);
     let stage = query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0);
     let h = &record.handoff;
     let event = deps.event(
@@ -601,7 +603,7 @@ async fn finalize(
             ),
         );
     }
-    match deps.store.record_handoff(&record, &events).await {
+    match deps.store.record_handoff(std::sync::Arc::clone(&record), &events).await {
         Ok(HandoffWrite::Recorded { completed }) => {
             info!(agent = %h.agent_id, status = ?h.execution.status, "handoff recorded");
             // The metric line's outcome is built only when metrics are written.

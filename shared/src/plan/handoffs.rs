@@ -6,17 +6,19 @@ use crate::contracts::{AgentHandoff, HandoffStatus};
 use crate::manifest::Gate;
 use crate::ports::HandoffRecord;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// The handoff that fills a slot: the first to complete. A slot can be filled twice — a
 /// dispatch whose duplicate delivery crashed after handing over to its fallback may still
 /// answer, and both it and the fallback fill the slot — so the choice must not depend on the
 /// order handoffs are listed in (by random dispatch id): the earliest answer wins, the original
 /// dispatch on a tie.
-pub fn slot_handoff<'a>(handoffs: &'a [HandoffRecord], slot: &str) -> Option<&'a HandoffRecord> {
+pub fn slot_handoff<'a>(handoffs: &'a [Arc<HandoffRecord>], slot: &str) -> Option<&'a HandoffRecord> {
     handoffs
         .iter()
         .filter(|h| h.slot.as_deref() == Some(slot))
         .min_by_key(|h| (h.handoff.execution.completed_at, h.fallback_for.is_some()))
+        .map(Arc::as_ref)
 }
 
 /// Value at a dotted path (`qc_report.passed`).

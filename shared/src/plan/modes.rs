@@ -66,6 +66,7 @@ use crate::retrieval::merge::{self, MergeReport, Merged};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Step names recorded in [`Stage::step`].
 pub mod step {
@@ -436,7 +437,7 @@ fn body_start(
 /// `(dispatch, final handoff)` for each slot of a stage.
 fn slot_outputs<'a>(
     stage: &'a Stage,
-    handoffs: &'a [HandoffRecord],
+    handoffs: &'a [Arc<HandoffRecord>],
 ) -> Vec<(&'a PlannedDispatch, Option<&'a HandoffRecord>)> {
     stage.dispatches.iter().filter(|d| d.role.fills_slot()).map(|d| (d, slot_handoff(handoffs, &d.slot))).collect()
 }
@@ -447,7 +448,7 @@ fn usable(h: Option<&HandoffRecord>) -> Option<&Value> {
 }
 
 /// The single output of a one-dispatch stage.
-fn single<'a>(stage: &'a Stage, handoffs: &'a [HandoffRecord]) -> Option<&'a Value> {
+fn single<'a>(stage: &'a Stage, handoffs: &'a [Arc<HandoffRecord>]) -> Option<&'a Value> {
     slot_outputs(stage, handoffs).first().and_then(|(_, h)| usable(*h))
 }
 
@@ -457,7 +458,7 @@ fn is_step(stage: &Stage, name: &str) -> bool {
 
 /// A guardrail's verdict: `(allowed, reason, safe_reply)`; a guardrail that did not answer
 /// blocks (fail closed).
-fn guard_verdict(stage: &Stage, handoffs: &[HandoffRecord]) -> (bool, String, Option<String>) {
+fn guard_verdict(stage: &Stage, handoffs: &[Arc<HandoffRecord>]) -> (bool, String, Option<String>) {
     match single(stage, handoffs) {
         Some(out) => (
             out.get("allowed").and_then(Value::as_bool).unwrap_or(false),
@@ -470,7 +471,7 @@ fn guard_verdict(stage: &Stage, handoffs: &[HandoffRecord]) -> (bool, String, Op
 
 /// The planner's verdict: `(coherent, reason, revised_query)`; a planner that did not answer
 /// lets the query through.
-fn coherence(stage: &Stage, handoffs: &[HandoffRecord]) -> (bool, String, Option<String>) {
+fn coherence(stage: &Stage, handoffs: &[Arc<HandoffRecord>]) -> (bool, String, Option<String>) {
     match single(stage, handoffs) {
         Some(out) => (
             out.get("coherence").and_then(Value::as_str) != Some("incoherent"),
@@ -482,7 +483,7 @@ fn coherence(stage: &Stage, handoffs: &[HandoffRecord]) -> (bool, String, Option
 }
 
 /// Every expert opinion so far: `{expert, question, opinion, status}`.
-fn opinions(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<Value> {
+fn opinions(plan: &Plan, handoffs: &[Arc<HandoffRecord>]) -> Vec<Value> {
     let mut out = Vec::new();
     for s in plan.stages.iter().filter(|s| is_step(s, step::EXPERTS) || is_step(s, step::CONSULT)) {
         for (d, h) in slot_outputs(s, handoffs) {
@@ -499,7 +500,7 @@ fn opinions(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<Value> {
 }
 
 /// Every orchestrator decision so far (failed rounds as `null`).
-fn decisions(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<Value> {
+fn decisions(plan: &Plan, handoffs: &[Arc<HandoffRecord>]) -> Vec<Value> {
     plan.stages
         .iter()
         .filter(|s| is_step(s, step::ORCHESTRATOR))
@@ -514,7 +515,7 @@ fn answer_stage(plan: &Plan) -> Option<usize> {
 }
 
 /// The answer's text and the handoffs that gave it.
-fn answer_of<'a>(plan: &'a Plan, handoffs: &'a [HandoffRecord]) -> (String, Vec<&'a HandoffRecord>) {
+fn answer_of<'a>(plan: &'a Plan, handoffs: &'a [Arc<HandoffRecord>]) -> (String, Vec<&'a HandoffRecord>) {
     let Some(i) = answer_stage(plan) else { return (String::new(), Vec::new()) };
     let answered: Vec<&HandoffRecord> = slot_outputs(&plan.stages[i], handoffs)
         .into_iter()
@@ -527,7 +528,7 @@ fn answer_of<'a>(plan: &'a Plan, handoffs: &'a [HandoffRecord]) -> (String, Vec<
 
 /// Critic verdicts so far: `(accepted, critique, summary)`; a critic that did not answer
 /// accepts.
-fn verdicts(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<(bool, String, Option<String>)> {
+fn verdicts(plan: &Plan, handoffs: &[Arc<HandoffRecord>]) -> Vec<(bool, String, Option<String>)> {
     plan.stages
         .iter()
         .filter(|s| is_step(s, step::CRITIC))
@@ -553,7 +554,7 @@ fn evaluation(
     manifest: &Manifest,
     intent: &Intent,
     plan: &Plan,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     now: DateTime<Utc>,
 ) -> Option<(Evaluation, Vec<String>, Vec<String>)> {
     let settings = intent.route.sources.as_ref()?;
@@ -574,7 +575,7 @@ fn evaluation(
 }
 
 /// The planner's revised query, as the context field later steps carry.
-fn revised_extra(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<(&'static str, Value)> {
+fn revised_extra(plan: &Plan, handoffs: &[Arc<HandoffRecord>]) -> Vec<(&'static str, Value)> {
     plan.stages
         .iter()
         .find(|s| is_step(s, step::PLANNER))
@@ -589,7 +590,7 @@ fn revised_extra(plan: &Plan, handoffs: &[HandoffRecord]) -> Vec<(&'static str, 
 fn fused(
     m: &MergeSettings,
     plan: &Plan,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
 ) -> (Vec<Merged>, MergeReport, Vec<String>, Vec<String>) {
     let mut lists = Vec::new();
     let mut failed = Vec::new();
@@ -624,7 +625,7 @@ fn final_list(
     manifest: &Manifest,
     parsed: &ParsedQuery,
     plan: &Plan,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
 ) -> (Vec<Merged>, HashMap<String, f64>) {
     let (all, _, _, _) = fused(m, plan, handoffs);
     let scores = plan
@@ -643,7 +644,7 @@ fn merged_answer(
     intent: &Intent,
     parsed: &ParsedQuery,
     plan: &Plan,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     top: &[Merged],
     cid: &str,
     now: DateTime<Utc>,
@@ -691,7 +692,7 @@ pub struct Next {
 pub fn next_step(
     manifest: &Manifest,
     query: &QueryRecord,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     now: DateTime<Utc>,
 ) -> Result<Next, PlanError> {
     let Some(plan) = &query.plan else { return Ok(Next::default()) };
@@ -969,7 +970,7 @@ fn hydrate(
     manifest: &Manifest,
     parsed: &ParsedQuery,
     plan: &Plan,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     revision: &mut Stage,
     next: &mut Next,
 ) {
@@ -1000,7 +1001,7 @@ fn hydrate(
 fn revise(
     manifest: &Manifest,
     plan: &Plan,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     critique: &str,
     now: DateTime<Utc>,
 ) -> Result<Stage, PlanError> {
@@ -1058,7 +1059,7 @@ fn after_critic(
     intent: &Intent,
     parsed: &ParsedQuery,
     plan: &Plan,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     cid: &str,
     now: DateTime<Utc>,
 ) -> Result<Vec<Stage>, PlanError> {
@@ -1079,7 +1080,7 @@ fn memory(
     intent: &Intent,
     parsed: &ParsedQuery,
     plan: &Plan,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     cid: &str,
     now: DateTime<Utc>,
 ) -> Result<Vec<PlannedDispatch>, PlanError> {
@@ -1105,7 +1106,7 @@ fn reclassify(
     manifest: &Manifest,
     query: &QueryRecord,
     current: &Stage,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     now: DateTime<Utc>,
 ) -> Result<Next, PlanError> {
     let parsed = &query.parsed;
@@ -1195,7 +1196,7 @@ pub struct Shaped {
 const DEFAULT_SAFE_REPLY: &str = "I can't help with that request.";
 
 /// Shape the output of a plan with a [`Flow`]; `None` for an ordinary plan.
-pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[HandoffRecord], now: DateTime<Utc>) -> Option<Shaped> {
+pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[Arc<HandoffRecord>], now: DateTime<Utc>) -> Option<Shaped> {
     let flow = plan.flow.as_ref()?;
     let mut orch = Map::new();
     let mut shaped = Shaped::default();

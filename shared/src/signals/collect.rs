@@ -10,6 +10,7 @@ use crate::plan::Plan;
 use crate::ports::{HandoffRecord, QueryRecord};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The training signal kept on a query's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,7 +107,7 @@ pub fn with_outcome(
     stored: &mut StoredSignal,
     plan: Option<&Plan>,
     output: &OrchestratorOutput,
-    handoffs: &[HandoffRecord],
+    handoffs: &[Arc<HandoffRecord>],
     now: DateTime<Utc>,
 ) {
     let s = &mut stored.signal;

@@ -9,6 +9,7 @@ use shared::plan::handoffs::slot_handoff;
 use shared::plan::DispatchRole;
 use shared::ports::{Event, EventKind, HandoffRecord, QueryRecord, QueryStatus};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything known about one accepted query at the end of a run.
@@ -21,9 +22,9 @@ pub struct QueryFacts {
     /// Its record (`None`: lost).
     pub record: Option<QueryRecord>,
     /// Its output.
-    pub output: Option<OrchestratorOutput>,
+    pub output: Option<Arc<OrchestratorOutput>>,
     /// Its handoffs.
-    pub handoffs: Vec<HandoffRecord>,
+    pub handoffs: Vec<Arc<HandoffRecord>>,
     /// Its event log.
     pub events: Vec<Event>,
 }
