@@ -1098,8 +1098,8 @@ fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
     // machine's speed during the run (this shared machine's wall times move by up to 3×) falls
     // on every binary alike instead of on whichever was being started then, so the ratios to
     // the bare binary compare starts made under the same conditions.
-    let mut inits = vec![Vec::with_capacity(repeat); bins.len()];
-    let mut hwms = vec![Vec::with_capacity(repeat); bins.len()];
+    let mut inits: Vec<Vec<f64>> = (0..bins.len()).map(|_| Vec::with_capacity(repeat)).collect();
+    let mut hwms: Vec<Vec<f64>> = (0..bins.len()).map(|_| Vec::with_capacity(repeat)).collect();
     for _ in 0..repeat {
         for (i, (bin, binary)) in bins.iter().zip(&binaries).enumerate() {
             let (init, hwm) = start_once(binary, bin)?;

@@ -92,7 +92,7 @@ struct Tables {
     handoffs: Map<String, BTreeMap<String, Arc<HandoffRecord>>>,
     outputs: Map<String, (Arc<OrchestratorOutput>, i64)>,
     /// By query, then by event key; an entry keeps what the key and the query id do not say.
-    events: Map<String, BTreeMap<String, LoggedEvent>>,
+    events: Map<String, EventLog>,
     idempotency: Map<(String, String), String>,
     manifests: Map<String, String>,
     /// By (user id, session id).
@@ -133,6 +133,33 @@ struct LoggedEvent {
     kind: crate::ports::EventKind,
     detail: Arc<crate::ports::Detail>,
     expires_at: i64,
+}
+
+/// A query's event log: its entries sorted by key. A step's events mostly sort after every key
+/// already logged (a key starts with the stage and the entry's rank), so most writes append
+/// after one comparison; a `BTreeMap` searched each key node by node and allocated its nodes.
+#[derive(Default)]
+struct EventLog(Vec<(String, LoggedEvent)>);
+
+impl EventLog {
+    /// Log `key` unless it is logged and live: an expired entry is replaced, a live one keeps
+    /// its first write, as the DynamoDB adapter's conditional put does.
+    fn put(&mut self, key: &str, now: i64, logged: impl FnOnce() -> LoggedEvent) {
+        let at = match self.0.last() {
+            None => 0,
+            Some((last, _)) if last.as_str() < key => self.0.len(),
+            Some(_) => match self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
+                Ok(i) => {
+                    if self.0[i].1.expires_at < now {
+                        self.0[i].1 = logged();
+                    }
+                    return;
+                }
+                Err(i) => i,
+            },
+        };
+        self.0.insert(at, (key.to_string(), logged()));
+    }
 }
 
 impl LoggedEvent {
@@ -331,19 +358,16 @@ impl MemoryStore {
             rest = after;
             // The query's log usually exists: its id is copied only to start one.
             if !tables.events.contains_key(&first.query_id) {
-                tables.events.insert(first.query_id.clone(), BTreeMap::new());
+                tables.events.insert(first.query_id.clone(), EventLog::default());
             }
             let Some(log) = tables.events.get_mut(&first.query_id) else { continue };
             for e in run {
-                let logged =
-                    || LoggedEvent { at: e.at, kind: e.kind, detail: e.detail.clone(), expires_at: e.expires_at };
-                match log.get_mut(&e.key) {
-                    Some(old) if old.expires_at < now => *old = logged(),
-                    Some(_) => {}
-                    None => {
-                        log.insert(e.key.clone(), logged());
-                    }
-                }
+                log.put(&e.key, now, || LoggedEvent {
+                    at: e.at,
+                    kind: e.kind,
+                    detail: e.detail.clone(),
+                    expires_at: e.expires_at,
+                });
             }
         }
     }
@@ -564,7 +588,9 @@ impl Store for MemoryStore {
         let mut list: Vec<Event> = t
             .events
             .get(query_id)
-            .map(|m| m.iter().filter(|(_, e)| e.expires_at >= now).map(|(key, e)| e.event(query_id, key)).collect())
+            .map(|log| {
+                log.0.iter().filter(|(_, e)| e.expires_at >= now).map(|(key, e)| e.event(query_id, key)).collect()
+            })
             .unwrap_or_default();
         list.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
         Ok(list)
@@ -982,5 +1008,33 @@ mod tests {
         for count in [0, 1, 10, u32::MAX] {
             assert_eq!(receipt_handle("m-00000042", count), format!("m-00000042#{count}"));
         }
+    }
+
+    #[test]
+    fn the_event_log_stays_sorted_by_key_and_keeps_a_live_keys_first_write() {
+        let logged = |expires_at: i64| {
+            move || LoggedEvent {
+                at: chrono::DateTime::UNIX_EPOCH,
+                kind: crate::ports::EventKind::Step,
+                detail: Arc::new(crate::ports::Detail::object().finish()),
+                expires_at,
+            }
+        };
+        let mut log = EventLog::default();
+        // Appends, then keys that sort before, between and after what is logged.
+        for key in ["00-01-accepted", "00-02-routed", "01-03-handoff-b", "00-00-a", "01-03-handoff-a", "99-09-final"] {
+            log.put(key, 100, logged(200));
+        }
+        let keys: Vec<&str> = log.0.iter().map(|(k, _)| k.as_str()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted);
+        assert_eq!(keys.len(), 6);
+        // A live key keeps its first write; an expired one is written again.
+        log.put("00-02-routed", 100, logged(300));
+        assert_eq!(log.0.iter().find(|(k, _)| k == "00-02-routed").map(|(_, e)| e.expires_at), Some(200));
+        log.put("00-02-routed", 250, logged(300));
+        assert_eq!(log.0.iter().find(|(k, _)| k == "00-02-routed").map(|(_, e)| e.expires_at), Some(300));
+        assert_eq!(log.0.len(), 6);
     }
 }
