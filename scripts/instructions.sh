@@ -33,7 +33,7 @@ queries=$(( high + $(warmup "$high") - low - $(warmup "$low") ))
 # Twice: on the runtime as the CLI builds it (a worker thread per core), and on one worker
 # thread. With two, how often a block is freed by another thread than the one that allocated
 # it (mimalloc's slower cross-thread free) depends on how the tasks happened to be scheduled,
-# so two runs of one binary differ by up to ±10 k per query; with one, by about a hundred —
+# so two runs of one binary differ by up to ±10 k per query; with one, by less than 200 —
 # the figure to compare builds with.
 for threads in default 1; do
   if [[ $threads == 1 ]]; then export TOKIO_WORKER_THREADS=1; fi
