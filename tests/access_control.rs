@@ -3,15 +3,14 @@
 //! and that logs carry ids but never what the user asked.
 
 use serde_json::json;
-use shared::engine::handlers::handle_http;
-use shared::engine::EngineSettings;
-use shared::ports::Store;
-use shared::system::Embedded;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::ports::Store;
+use switchyard_engine::EngineSettings;
 use switchyard_tests::*;
 
-fn scripted() -> shared::manifest::Manifest {
+fn scripted() -> switchyard_model::manifest::Manifest {
     manifest_fixture("manifests/scripted.yaml")
 }
 
@@ -30,13 +29,15 @@ fn dev_header_request(question: &str) -> aws_lambda_events::apigw::ApiGatewayV2h
 
 #[tokio::test(start_paused = true)]
 async fn dev_identity_headers_are_ignored_unless_the_setting_turns_them_on() {
-    let off = Embedded::new(Arc::new(scripted()), EngineSettings::default());
+    let off = switchyard_agents::embedded(Arc::new(scripted()), EngineSettings::default());
     let refused = handle_http(&off.deps, dev_header_request("papa guarded question")).await;
     assert_eq!(refused.status_code, 401, "{}", text_body(&refused));
     assert!(off.store.query_ids().is_empty());
 
-    let on =
-        Embedded::new(Arc::new(scripted()), EngineSettings { dev_identity_headers: true, ..EngineSettings::default() });
+    let on = switchyard_agents::embedded(
+        Arc::new(scripted()),
+        EngineSettings { dev_identity_headers: true, ..EngineSettings::default() },
+    );
     let accepted = handle_http(&on.deps, dev_header_request("papa guarded question")).await;
     assert_eq!(accepted.status_code, 202, "{}", text_body(&accepted));
     let id = json_body(&accepted)["query_id"].as_str().expect("id").to_string();
@@ -53,7 +54,7 @@ async fn dev_identity_headers_are_ignored_unless_the_setting_turns_them_on() {
 
 #[tokio::test(start_paused = true)]
 async fn a_token_without_a_subject_is_unauthenticated() {
-    let system = Embedded::new(Arc::new(scripted()), EngineSettings::default());
+    let system = switchyard_agents::embedded(Arc::new(scripted()), EngineSettings::default());
     for claims in [json!({ "roles": "admin" }), json!({ "sub": "", "roles": "admin" })] {
         let mut request = api_request("POST", "/v1/queries", "", Some(&post_body("alpha steady question")), "x", "");
         let jwt = request.request_context.authorizer.as_mut().and_then(|a| a.jwt.as_mut()).expect("jwt");
@@ -67,7 +68,7 @@ async fn a_token_without_a_subject_is_unauthenticated() {
 
 #[tokio::test(start_paused = true)]
 async fn roles_from_cognito_groups_grant_an_intent_that_requires_one() {
-    let system = Embedded::new(Arc::new(scripted()), EngineSettings::default());
+    let system = switchyard_agents::embedded(Arc::new(scripted()), EngineSettings::default());
     let mut request = api_request("POST", "/v1/queries", "", Some(&post_body("papa guarded question")), "u1", "");
     let jwt = request.request_context.authorizer.as_mut().and_then(|a| a.jwt.as_mut()).expect("jwt");
     jwt.claims = serde_json::from_value(json!({ "sub": "u1", "cognito:groups": "[analyst admin]" })).expect("claims");

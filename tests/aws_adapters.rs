@@ -17,15 +17,17 @@
 #[path = "support/store_contract.rs"]
 mod store_contract;
 
-use shared::adapters::aws::{ensure_resources, ResourceUrls};
-use shared::adapters::dynamodb::DynamoStore;
-use shared::adapters::sqs::SqsQueue;
-use shared::manifest::Manifest;
-use shared::ports::{OutgoingMessage, Queue, QueueError, QueueId, Store, ATTR_CORRELATION_ID, ATTR_TRACEPARENT};
-use shared::topology::Topology;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_aws::dynamodb::DynamoStore;
+use switchyard_aws::sdk::{ensure_resources, ResourceUrls};
+use switchyard_aws::sqs::SqsQueue;
+use switchyard_engine::ports::{
+    OutgoingMessage, Queue, QueueError, QueueId, Store, ATTR_CORRELATION_ID, ATTR_TRACEPARENT,
+};
+use switchyard_model::manifest::Manifest;
+use switchyard_model::topology::Topology;
 
 use switchyard_tests::endpoint::{clients, prefix};
 
@@ -178,7 +180,7 @@ async fn dynamodb_fan_in_loses_no_slot_under_concurrent_handoffs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_fan_in_from_two_tasks_keeps_both_slots() {
-    use shared::ports::HandoffWrite;
+    use switchyard_engine::ports::HandoffWrite;
     let store = Arc::new(store().await);
     for _ in 0..5 {
         let q = store_contract::query(&store_contract::new_id(), None);
@@ -204,8 +206,8 @@ async fn dynamodb_fan_in_from_two_tasks_keeps_both_slots() {
 /// set as a's first write left it — not complete — and changes nothing: one writer completed it.
 #[tokio::test]
 async fn dynamodb_fan_in_retried_after_a_lost_answer_does_not_complete_the_set_twice() {
-    use shared::ports::HandoffWrite;
     use std::collections::BTreeSet;
+    use switchyard_engine::ports::HandoffWrite;
     let store = store().await;
     let q = store_contract::query(&store_contract::new_id(), None);
     store.create_query(&q, &[]).await.expect("create");
@@ -281,7 +283,9 @@ async fn dynamodb_counts_its_requests_and_units_per_operation() {
         last = now;
         delta
     };
-    let e = |key: &str| store_contract::event(&q.query_id, key, chrono::Utc::now(), shared::ports::EventKind::Route);
+    let e = |key: &str| {
+        store_contract::event(&q.query_id, key, chrono::Utc::now(), switchyard_engine::ports::EventKind::Route)
+    };
     store.create_query(&q, &[e("1")]).await.expect("create");
     assert_eq!(step("create_query", &store), (0, 1, 0, 2, 0), "one put of under 1 KB, one index write");
     store.get_query(&q.query_id).await.expect("get");
@@ -356,7 +360,10 @@ async fn sqs_sends_a_batch_in_requests_of_ten_and_delivers_every_message() {
     }
     assert_eq!(bodies, (0..12).map(|i| format!("batch-{i}")).collect());
     let oversized = vec![message("small", Duration::ZERO), message(&"x".repeat(300 * 1024), Duration::ZERO)];
-    assert!(matches!(queue.send_batch(QueueId::tier(2), oversized).await, Err(shared::ports::QueueError::TooLarge(_))));
+    assert!(matches!(
+        queue.send_batch(QueueId::tier(2), oversized).await,
+        Err(switchyard_engine::ports::QueueError::TooLarge(_))
+    ));
 }
 
 #[tokio::test]
@@ -435,15 +442,15 @@ struct Verbose {
     bytes: usize,
 }
 
-#[shared::async_trait]
-impl shared::ports::AgentRuntime for Verbose {
+#[async_trait::async_trait]
+impl switchyard_engine::ports::AgentRuntime for Verbose {
     async fn run(
         &self,
-        agent: &shared::manifest::Agent,
-        _dispatch: &shared::contracts::AgentDispatch,
+        agent: &switchyard_model::manifest::Agent,
+        _dispatch: &switchyard_model::contracts::AgentDispatch,
         _attempt: u32,
-    ) -> Result<shared::ports::AgentReply, shared::ports::AgentError> {
-        Ok(shared::ports::AgentReply::Answer(serde_json::json!({
+    ) -> Result<switchyard_engine::ports::AgentReply, switchyard_engine::ports::AgentError> {
+        Ok(switchyard_engine::ports::AgentReply::Answer(serde_json::json!({
             "primary_output": { "response": format!("{}: {}", agent.id, "x".repeat(self.bytes)) },
             "confidence": 0.9,
         })))
@@ -460,9 +467,9 @@ async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_ha
         ensure_resources(&ddb, &sqs, &topology, &format!("{p}-table"), &format!("{p}-")).await.expect("resources");
     let store = Arc::new(DynamoStore::new(ddb, urls.table.clone()));
     let queue = Arc::new(SqsQueue::new(sqs, urls.queues.clone()));
-    let clock = Arc::new(shared::ports::TokioClock::new());
+    let clock = Arc::new(switchyard_engine::ports::TokioClock::new());
     // Two answers of 250 KB: each handoff fits an item; together they overflow the output's.
-    let deps = Arc::new(shared::engine::Deps::new(
+    let deps = Arc::new(switchyard_engine::Deps::new(
         manifest,
         store.clone(),
         queue.clone(),
@@ -470,13 +477,13 @@ async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_ha
         Arc::new(Verbose { bytes: 250 * 1024 }),
         Default::default(),
     ));
-    let _pollers = shared::system::start(
+    let _pollers = switchyard_engine::pollers::start(
         deps.clone(),
         &topology,
-        shared::system::PollerConfig { wait: Duration::from_secs(1), default_concurrency: 4 },
+        switchyard_engine::pollers::PollerConfig { wait: Duration::from_secs(1), default_concurrency: 4 },
     );
     let body = serde_json::json!({ "query": "bravo pair question" }).to_string();
-    let r = shared::engine::handlers::handle_http(
+    let r = switchyard_engine::handlers::handle_http(
         &deps,
         switchyard_tests::api_request("POST", "/v1/queries", "", Some(&body), "analyst-1", ""),
     )
@@ -492,20 +499,20 @@ async fn answers_at_the_dynamodb_item_limit_and_messages_at_the_sqs_limit_are_ha
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let output = output.expect("the query finished on DynamoDB and SQS within a minute");
-    assert_eq!(output.status, shared::contracts::OutputStatus::Success);
+    assert_eq!(output.status, switchyard_model::contracts::OutputStatus::Success);
     assert!(output.caveats.iter().any(|c| c.contains("shortened")), "{:?}", output.caveats);
     let handoffs = store.list_handoffs(&id).await.expect("handoffs");
     assert_eq!(handoffs.len(), 2, "both 250 KB handoffs are stored whole");
-    assert!(handoffs.iter().all(|h| shared::plan::handoffs::answer_text(&h.handoff).len() > 250 * 1024));
+    assert!(handoffs.iter().all(|h| switchyard_core::plan::handoffs::answer_text(&h.handoff).len() > 250 * 1024));
 
     // SQS: a message over 1 MiB is refused before sending; one at the job limit is a batch
     // item failure, never a crash.
-    let big = message(&"x".repeat(shared::limits::SQS_MAX_MESSAGE_BYTES + 1), Duration::ZERO);
+    let big = message(&"x".repeat(switchyard_model::limits::SQS_MAX_MESSAGE_BYTES + 1), Duration::ZERO);
     assert!(matches!(queue.send(QueueId::route(), big).await, Err(QueueError::TooLarge(_))));
-    let over_job_limit = "x".repeat(shared::jobs::MAX_JOB_BYTES + 1);
-    let response = shared::engine::handlers::handle_sqs(
+    let over_job_limit = "x".repeat(switchyard_model::jobs::MAX_JOB_BYTES + 1);
+    let response = switchyard_engine::handlers::handle_sqs(
         &deps,
-        shared::engine::handlers::Function::Router,
+        switchyard_engine::handlers::Function::Router,
         switchyard_tests::sqs_event(&[&over_job_limit]),
     )
     .await

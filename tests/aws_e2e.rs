@@ -4,15 +4,15 @@
 //! Fails (never skips) when the endpoint is missing: run through `scripts/test.sh`.
 
 use serde_json::json;
-use shared::adapters::faults::{FaultyQueue, QueueFaults};
-use shared::contracts::{HandoffStatus, OutputStatus};
-use shared::engine::handlers::handle_http;
-use shared::engine::{Deps, EngineSettings};
-use shared::ports::{EventKind, Queue};
-use shared::system::AwsSystem;
-use shared::system::{start, PollerConfig};
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_aws::AwsSystem;
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::ports::{EventKind, Queue};
+use switchyard_engine::{pollers::start, pollers::PollerConfig};
+use switchyard_engine::{Deps, EngineSettings};
+use switchyard_model::contracts::{HandoffStatus, OutputStatus};
+use switchyard_testkit::faults::{FaultyQueue, QueueFaults};
 use switchyard_tests::endpoint;
 use switchyard_tests::{api_request, json_body, manifest_fixture, text_body};
 
@@ -28,7 +28,7 @@ async fn setup() -> Setup {
     Setup { system }
 }
 
-fn pollers(deps: Arc<Deps>, system: &AwsSystem) -> shared::system::Pollers {
+fn pollers(deps: Arc<Deps>, system: &AwsSystem) -> switchyard_engine::pollers::Pollers {
     start(deps, &system.topology, PollerConfig { wait: Duration::from_secs(1), default_concurrency: 8 })
 }
 
@@ -39,7 +39,7 @@ async fn submit(deps: &Deps, question: &str) -> String {
     json_body(&response)["query_id"].as_str().expect("query id").to_string()
 }
 
-async fn wait_output(deps: &Deps, id: &str) -> shared::contracts::OrchestratorOutput {
+async fn wait_output(deps: &Deps, id: &str) -> switchyard_model::contracts::OrchestratorOutput {
     for _ in 0..300 {
         if let Some(o) = deps.store.get_output(id).await.expect("store") {
             return Arc::unwrap_or_clone(o);

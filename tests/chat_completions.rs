@@ -1,5 +1,5 @@
 //! The OpenAI-compatible chat completions API on the embedded default, through intake's HTTP
-//! handler and the streamed route (`shared::engine::live`, as `switchyard serve` and the
+//! handler and the streamed route (`switchyard_engine::live`, as `switchyard serve` and the
 //! events-stream function serve it): messages as the session (seeded, kept, rewritten, owned),
 //! live content from a sole streamed agent, the answer not ready in time, and hostile input.
 //! The official `openai` package drives the same routes over HTTP in tests/openai_client.py.
@@ -7,13 +7,12 @@
 use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use shared::engine::handlers::handle_http;
-use shared::engine::live::{handle_stream, Identity};
-use shared::engine::EngineSettings;
-use shared::ports::SessionRecord;
-use shared::system::Embedded;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::live::{handle_stream, Identity};
+use switchyard_engine::ports::SessionRecord;
+use switchyard_engine::EngineSettings;
 use switchyard_tests::*;
 
 const ANALYST: &str = "analyst-1";
@@ -200,7 +199,10 @@ async fn a_sole_streamed_agent_is_relayed_as_content_while_the_query_runs() {
 #[tokio::test(start_paused = true)]
 async fn an_answer_not_ready_in_time_is_a_504_naming_the_query_which_goes_on() {
     let settings = EngineSettings { max_wait: Duration::from_millis(200), ..EngineSettings::default() };
-    let h = Harness::from_system(Embedded::new(Arc::new(manifest_fixture("manifests/chat-live.yaml")), settings));
+    let h = Harness::from_system(switchyard_agents::embedded(
+        Arc::new(manifest_fixture("manifests/chat-live.yaml")),
+        settings,
+    ));
     let body = ask("chat-live", json!([{"role": "user", "content": "How many vacation days can I carry over?"}]));
     let r = complete(&h, body, ANALYST).await;
     assert_eq!(r.status_code, 504, "{}", text_body(&r));

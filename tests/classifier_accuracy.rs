@@ -4,10 +4,10 @@
 //! none of them copied from `routing.yaml`. The test prints the accuracy and every miss, so a
 //! change to the utterances, keywords or algorithm shows what it fixed and what it broke.
 
-use shared::classify::Classifier;
-use shared::manifest::Manifest;
 use std::collections::BTreeMap;
 use std::path::Path;
+use switchyard_core::classify::Classifier;
+use switchyard_model::manifest::Manifest;
 
 /// Regression floor on the first blind set (a little under what it reaches).
 const BLIND_FLOOR: f64 = 0.95;
@@ -199,7 +199,7 @@ fn prints_the_classification_time_on_the_labelled_questions() {
     let started = std::time::Instant::now();
     let classifier = Classifier::new(&manifest);
     let built = started.elapsed();
-    let report = shared::classify::bench(&classifier, &queries, 20);
+    let report = switchyard_core::classify::bench(&classifier, &queries, 20);
     println!(
         "classify: built in {:.1} ms; median {:.1} µs, p99 {:.1} µs over {} queries x 20 rounds",
         built.as_secs_f64() * 1e3,

@@ -3,7 +3,7 @@
 //! every field the seed wrote.
 
 use serde_json::Value;
-use shared::contracts::{
+use switchyard_model::contracts::{
     DispatchEnvelope, EntitySource, EntityType, ErrorCategory, Evidence, HandoffEnvelope, HandoffStatus,
     OrchestratorInput, E2I_INTENTS,
 };

@@ -3,8 +3,8 @@
 //!
 //! A test that needs the endpoint and cannot reach it fails with the reason; it never skips.
 
-use shared::adapters::aws::aws_config_from_env;
 use std::time::Duration;
+use switchyard_aws::sdk::aws_config_from_env;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::OnceCell;
@@ -73,14 +73,14 @@ pub fn prefix() -> String {
 
 /// The table and queues `manifest` needs, created on the endpoint under a new [`prefix`].
 pub async fn resources(
-    manifest: &shared::manifest::Manifest,
+    manifest: &switchyard_model::manifest::Manifest,
     config: &aws_config::SdkConfig,
-) -> shared::adapters::aws::ResourceUrls {
+) -> switchyard_aws::sdk::ResourceUrls {
     let p = prefix();
-    shared::adapters::aws::ensure_resources(
+    switchyard_aws::sdk::ensure_resources(
         &aws_sdk_dynamodb::Client::new(config),
         &aws_sdk_sqs::Client::new(config),
-        &shared::topology::Topology::for_manifest(manifest),
+        &switchyard_model::topology::Topology::for_manifest(manifest),
         &format!("{p}-table"),
         &format!("{p}-"),
     )

@@ -4,11 +4,11 @@
 //! timeouts, budgets and background steps are exact and instant.
 
 use serde_json::{json, Value};
-use shared::contracts::{ConfidenceBand, ErrorCategory, OrchestratorOutput, OutputStatus};
-use shared::manifest::{AgentKind, Manifest, ScriptedSettings};
-use shared::ports::EventKind;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use switchyard_engine::ports::EventKind;
+use switchyard_model::contracts::{ConfidenceBand, ErrorCategory, OrchestratorOutput, OutputStatus};
+use switchyard_model::manifest::{AgentKind, Manifest, ScriptedSettings};
 use switchyard_tests::*;
 
 fn example(name: &str) -> Manifest {
@@ -23,7 +23,7 @@ async fn ask_as(h: &Harness, question: &str, roles: &str) -> OrchestratorOutput 
     h.output(&id).await
 }
 
-async fn events(h: &Harness, output: &OrchestratorOutput) -> Vec<shared::ports::Event> {
+async fn events(h: &Harness, output: &OrchestratorOutput) -> Vec<switchyard_engine::ports::Event> {
     h.system.deps.store.list_events(&output.query_id).await.expect("events")
 }
 
@@ -203,7 +203,7 @@ async fn a_coherent_question_passes_both_guardrails_and_the_retriever_gets_the_r
 }
 
 /// The `retrieval` step event of one retriever.
-fn retrieval_of<'a>(events: &'a [shared::ports::Event], agent: &str) -> &'a Value {
+fn retrieval_of<'a>(events: &'a [switchyard_engine::ports::Event], agent: &str) -> &'a Value {
     events
         .iter()
         .find(|e| e.kind == EventKind::Step && e.detail["step"] == "retrieval" && e.detail["agent"] == agent)
@@ -232,7 +232,7 @@ fn document_year(doc_id: &str) -> String {
 }
 
 async fn ask_with(h: &Harness, body: Value) -> OrchestratorOutput {
-    let response = shared::engine::handlers::handle_http(
+    let response = switchyard_engine::handlers::handle_http(
         &h.system.deps,
         api_request("POST", "/v1/queries", "", Some(&body.to_string()), "user-1", ""),
     )
@@ -265,7 +265,7 @@ async fn the_rag_manager_answers_from_the_shipped_corpus_citing_each_chunk_once_
         assert!(chunk.starts_with('c') && chunk[1..].parse::<u32>().is_ok(), "{}", c.source_id);
         let text = c.text.as_deref().expect("chunk text");
         assert!(document_words(doc).contains(text), "{} is not a chunk of {doc}.md: {text}", c.source_id);
-        assert_eq!(c.source_type, shared::contracts::CitationSourceType::Document);
+        assert_eq!(c.source_type, switchyard_model::contracts::CitationSourceType::Document);
     }
     // AND reflection added the RAG manager design's UI notes as metadata, not to the answer text
     let reflection = output.reflection.as_ref().expect("reflection");
@@ -494,7 +494,7 @@ fn a_retriever_whose_corpus_or_index_is_missing_or_corrupt_is_reported_at_init_w
         let path = dir.join("routing.yaml");
         std::fs::write(&path, text.replace("corpus: corpus", setting)).expect("write");
         let manifest = Manifest::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        let problems = shared::agents::Agents::new(&manifest).problems();
+        let problems = switchyard_agents::Agents::new(&manifest).problems();
         assert_eq!(problems.len(), 2, "both searching retrievers name the path: {problems:?}");
         assert!(problems[0].starts_with(&format!("retriever `dense_retriever`: {expected}")), "{problems:?}");
         assert!(problems[1].starts_with(&format!("retriever `hybrid_retriever`: {expected}")), "{problems:?}");
@@ -631,11 +631,11 @@ async fn an_llm_agents_handoff_records_its_model_and_token_counts() {
 async fn a_model_answer_that_is_not_json_becomes_a_failed_handoff_with_the_raw_text() {
     let mut manifest = example("unified-chat");
     let offline = manifest.providers.iter_mut().find(|p| p.id == "offline").expect("offline provider");
-    let prose: shared::manifest::ScriptedModelReply =
+    let prose: switchyard_model::manifest::ScriptedModelReply =
         serde_json::from_value(json!({ "text": "Sure! You can carry over five days." })).expect("reply");
     offline.responses.insert("answer_question".into(), vec![prose]);
     for tier in &mut manifest.tiers {
-        tier.fallback = shared::manifest::Fallback::None;
+        tier.fallback = switchyard_model::manifest::Fallback::None;
     }
     let h = Harness::start(manifest);
     let output = ask_as(&h, "How many vacation days can I carry over?", "").await;
@@ -652,23 +652,23 @@ async fn a_model_answer_that_is_not_json_becomes_a_failed_handoff_with_the_raw_t
 /// An embedded system whose queues duplicate and reorder, with a store that counts effects.
 fn faulty(
     manifest: Manifest,
-    faults: shared::adapters::faults::QueueFaults,
+    faults: switchyard_testkit::faults::QueueFaults,
     seed: u64,
 ) -> (Harness, std::sync::Arc<ObservedStore>) {
-    use shared::adapters::faults::FaultyQueue;
-    use shared::adapters::memory::{MemoryQueue, MemoryStore};
     use std::sync::Arc;
-    let agents = Arc::new(shared::agents::Agents::new(&manifest));
+    use switchyard_engine::memory::{MemoryQueue, MemoryStore};
+    use switchyard_testkit::faults::FaultyQueue;
+    let agents = Arc::new(switchyard_agents::Agents::new(&manifest));
     let manifest = Arc::new(manifest);
-    let clock = Arc::new(shared::ports::TokioClock::new());
-    let topology = shared::topology::Topology::for_manifest(&manifest);
+    let clock = Arc::new(switchyard_engine::ports::TokioClock::new());
+    let topology = switchyard_model::topology::Topology::for_manifest(&manifest);
     let store = Arc::new(MemoryStore::new(clock.clone()));
     let observed = Arc::new(observed_store(store.clone()));
     let queue = Arc::new(MemoryQueue::new(&topology));
     let port = Arc::new(FaultyQueue::new(queue.clone(), faults, seed));
-    let deps =
-        shared::engine::Deps::new(manifest, observed.clone(), port, clock, agents, Default::default()).with_seed(seed);
-    let system = shared::system::Embedded { deps: Arc::new(deps), store, queue, topology };
+    let deps = switchyard_engine::Deps::new(manifest, observed.clone(), port, clock, agents, Default::default())
+        .with_seed(seed);
+    let system = switchyard_engine::Embedded { deps: Arc::new(deps), store, queue, topology };
     (Harness::from_system(system), observed)
 }
 
@@ -683,7 +683,7 @@ async fn every_step_of_every_mode_is_taken_once_when_every_message_is_delivered_
         ("e2i", "Things got worse lately, no?", 3),
     ];
     for (name, question, dispatches) in cases {
-        let faults = shared::adapters::faults::QueueFaults {
+        let faults = switchyard_testkit::faults::QueueFaults {
             duplicate: 1.0,
             max_extra_delay: std::time::Duration::from_millis(500),
         };

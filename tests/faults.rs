@@ -4,25 +4,25 @@
 //! runs in virtual time, so visibility timeouts of minutes and deadlines of an hour are instant.
 
 use serde_json::json;
-use shared::adapters::faults::{FaultyQueue, QueueFaults};
-use shared::adapters::memory::{MemoryQueue, MemoryStore};
-use shared::agents::ManifestAgents;
-use shared::contracts::{AgentDispatch, HandoffStatus, OrchestratorOutput, OutputStatus};
-use shared::engine::handlers::{handle_http, handle_sqs, Function};
-use shared::engine::Deps;
-use shared::jobs::{Job, JobMessage};
-use shared::limits::{DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
-use shared::manifest::{Agent, Manifest};
-use shared::ports::{
-    AgentError, AgentReply, AgentRuntime, Event, EventKind, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord,
-    QueryStatus, Queue, QueueDepth, QueueError, QueueId, ReceivedMessage, Store, StoreError, TokioClock,
-};
-use shared::system::{invoke, Embedded, PollerConfig, Pollers};
-use shared::topology::Topology;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
+use switchyard_agents::ManifestAgents;
+use switchyard_engine::handlers::{handle_http, handle_sqs, Function};
+use switchyard_engine::memory::{MemoryQueue, MemoryStore};
+use switchyard_engine::ports::{
+    AgentError, AgentReply, AgentRuntime, Event, EventKind, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord,
+    QueryStatus, Queue, QueueDepth, QueueError, QueueId, ReceivedMessage, Store, StoreError, TokioClock,
+};
+use switchyard_engine::Deps;
+use switchyard_engine::{pollers::invoke, pollers::PollerConfig, pollers::Pollers, Embedded};
+use switchyard_model::contracts::{AgentDispatch, HandoffStatus, OrchestratorOutput, OutputStatus};
+use switchyard_model::jobs::{Job, JobMessage};
+use switchyard_model::limits::{DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
+use switchyard_model::manifest::{Agent, Manifest};
+use switchyard_model::topology::Topology;
+use switchyard_testkit::faults::{FaultyQueue, QueueFaults};
 use switchyard_tests::*;
 
 // ---- rig: the embedded system with a trippable store and a recording queue ------------------
@@ -137,7 +137,7 @@ impl TrippedStore {
     }
 }
 
-#[shared::async_trait]
+#[async_trait::async_trait]
 impl Store for TrippedStore {
     async fn create_query(&self, q: &QueryRecord, e: &[Event]) -> Result<(), StoreError> {
         let f = self.before("create_query", None)?;
@@ -155,8 +155,8 @@ impl Store for TrippedStore {
     }
     async fn list_signals(
         &self,
-        r: &shared::ports::SignalPageRequest,
-    ) -> Result<shared::ports::SignalPage, StoreError> {
+        r: &switchyard_engine::ports::SignalPageRequest,
+    ) -> Result<switchyard_engine::ports::SignalPage, StoreError> {
         self.inner.list_signals(r).await
     }
     async fn update_query(&self, q: &QueryRecord, v: u64, e: &[Event]) -> Result<(), StoreError> {
@@ -212,10 +212,14 @@ impl Store for TrippedStore {
     async fn get_manifest(&self, f: &str) -> Result<Option<String>, StoreError> {
         self.inner.get_manifest(f).await
     }
-    async fn get_session(&self, u: &str, s: &str) -> Result<Option<shared::ports::SessionRecord>, StoreError> {
+    async fn get_session(
+        &self,
+        u: &str,
+        s: &str,
+    ) -> Result<Option<switchyard_engine::ports::SessionRecord>, StoreError> {
         self.inner.get_session(u, s).await
     }
-    async fn put_session(&self, s: &shared::ports::SessionRecord, v: u64) -> Result<(), StoreError> {
+    async fn put_session(&self, s: &switchyard_engine::ports::SessionRecord, v: u64) -> Result<(), StoreError> {
         let f = self.before("put_session", None)?;
         let r = self.inner.put_session(s, v).await;
         self.after("put_session", f, r)
@@ -241,7 +245,7 @@ impl RecordingQueue {
     }
 }
 
-#[shared::async_trait]
+#[async_trait::async_trait]
 impl Queue for RecordingQueue {
     async fn send(&self, queue: QueueId, message: OutgoingMessage) -> Result<String, QueueError> {
         let job = JobMessage::parse(&message.body).ok();
@@ -383,7 +387,7 @@ impl Rig {
     }
 }
 
-fn result<'a>(output: &'a OrchestratorOutput, agent: &str) -> &'a shared::contracts::AgentResult {
+fn result<'a>(output: &'a OrchestratorOutput, agent: &str) -> &'a switchyard_model::contracts::AgentResult {
     output
         .agent_results
         .iter()
@@ -728,7 +732,7 @@ struct Verbose {
     bytes: usize,
 }
 
-#[shared::async_trait]
+#[async_trait::async_trait]
 impl AgentRuntime for Verbose {
     async fn run(&self, agent: &Agent, _dispatch: &AgentDispatch, _attempt: u32) -> Result<AgentReply, AgentError> {
         Ok(AgentReply::Answer(json!({
@@ -853,7 +857,7 @@ async fn a_throttled_function_delays_its_messages_and_drops_none() {
     let rig = rig();
     let mut throttled = rig.system.topology.clone();
     throttled.queues.retain(|q| q.id != QueueId::tier(2)); // tier 2's worker has no concurrency
-    let _others = shared::system::start(rig.deps().clone(), &throttled, PollerConfig::default());
+    let _others = switchyard_engine::pollers::start(rig.deps().clone(), &throttled, PollerConfig::default());
     let mut ids = Vec::new();
     for _ in 0..10 {
         ids.push(rig.submit("alpha steady question").await);
@@ -868,7 +872,7 @@ async fn a_throttled_function_delays_its_messages_and_drops_none() {
     let mut tier2 = rig.system.topology.clone();
     tier2.queues.retain(|q| q.id == QueueId::tier(2));
     tier2.queues[0].reserved_concurrency = Some(1); // the throttle lifts to one at a time
-    let _worker = shared::system::start(rig.deps().clone(), &tier2, PollerConfig::default());
+    let _worker = switchyard_engine::pollers::start(rig.deps().clone(), &tier2, PollerConfig::default());
     for id in &ids {
         assert_eq!(rig.output(id).await.status, OutputStatus::Success);
     }

@@ -23,7 +23,7 @@
 //! each, independent writers) were committed two at a time before each of session 10's four
 //! rounds and scored once after it (halves 18 and 19 were then the untuned pair).
 //! Session 11 replaced the hand-set carry priors with a learned continuation model
-//! (shared/src/classify/continuation.rs) trained on halves 0-19; `dialogues_blind20.yaml` to
+//! (shared/core/src/classify/continuation.rs) trained on halves 0-19; `dialogues_blind20.yaml` to
 //! `dialogues_blind23.yaml` (four new independent writers) were committed before it and scored
 //! once after it, then tuned on (the model is now trained on 0-23); `dialogues_blind24.yaml` to
 //! `dialogues_blind27.yaml` were committed before that second round and scored once after it,
@@ -36,11 +36,11 @@
 //! costs the later turns too. The first turn of a dialogue has no history; only the later
 //! turns (the follow-ups) are scored. Run with `--nocapture` to see the figures.
 
-use shared::classify::{Classification, Classifier, ContinuationModel, ContinuationTrainer, PriorTurn};
-use shared::contracts::EntityType;
-use shared::manifest::Manifest;
 use std::collections::BTreeMap;
 use std::path::Path;
+use switchyard_core::classify::{Classification, Classifier, ContinuationModel, ContinuationTrainer, PriorTurn};
+use switchyard_model::contracts::EntityType;
+use switchyard_model::manifest::Manifest;
 
 /// The halves in the order they were written: name, fixture, and regression floors of the
 /// follow-up intent accuracy and of the follow-ups whose expected entities are all resolved, a
@@ -253,7 +253,7 @@ fn pct(a: usize, b: usize) -> f64 {
     100.0 * a as f64 / b.max(1) as f64
 }
 
-/// The halves the shipped continuation model (shared/src/classify/continuation.tsv) is trained
+/// The halves the shipped continuation model (shared/core/src/classify/continuation.tsv) is trained
 /// on: the first this many of [`HALVES`]. The later ones judge it.
 const TRAINED_ON: usize = 40;
 /// The first half by an independent writer (the cross-validation's held-out halves start here).
@@ -264,7 +264,7 @@ const FIRST_INDEPENDENT: usize = 4;
 fn labelled_follow_ups(
     c: &Classifier,
     halves: &[Vec<Dialogue>],
-) -> Vec<Vec<(shared::classify::ContinuationFeatures, bool)>> {
+) -> Vec<Vec<(switchyard_core::classify::ContinuationFeatures, bool)>> {
     halves
         .iter()
         .map(|dialogues| {
@@ -278,7 +278,7 @@ fn labelled_follow_ups(
 }
 
 fn train(
-    labelled: &[Vec<(shared::classify::ContinuationFeatures, bool)>],
+    labelled: &[Vec<(switchyard_core::classify::ContinuationFeatures, bool)>],
     leave_out: Option<usize>,
 ) -> ContinuationTrainer {
     let mut trainer = ContinuationTrainer::default();
@@ -300,14 +300,14 @@ fn the_shipped_continuation_model_is_trained_on_the_training_halves() {
     let (_, c) = classifier();
     let halves: Vec<Vec<Dialogue>> = HALVES[..TRAINED_ON].iter().map(|h| load(h.1)).collect();
     let table = train(&labelled_follow_ups(&c, &halves), None).to_table();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/src/classify/continuation.tsv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/core/src/classify/continuation.tsv");
     if std::env::var_os("SWITCHYARD_WRITE_CONTINUATION_MODEL").is_some() {
         std::fs::write(&path, &table).expect("write continuation.tsv");
     }
     let shipped = std::fs::read_to_string(&path).expect("continuation.tsv");
     assert!(
         shipped == table,
-        "shared/src/classify/continuation.tsv is stale: run SWITCHYARD_WRITE_CONTINUATION_MODEL=1 cargo test -p switchyard-tests --test follow_ups"
+        "shared/core/src/classify/continuation.tsv is stale: run SWITCHYARD_WRITE_CONTINUATION_MODEL=1 cargo test -p switchyard-tests --test follow_ups"
     );
     assert!(
         ContinuationModel::parse(&table).as_ref() == Ok(ContinuationModel::shipped()),

@@ -10,13 +10,13 @@
 
 use proptest::prelude::*;
 use serde_json::Value;
-use shared::engine::handlers::{handle_sqs, Function};
-use shared::jobs::{Job, JobError, JobMessage};
-use shared::manifest::{validate, Manifest, EMBEDDED_ROUTING_YAML};
-use shared::system::Embedded;
-use shared::validation::validate_request;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
+use switchyard_core::admission::validate_request;
+use switchyard_engine::handlers::{handle_sqs, Function};
+use switchyard_engine::Embedded;
+use switchyard_model::jobs::{Job, JobError, JobMessage};
+use switchyard_model::manifest::{validate, Manifest, EMBEDDED_ROUTING_YAML};
 use switchyard_tests::*;
 
 fn manifest() -> &'static Manifest {
@@ -72,7 +72,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 
 fn system() -> &'static Embedded {
     static S: OnceLock<Embedded> = OnceLock::new();
-    S.get_or_init(|| Embedded::new(Arc::new(manifest().clone()), Default::default()))
+    S.get_or_init(|| switchyard_agents::embedded(Arc::new(manifest().clone()), Default::default()))
 }
 
 /// Every function's handler on a batch of these bodies: never a panic, never a refused batch,

@@ -10,9 +10,9 @@
 #[path = "../cli/src/infra_cmd.rs"]
 mod infra_cmd;
 
-use shared::manifest::{Manifest, EMBEDDED_ROUTING_YAML};
 use std::path::{Path, PathBuf};
 use switchyard_infra as sam;
+use switchyard_model::manifest::{Manifest, EMBEDDED_ROUTING_YAML};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

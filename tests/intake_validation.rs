@@ -2,8 +2,8 @@
 //! query limits, and a hostile corpus that must be refused cleanly, never with a panic.
 
 use serde_json::{json, Value};
-use shared::manifest::Manifest;
-use shared::validation::{validate_request, ValidatedRequest, ValidationError, MAX_BODY_BYTES};
+use switchyard_core::admission::{validate_request, ValidatedRequest, ValidationError, MAX_BODY_BYTES};
+use switchyard_model::manifest::Manifest;
 
 /// A small manifest with the E2I design's query settings and two intents.
 const MANIFEST: &str = r#"

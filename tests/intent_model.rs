@@ -1,4 +1,4 @@
-//! The learned intent model (`shared/src/classify/intent_model.rs`): the shipped table is what
+//! The learned intent model (`shared/core/src/classify/intent_model.rs`): the shipped table is what
 //! the labelled fixtures train, and what the model is worth on questions it was not trained on.
 //!
 //! Training questions: every labelled question set (`fixtures/*questions.jsonl`) and the first
@@ -9,9 +9,9 @@
 //! `SWITCHYARD_WRITE_INTENT_MODEL=1 cargo test -p switchyard-tests --test intent_model`
 //! rewrites the table after a fixture or the manifest changes.
 
-use shared::classify::{Classifier, IntentModel, IntentModelTrainer};
-use shared::manifest::Manifest;
 use std::path::{Path, PathBuf};
+use switchyard_core::classify::{Classifier, IntentModel, IntentModelTrainer};
+use switchyard_model::manifest::Manifest;
 
 /// The last dialogue half the model is trained on (`dialogues_blind<N>.yaml`).
 const LAST_TRAINED_HALF: u32 = 39;
@@ -83,14 +83,14 @@ fn train(c: &Classifier, questions: &[Labelled], held_out: Option<&str>) -> Inte
 fn the_shipped_intent_model_is_trained_on_the_labelled_fixtures() {
     let c = classifier();
     let table = train(&c, &training_questions(), None).to_table();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/src/classify/intent_model.tsv");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/core/src/classify/intent_model.tsv");
     if std::env::var_os("SWITCHYARD_WRITE_INTENT_MODEL").is_some() {
         std::fs::write(&path, &table).expect("write intent_model.tsv");
     }
     let shipped = std::fs::read_to_string(&path).expect("intent_model.tsv");
     assert!(
         shipped == table,
-        "shared/src/classify/intent_model.tsv is stale: run SWITCHYARD_WRITE_INTENT_MODEL=1 cargo test -p switchyard-tests --test intent_model"
+        "shared/core/src/classify/intent_model.tsv is stale: run SWITCHYARD_WRITE_INTENT_MODEL=1 cargo test -p switchyard-tests --test intent_model"
     );
     assert!(
         IntentModel::parse(&table).as_ref() == Ok(IntentModel::shipped()),

@@ -14,12 +14,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
 use serde_json::{json, Value};
-use shared::engine::follow::FollowSettings;
-use shared::engine::EngineSettings;
-use shared::ports::Store;
-use shared::system::Embedded;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_engine::follow::FollowSettings;
+use switchyard_engine::ports::Store;
+use switchyard_engine::EngineSettings;
 use switchyard_tests::tokens::Issuer;
 use switchyard_tests::*;
 use tokio::sync::{mpsc, Mutex};
@@ -162,7 +161,10 @@ async fn the_events_stream_function_streams_through_the_lambda_runtime_protocol(
         },
         ..EngineSettings::default()
     };
-    let h = Harness::from_system(Embedded::new(Arc::new(manifest_fixture("manifests/scripted.yaml")), settings));
+    let h = Harness::from_system(switchyard_agents::embedded(
+        Arc::new(manifest_fixture("manifests/scripted.yaml")),
+        settings,
+    ));
     let issuer = Issuer::new();
     let (invoke, invocations) = mpsc::channel::<(String, Value)>(8);
     let (seen_tx, mut seen) = mpsc::unbounded_channel();

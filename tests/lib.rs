@@ -10,13 +10,13 @@ pub mod endpoint;
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::sqs::SqsEvent;
 use serde_json::{json, Value};
-use shared::contracts::OrchestratorOutput;
-use shared::engine::handlers::handle_http;
-use shared::manifest::Manifest;
-use shared::system::{Embedded, PollerConfig, Pollers};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::{pollers::PollerConfig, pollers::Pollers, Embedded};
+use switchyard_model::contracts::OrchestratorOutput;
+use switchyard_model::manifest::Manifest;
 
 /// Every field of the E2I design's `RoutingTrainingSignal`, and the reward: what an exported
 /// training signal carries (`GET /v1/signals`, `switchyard signals export`).
@@ -131,7 +131,7 @@ pub struct Harness {
 impl Harness {
     /// Start `manifest` on the in-memory adapters.
     pub fn start(manifest: Manifest) -> Harness {
-        Harness::from_system(Embedded::new(Arc::new(manifest), Default::default()))
+        Harness::from_system(switchyard_agents::embedded(Arc::new(manifest), Default::default()))
     }
 
     /// Start an already built system.
@@ -167,7 +167,7 @@ impl Harness {
 
     /// Messages left on every queue (dead-letter queues included), by queue name.
     pub async fn leftover_messages(&self) -> Vec<(String, u64)> {
-        use shared::ports::Queue as _;
+        use switchyard_engine::ports::Queue as _;
         let mut left = Vec::new();
         for q in self.system.queue.queue_ids() {
             let d = self.system.queue.depth(q).await.expect("depth");
@@ -181,11 +181,11 @@ impl Harness {
 
 /// A store that counts what the steps did to it, to check effects happen once whatever the
 /// deliveries: synthesis claims, outputs written, handoffs recorded.
-pub type ObservedStore = shared::adapters::hooked::HookedStore<StoreCounts>;
+pub type ObservedStore = switchyard_testkit::hooked::HookedStore<StoreCounts>;
 
 /// An [`ObservedStore`] around `inner`.
-pub fn observed_store(inner: Arc<dyn shared::ports::Store>) -> ObservedStore {
-    shared::adapters::hooked::HookedStore::new(inner, StoreCounts::default())
+pub fn observed_store(inner: Arc<dyn switchyard_engine::ports::Store>) -> ObservedStore {
+    switchyard_testkit::hooked::HookedStore::new(inner, StoreCounts::default())
 }
 
 /// What an [`ObservedStore`] counts.
@@ -199,19 +199,22 @@ pub struct StoreCounts {
     pub handoffs_recorded: std::sync::atomic::AtomicU64,
 }
 
-impl shared::adapters::hooked::StoreHooks for StoreCounts {
+impl switchyard_testkit::hooked::StoreHooks for StoreCounts {
     fn after(
         &self,
-        op: shared::adapters::hooked::StoreOp<'_>,
-        outcome: Result<shared::adapters::hooked::Applied<'_>, &shared::ports::StoreError>,
-    ) -> Result<(), shared::ports::StoreError> {
-        use shared::adapters::hooked::{Applied, StoreOp};
+        op: switchyard_testkit::hooked::StoreOp<'_>,
+        outcome: Result<switchyard_testkit::hooked::Applied<'_>, &switchyard_engine::ports::StoreError>,
+    ) -> Result<(), switchyard_engine::ports::StoreError> {
         use std::sync::atomic::Ordering::SeqCst;
+        use switchyard_testkit::hooked::{Applied, StoreOp};
         match (op, outcome) {
-            (StoreOp::UpdateQuery(q), Ok(_)) if q.status == shared::ports::QueryStatus::Synthesizing => {
+            (StoreOp::UpdateQuery(q), Ok(_)) if q.status == switchyard_engine::ports::QueryStatus::Synthesizing => {
                 self.synth_claims.fetch_add(1, SeqCst);
             }
-            (StoreOp::RecordHandoff(_), Ok(Applied::Handoff(shared::ports::HandoffWrite::Recorded { .. }))) => {
+            (
+                StoreOp::RecordHandoff(_),
+                Ok(Applied::Handoff(switchyard_engine::ports::HandoffWrite::Recorded { .. })),
+            ) => {
                 self.handoffs_recorded.fetch_add(1, SeqCst);
             }
             (StoreOp::FinishQuery(..), Ok(_)) => {
@@ -224,7 +227,7 @@ impl shared::adapters::hooked::StoreHooks for StoreCounts {
 }
 
 /// Signing keys and tokens for the tests of in-function JWT verification
-/// (`shared::jwt`, the events-stream function).
+/// (`switchyard_engine::jwt`, the events-stream function).
 pub mod tokens {
     use aws_lc_rs::rand::SystemRandom;
     use aws_lc_rs::rsa::KeySize;
@@ -294,8 +297,8 @@ pub mod tokens {
         }
 
         /// A verifier for [`ISSUER`] and [`AUDIENCE`] with these keys.
-        pub fn verifier(&self) -> shared::jwt::JwtVerifier {
-            shared::jwt::JwtVerifier::new(ISSUER, &[AUDIENCE.to_string()], &self.jwks()).expect("verifier")
+        pub fn verifier(&self) -> switchyard_engine::jwt::JwtVerifier {
+            switchyard_engine::jwt::JwtVerifier::new(ISSUER, &[AUDIENCE.to_string()], &self.jwks()).expect("verifier")
         }
 
         /// A token with `header` and `claims`, signed with the key its `alg` names.

@@ -2,7 +2,7 @@
 //! `GET /v1/manifest/routes` shows the manifest's routing table. Both need a caller; bad
 //! `limit`s are refused with the field and the rule named.
 
-use shared::engine::handlers::handle_http;
+use switchyard_engine::handlers::handle_http;
 use switchyard_tests::*;
 
 fn list(user: &str, query: &str) -> aws_lambda_events::apigw::ApiGatewayV2httpRequest {

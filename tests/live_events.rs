@@ -1,4 +1,4 @@
-//! The live events endpoint (`shared::engine::live` over `shared::engine::follow`): events
+//! The live events endpoint (`switchyard_engine::live` over `switchyard_engine::follow`): events
 //! arrive while the query runs, `Last-Event-ID` resumes, idle streams get heartbeats, the
 //! stream ends after `final`, a client that leaves loses nothing, and hostile requests (bad
 //! `Last-Event-ID`, someone else's query, bad, expired or forged tokens) are refused before
@@ -6,14 +6,13 @@
 
 use futures::StreamExt;
 use serde_json::{json, Value};
-use shared::engine::follow::{FollowSettings, HEARTBEAT_FRAME};
-use shared::engine::handlers::handle_http;
-use shared::engine::live::{handle_stream, Identity, StreamReply};
-use shared::engine::EngineSettings;
-use shared::ports::Store;
-use shared::system::Embedded;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_engine::follow::{FollowSettings, HEARTBEAT_FRAME};
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::live::{handle_stream, Identity, StreamReply};
+use switchyard_engine::ports::Store;
+use switchyard_engine::EngineSettings;
 use switchyard_tests::tokens::{self, Issuer};
 use switchyard_tests::*;
 
@@ -30,7 +29,7 @@ fn settings() -> EngineSettings {
 }
 
 fn harness() -> Harness {
-    Harness::from_system(Embedded::new(Arc::new(manifest_fixture("manifests/scripted.yaml")), settings()))
+    Harness::from_system(switchyard_agents::embedded(Arc::new(manifest_fixture("manifests/scripted.yaml")), settings()))
 }
 
 async fn post(h: &Harness, question: &str, user: &str) -> String {
@@ -231,7 +230,7 @@ async fn an_idle_stream_gets_heartbeat_comments_until_the_final_event() {
 async fn a_stream_that_reaches_its_time_limit_ends_with_a_comment_and_resumes_where_it_stopped() {
     let mut s = settings();
     s.follow.max_duration = Duration::from_millis(1500);
-    let h = Harness::from_system(Embedded::new(Arc::new(manifest_fixture("manifests/scripted.yaml")), s));
+    let h = Harness::from_system(switchyard_agents::embedded(Arc::new(manifest_fixture("manifests/scripted.yaml")), s));
     let id = post(&h, "delta sleepy question", "u1").await;
     let first = read_all(handle_stream(&h.system.deps, Identity::Gateway, &events_request(&id, "u1", &[])).await).await;
     assert!(matches!(first.last(), Some(Frame::Comment(c)) if c.contains("reconnect with Last-Event-ID")), "{first:?}");
@@ -426,7 +425,7 @@ fn base64_url(text: &str) -> String {
 
 #[test]
 fn a_verifier_refuses_a_configuration_without_issuer_audience_or_usable_keys() {
-    use shared::jwt::JwtVerifier;
+    use switchyard_engine::jwt::JwtVerifier;
     let jwks = Issuer::new().jwks();
     let aud = [tokens::AUDIENCE.to_string()];
     assert!(JwtVerifier::new("", &aud, &jwks).unwrap_err().to_string().contains("SWITCHYARD_JWT_ISSUER"));

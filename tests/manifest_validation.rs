@@ -8,8 +8,8 @@
 //! # expect-line: 12          (only for errors the YAML parser reports)
 //! ```
 
-use shared::manifest::{Manifest, ManifestError};
 use std::path::{Path, PathBuf};
+use switchyard_model::manifest::{Manifest, ManifestError};
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

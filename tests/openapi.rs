@@ -15,12 +15,11 @@ mod python;
 
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use serde_json::{json, Value};
-use shared::engine::handlers::{error_response, handle_http, OPENAPI_JSON};
-use shared::engine::intake::IntakeError;
-use shared::engine::EngineSettings;
-use shared::system::Embedded;
 use std::path::Path;
 use std::sync::Arc;
+use switchyard_engine::handlers::{error_response, handle_http, OPENAPI_JSON};
+use switchyard_engine::intake::IntakeError;
+use switchyard_engine::EngineSettings;
 use switchyard_tests::*;
 
 fn document() -> Value {
@@ -115,7 +114,8 @@ fn the_validator_refuses_a_broken_document() {
 
 #[tokio::test(start_paused = true)]
 async fn openapi_json_serves_the_document_in_the_repo_without_identity() {
-    let system = Embedded::new(Arc::new(manifest_fixture("manifests/scripted.yaml")), EngineSettings::default());
+    let system =
+        switchyard_agents::embedded(Arc::new(manifest_fixture("manifests/scripted.yaml")), EngineSettings::default());
     let r = handle_http(&system.deps, unauthenticated("GET", "/openapi.json", None)).await;
     assert_eq!(r.status_code, 200);
     assert_eq!(content_type(&r), "application/json");
@@ -127,7 +127,8 @@ async fn openapi_json_serves_the_document_in_the_repo_without_identity() {
 
 #[tokio::test(start_paused = true)]
 async fn every_documented_route_answers_its_methods_and_no_other() {
-    let system = Embedded::new(Arc::new(manifest_fixture("manifests/scripted.yaml")), EngineSettings::default());
+    let system =
+        switchyard_agents::embedded(Arc::new(manifest_fixture("manifests/scripted.yaml")), EngineSettings::default());
     let doc = document();
     let paths = doc["paths"].as_object().expect("paths");
     let id = uuid::Uuid::new_v4().to_string();
@@ -168,7 +169,7 @@ fn every_error_code_the_handler_maps_is_documented() {
         .map(|c| c.as_str().expect("string").to_string())
         .collect();
     let errors = [
-        IntakeError::Invalid(shared::validation::ValidationError { errors: vec![] }),
+        IntakeError::Invalid(switchyard_core::admission::ValidationError { errors: vec![] }),
         IntakeError::Unauthenticated,
         IntakeError::Forbidden { intent: "i".into(), role: "r".into() },
         IntakeError::RoleRequired { what: "training signals", roles: vec!["r".into()] },
@@ -283,7 +284,8 @@ async fn every_response_in_the_scenarios_matches_the_document() {
     }
 
     // A query still running: progress (202) from a system with no workers.
-    let idle = Embedded::new(Arc::new(manifest_fixture("manifests/scripted.yaml")), EngineSettings::default());
+    let idle =
+        switchyard_agents::embedded(Arc::new(manifest_fixture("manifests/scripted.yaml")), EngineSettings::default());
     let r = handle_http(&idle.deps, post(&q)).await;
     let idle_id = json_body(&r)["query_id"].as_str().expect("id").to_string();
     let progress = handle_http(&idle.deps, request("GET", &format!("/v1/queries/{idle_id}"), "", None, "u1")).await;
@@ -333,7 +335,7 @@ async fn every_response_in_the_scenarios_matches_the_document() {
     samples.push(Sample {
         path: "/v1/chat/completions",
         method: "post",
-        response: shared::engine::handlers::openai_error_response(
+        response: switchyard_engine::handlers::openai_error_response(
             &IntakeError::NotReady { query_id: "q".into(), waited: std::time::Duration::from_secs(25) },
             "req-1",
         ),

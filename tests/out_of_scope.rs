@@ -5,10 +5,10 @@
 //! `scope_accuracy.rs` for how each set was written and used).
 
 use serde_json::json;
-use shared::contracts::{ConfidenceBand, ErrorCategory, OrchestratorOutput, OutputStatus};
-use shared::engine::handlers::handle_http;
-use shared::engine::synth::routed_confidence;
 use std::time::Duration;
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::synth::routed_confidence;
+use switchyard_model::contracts::{ConfidenceBand, ErrorCategory, OrchestratorOutput, OutputStatus};
 use switchyard_tests::*;
 
 const WEATHER: &str = "What's the weather in Paris tomorrow?";
@@ -20,7 +20,7 @@ async fn ask_as(h: &Harness, question: &str, roles: &str) -> OrchestratorOutput 
     h.output(&id).await
 }
 
-fn assert_out_of_scope(output: &OrchestratorOutput, manifest: &shared::manifest::Manifest) {
+fn assert_out_of_scope(output: &OrchestratorOutput, manifest: &switchyard_model::manifest::Manifest) {
     assert_eq!(output.status, OutputStatus::Failed, "{output:#?}");
     assert_eq!(output.final_reason, Some(ConfidenceBand::OutOfScope));
     assert_eq!(output.error.as_ref().map(|e| e.category), Some(ErrorCategory::OutOfScope));
@@ -70,7 +70,7 @@ async fn the_route_event_records_the_scope_check_and_the_plan_has_no_dispatch() 
     assert!(scope.is_out_of_scope() && scope.score == 0.0, "{scope:?}");
     assert!(query.plan.expect("plan").stages.is_empty());
     let events = h.system.deps.store.list_events(&id).await.expect("events");
-    assert!(!events.iter().any(|e| e.kind == shared::ports::EventKind::Dispatch), "no dispatch event");
+    assert!(!events.iter().any(|e| e.kind == switchyard_engine::ports::EventKind::Dispatch), "no dispatch event");
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(h.leftover_messages().await.iter().all(|(q, _)| q == "synth"), "nothing waits on a tier queue");
 }
@@ -100,7 +100,7 @@ fn the_response_confidence_is_no_surer_than_the_router_allows() {
     assert_eq!(routed_confidence(0.8, 0.0), 0.0);
     assert!((routed_confidence(0.9, 0.4) - 0.6).abs() < 1e-12);
     // A fallback answer to a question the router did not understand is never high.
-    assert!(routed_confidence(1.0, 0.5) < shared::engine::synth::BAND_HIGH);
+    assert!(routed_confidence(1.0, 0.5) < switchyard_engine::synth::BAND_HIGH);
     // Out-of-range inputs are clamped, never NaN.
     assert_eq!(routed_confidence(2.0, -1.0), 0.0);
 }

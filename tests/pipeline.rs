@@ -4,27 +4,27 @@
 //! no wall time and are exact.
 
 use serde_json::{json, Value};
-use shared::adapters::faults::{FaultyQueue, QueueFaults};
-use shared::adapters::memory::{MemoryQueue, MemoryStore};
-use shared::agents::ManifestAgents;
-use shared::contracts::{ConfidenceBand, ErrorCategory, HandoffStatus, OrchestratorOutput, OutputStatus};
-use shared::engine::handlers::{handle_http, handle_sqs, Function};
-use shared::engine::Deps;
-use shared::jobs::{Job, JobMessage};
-use shared::manifest::Manifest;
-use shared::ports::{EventKind, TokioClock};
-use shared::system::Embedded;
-use shared::topology::Topology;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_agents::ManifestAgents;
+use switchyard_engine::handlers::{handle_http, handle_sqs, Function};
+use switchyard_engine::memory::{MemoryQueue, MemoryStore};
+use switchyard_engine::ports::{EventKind, TokioClock};
+use switchyard_engine::Deps;
+use switchyard_engine::Embedded;
+use switchyard_model::contracts::{ConfidenceBand, ErrorCategory, HandoffStatus, OrchestratorOutput, OutputStatus};
+use switchyard_model::jobs::{Job, JobMessage};
+use switchyard_model::manifest::Manifest;
+use switchyard_model::topology::Topology;
+use switchyard_testkit::faults::{FaultyQueue, QueueFaults};
 use switchyard_tests::*;
 
 fn scripted() -> Manifest {
     manifest_fixture("manifests/scripted.yaml")
 }
 
-fn result<'a>(output: &'a OrchestratorOutput, agent: &str) -> &'a shared::contracts::AgentResult {
+fn result<'a>(output: &'a OrchestratorOutput, agent: &str) -> &'a switchyard_model::contracts::AgentResult {
     output
         .agent_results
         .iter()
@@ -32,7 +32,7 @@ fn result<'a>(output: &'a OrchestratorOutput, agent: &str) -> &'a shared::contra
         .unwrap_or_else(|| panic!("no result for {agent}: {output:#?}"))
 }
 
-async fn events_of(h: &Harness, query_id: &str) -> Vec<shared::ports::Event> {
+async fn events_of(h: &Harness, query_id: &str) -> Vec<switchyard_engine::ports::Event> {
     h.system.deps.store.list_events(query_id).await.expect("events")
 }
 
@@ -379,7 +379,7 @@ async fn reordered_and_delayed_messages_still_complete_every_query_exactly_once(
 
 #[tokio::test(start_paused = true)]
 async fn a_malformed_record_is_the_only_batch_item_failure() {
-    let system = Embedded::new(Arc::new(scripted()), Default::default());
+    let system = switchyard_agents::embedded(Arc::new(scripted()), Default::default());
     let deps = &system.deps;
     // Record a real query without pollers, so the route jobs are handled only here.
     let r = handle_http(
@@ -396,12 +396,16 @@ async fn a_malformed_record_is_the_only_batch_item_failure() {
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     assert_eq!(failed, ["MessageID_2", "MessageID_3", "MessageID_4", "MessageID_5"]);
     let query = deps.store.get_query(&id).await.expect("store").expect("query");
-    assert_eq!(query.status, shared::ports::QueryStatus::Routed, "the good record was processed (twice, idempotently)");
+    assert_eq!(
+        query.status,
+        switchyard_engine::ports::QueryStatus::Routed,
+        "the good record was processed (twice, idempotently)"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_record_without_a_message_id_is_refused_rather_than_reported_under_an_empty_id() {
-    let system = Embedded::new(Arc::new(scripted()), Default::default());
+    let system = switchyard_agents::embedded(Arc::new(scripted()), Default::default());
     let mut event = sqs_event(&["{}"]);
     event.records[0].message_id = None;
     assert!(handle_sqs(&system.deps, Function::Synthesizer, event).await.is_err());
@@ -411,7 +415,7 @@ async fn a_record_without_a_message_id_is_refused_rather_than_reported_under_an_
 
 #[tokio::test(start_paused = true)]
 async fn malformed_and_hostile_bodies_are_400s_that_name_the_field() {
-    let system = Embedded::new(Arc::new(scripted()), Default::default());
+    let system = switchyard_agents::embedded(Arc::new(scripted()), Default::default());
     let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
     let cases: [(&str, &str); 8] = [
         ("{not json", "body"),
@@ -517,7 +521,7 @@ async fn wait_returns_the_output_and_the_event_log_replays_every_step_in_order()
 /// without ever building the classifier, and intake builds it on its first question.
 #[tokio::test(start_paused = true)]
 async fn only_intake_builds_the_classifier_and_only_when_it_first_classifies() {
-    let system = Embedded::new(Arc::new(scripted()), Default::default());
+    let system = switchyard_agents::embedded(Arc::new(scripted()), Default::default());
     let deps = &system.deps;
     assert!(!deps.classifier_built(), "building the dependencies must not build the classifier");
     let route = JobMessage::new(Job::Route { query_id: uuid::Uuid::new_v4().to_string() }).to_body();

@@ -53,7 +53,7 @@ fn every_shipped_manifest_loads_in_pyyaml_exactly_as_in_the_rust_loader() {
             .unwrap_or_else(|e| panic!("PyYAML cannot load {}:\n{e}", file.display()));
         let python: serde_json::Value = serde_json::from_str(&python).expect("PyYAML's reading as JSON");
         assert_eq!(rust, python, "{} reads differently in PyYAML", file.display());
-        shared::manifest::Manifest::load(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        switchyard_model::manifest::Manifest::load(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     }
 }
 

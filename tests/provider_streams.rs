@@ -6,15 +6,15 @@
 
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use serde_json::{json, Value};
-use shared::agents::llm::LlmAgents;
-use shared::agents::{Agents, Bedrock};
-use shared::contracts::{
-    AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting, OutputStatus,
-};
-use shared::manifest::Manifest;
-use shared::ports::{AgentReply, AgentRuntime, EventKind, TokenSink};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchyard_agents::llm::LlmAgents;
+use switchyard_agents::{Agents, Bedrock};
+use switchyard_engine::ports::{AgentReply, AgentRuntime, EventKind, TokenSink};
+use switchyard_model::contracts::{
+    AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting, OutputStatus,
+};
+use switchyard_model::manifest::Manifest;
 use switchyard_tests::*;
 use tokio::io::AsyncWriteExt;
 
@@ -143,7 +143,7 @@ fn bedrock_agents(m: &Manifest, base: &str) -> Agents {
         .build();
     let client = aws_sdk_bedrockruntime::Client::from_conf(config);
     let provider = m.provider("bedrock").expect("provider").clone();
-    let llm = LlmAgents::new(m, &shared::agents::http_client::HttpClient::new()).with_provider(
+    let llm = LlmAgents::new(m, &switchyard_engine::http_client::HttpClient::new()).with_provider(
         "bedrock",
         Arc::new(Bedrock::from_client(client, Duration::from_secs(5))),
         provider,
@@ -271,7 +271,7 @@ async fn a_broken_stream_is_retried_without_duplicated_tokens(provider: &str) {
     let (base, received) = serve(vec![first, full]).await;
     let m = manifest(&base, provider);
     let agents = if provider == "bedrock" { bedrock_agents(&m, &base) } else { Agents::new(&m) };
-    let system = shared::system::Embedded::with_agents(Arc::new(m), Default::default(), Arc::new(agents));
+    let system = switchyard_engine::Embedded::with_agents(Arc::new(m), Default::default(), Arc::new(agents));
     let h = Harness::from_system(system);
     let response = h.post("How many vacation days carry over?", "user-1", "").await;
     let id = json_body(&response)["query_id"].as_str().expect("id").to_string();

@@ -4,14 +4,16 @@
 //! timeouts are real sockets), short durations.
 
 use serde_json::{json, Value};
-use shared::agents::llm::LlmAgents;
-use shared::agents::remote::LambdaAgents;
-use shared::agents::{Agents, Bedrock};
-use shared::contracts::{AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting};
-use shared::manifest::Manifest;
-use shared::ports::{AgentReply, AgentRuntime};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchyard_agents::llm::LlmAgents;
+use switchyard_agents::remote::LambdaAgents;
+use switchyard_agents::{Agents, Bedrock};
+use switchyard_engine::ports::{AgentReply, AgentRuntime};
+use switchyard_model::contracts::{
+    AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting,
+};
+use switchyard_model::manifest::Manifest;
 use switchyard_tests::fixture_text;
 use tokio::io::AsyncWriteExt;
 
@@ -137,7 +139,7 @@ async fn run(
     m: &Manifest,
     agent: &str,
     timeout_ms: u64,
-) -> Result<AgentReply, shared::ports::AgentError> {
+) -> Result<AgentReply, switchyard_engine::ports::AgentError> {
     agents.run(m.agent(agent).expect("agent"), &dispatch(agent, timeout_ms), 1).await
 }
 
@@ -161,7 +163,7 @@ fn bedrock_agents(m: &Manifest, base: &str) -> Agents {
         .build();
     let client = aws_sdk_bedrockruntime::Client::from_conf(config);
     let provider = m.provider("bedrock").expect("provider").clone();
-    let http = shared::agents::http_client::HttpClient::new();
+    let http = switchyard_engine::http_client::HttpClient::new();
     let llm = LlmAgents::new(m, &http).with_provider(
         "bedrock",
         Arc::new(Bedrock::from_client(client, Duration::from_millis(500))),
@@ -445,12 +447,12 @@ async fn an_index_built_with_openai_embeddings_finds_the_chunk_that_shares_no_wo
     let index = dir.join("index.json");
     // WHEN the index is built with embeddings (what `index build --embeddings emb` does)
     let m = embedding_manifest(&provider, &index);
-    let http = shared::agents::http_client::HttpClient::new();
+    let http = switchyard_engine::http_client::HttpClient::new();
     let embedder =
-        shared::agents::embeddings::Embedder::from_provider(m.provider("emb").expect("provider"), None, &http)
+        switchyard_agents::embeddings::Embedder::from_provider(m.provider("emb").expect("provider"), None, &http)
             .expect("embedder");
-    let file = shared::retrieval::IndexFile::build(&dir, Default::default()).expect("build");
-    let file = shared::agents::embeddings::embed_index(file, &embedder).await.expect("embed");
+    let file = switchyard_core::retrieval::IndexFile::build(&dir, Default::default()).expect("build");
+    let file = switchyard_agents::embeddings::embed_index(file, &embedder).await.expect("embed");
     file.write(&index).expect("write");
     // AND the retriever searches it
     let agents = Agents::new(&m);
@@ -469,7 +471,7 @@ async fn an_index_built_with_openai_embeddings_finds_the_chunk_that_shares_no_wo
     assert_eq!(got[0].body["input"].as_array().map(Vec::len), Some(3));
     assert_eq!(got[1].body["input"], json!([LIQUIDITY]));
     // AND the index file keeps the vectors, so loading it needs no provider
-    let loaded = shared::retrieval::Index::load(&index).expect("load");
+    let loaded = switchyard_core::retrieval::Index::load(&index).expect("load");
     assert_eq!(loaded.embedding_model(), Some(("openai", "text-embedding-3-small", 4)));
 }
 
@@ -478,7 +480,10 @@ async fn bad_embedding_answers_and_mismatched_indexes_fail_with_what_was_wrong()
     let dir = embedding_corpus("bad");
     let index = dir.join("index.json");
     // An index without embeddings, for a retriever that wants them: an init problem.
-    shared::retrieval::IndexFile::build(&dir, Default::default()).expect("build").write(&index).expect("write");
+    switchyard_core::retrieval::IndexFile::build(&dir, Default::default())
+        .expect("build")
+        .write(&index)
+        .expect("write");
     let plain =
         embedding_manifest(r#"- {id: emb, kind: openai, base_url: "http://127.0.0.1:9/v1", model: m1}"#, &index);
     let problems = Agents::new(&plain).problems();
@@ -488,11 +493,11 @@ async fn bad_embedding_answers_and_mismatched_indexes_fail_with_what_was_wrong()
     let (base, _) = serve(vec![ok(fixture_text("providers/openai-embeddings-corpus.json"))]).await;
     let provider = format!(r#"- {{id: emb, kind: openai, base_url: "{base}/v1", model: text-embedding-3-small}}"#);
     let m = embedding_manifest(&provider, &index);
-    let http = shared::agents::http_client::HttpClient::new();
+    let http = switchyard_engine::http_client::HttpClient::new();
     let embedder =
-        shared::agents::embeddings::Embedder::from_provider(m.provider("emb").expect("p"), None, &http).expect("e");
-    let file = shared::retrieval::IndexFile::build(&dir, Default::default()).expect("build");
-    shared::agents::embeddings::embed_index(file, &embedder).await.expect("embed").write(&index).expect("write");
+        switchyard_agents::embeddings::Embedder::from_provider(m.provider("emb").expect("p"), None, &http).expect("e");
+    let file = switchyard_core::retrieval::IndexFile::build(&dir, Default::default()).expect("build");
+    switchyard_agents::embeddings::embed_index(file, &embedder).await.expect("embed").write(&index).expect("write");
     let other = embedding_manifest(&provider.replace("text-embedding-3-small", "text-embedding-3-large"), &index);
     let problems = Agents::new(&other).problems();
     assert!(
@@ -555,7 +560,7 @@ async fn an_index_built_with_bedrock_titan_embeddings_is_searched_through_invoke
         .build();
     let client = aws_sdk_bedrockruntime::Client::from_conf(config);
     let titan = || {
-        shared::agents::embeddings::Embedder::titan_from_client(
+        switchyard_agents::embeddings::Embedder::titan_from_client(
             client.clone(),
             "amazon.titan-embed-text-v2:0",
             Duration::from_secs(2),
@@ -563,12 +568,14 @@ async fn an_index_built_with_bedrock_titan_embeddings_is_searched_through_invoke
     };
     let dir = embedding_corpus("titan");
     let index = dir.join("index.json");
-    let file = shared::retrieval::IndexFile::build(&dir, Default::default()).expect("build");
-    shared::agents::embeddings::embed_index(file, &titan()).await.expect("embed").write(&index).expect("write");
+    let file = switchyard_core::retrieval::IndexFile::build(&dir, Default::default()).expect("build");
+    switchyard_agents::embeddings::embed_index(file, &titan()).await.expect("embed").write(&index).expect("write");
     let m = embedding_manifest("- {id: emb, kind: bedrock, model: \"amazon.titan-embed-text-v2:0\"}", &index);
-    let retrievers =
-        shared::agents::retriever::RetrieverAgents::with_http(&m, &shared::agents::http_client::HttpClient::new())
-            .with_embedder("finder", titan());
+    let retrievers = switchyard_agents::retriever::RetrieverAgents::with_http(
+        &m,
+        &switchyard_engine::http_client::HttpClient::new(),
+    )
+    .with_embedder("finder", titan());
     let agents = Agents::new(&m).with_retrievers(retrievers);
     assert!(agents.problems().is_empty(), "{:?}", agents.problems());
     // WHEN the retriever searches
@@ -601,7 +608,7 @@ fn kb_agents(m: &Manifest) -> Agents {
         .behavior_version(aws_config::BehaviorVersion::latest())
         .build();
     let retrievers =
-        shared::agents::retriever::RetrieverAgents::with_http(m, &shared::agents::http_client::HttpClient::new())
+        switchyard_agents::retriever::RetrieverAgents::with_http(m, &switchyard_engine::http_client::HttpClient::new())
             .with_aws_config(config);
     Agents::new(m).with_retrievers(retrievers)
 }

@@ -8,18 +8,18 @@
 //! not get worse, and that the written manifest validates.
 //!
 //! The re-fit edits the manifest's vocabulary, so its effect is measured on the classifier of
-//! the manifest alone: the learned intent model (`shared/src/classify/intent_model.rs`, trained
+//! the manifest alone: the learned intent model (`shared/core/src/classify/intent_model.rs`, trained
 //! on the repository's labelled questions) already routes all but one of these corrections right
 //! and would hide what the re-fit adds. With the model on, the re-fit must not make the
 //! paraphrases worse.
 
 use chrono::{TimeZone, Utc};
-use shared::classify::{Classifier, IntentModel};
-use shared::contracts::RoutingTrainingSignal;
-use shared::manifest::Manifest;
-use shared::signals::refit::{refit, RefitOptions, RefitOutcome};
-use shared::signals::SignalRecord;
 use std::path::Path;
+use switchyard_core::classify::{Classifier, IntentModel};
+use switchyard_core::signals::refit::{refit, RefitOptions, RefitOutcome};
+use switchyard_core::signals::SignalRecord;
+use switchyard_model::contracts::RoutingTrainingSignal;
+use switchyard_model::manifest::Manifest;
 
 #[derive(serde::Deserialize)]
 struct Correction {

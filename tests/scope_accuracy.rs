@@ -45,9 +45,9 @@
 //! `out_of_scope_blind9.jsonl`), by another independent writer, committed before the round's
 //! last change and scored once after it.
 
-use shared::classify::{Classifier, PriorTurn};
-use shared::manifest::Manifest;
 use std::path::Path;
+use switchyard_core::classify::{Classifier, PriorTurn};
+use switchyard_model::manifest::Manifest;
 use switchyard_tests::scope_sets::{BLIND_IN, BLIND_OUT, TUNED_IN, TUNED_OUT};
 
 // Issue 18's bars are 90 % of out-of-scope questions rejected, at most 2 % of in-scope ones,

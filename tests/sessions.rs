@@ -3,11 +3,11 @@
 //! concurrent turns, and hostile input. Virtual time throughout (`start_paused`).
 
 use serde_json::{json, Value};
-use shared::contracts::{ConfidenceBand, EntitySource, OrchestratorOutput};
-use shared::engine::handlers::handle_http;
-use shared::manifest::Manifest;
-use shared::ports::{EventKind, SessionRecord};
 use std::time::Duration;
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::ports::{EventKind, SessionRecord};
+use switchyard_model::contracts::{ConfidenceBand, EntitySource, OrchestratorOutput};
+use switchyard_model::manifest::Manifest;
 use switchyard_tests::*;
 
 const ANALYST: &str = "analyst-1";
@@ -158,7 +158,7 @@ async fn a_redelivered_synthesis_records_no_second_turn() {
     let h = Harness::start(shipped_manifest());
     let out = turn(&h, "What is the market share of Kisqali in the Northeast?", Some("s-redeliver"), ANALYST).await;
     for _ in 0..3 {
-        shared::engine::synth::synthesize(&h.system.deps, &out.query_id).await.expect("a duplicate is harmless");
+        switchyard_engine::synth::synthesize(&h.system.deps, &out.query_id).await.expect("a duplicate is harmless");
     }
     let s = session_of(&h, ANALYST, "s-redeliver").await.expect("session");
     assert_eq!(s.turn_count, 1);
@@ -268,7 +268,7 @@ async fn hostile_session_input_is_refused_with_the_field_named() {
 
 #[test]
 fn the_context_section_is_validated_with_the_path_named() {
-    let base = shared::manifest::EMBEDDED_ROUTING_YAML;
+    let base = switchyard_model::manifest::EMBEDDED_ROUTING_YAML;
     for (section, path) in [
         ("context:\n  history_turns: 0\n", "context.history_turns"),
         ("context:\n  history_turns: 4\n  summary:\n    keep_turns: 6\n", "context.summary.keep_turns"),

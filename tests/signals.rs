@@ -4,9 +4,9 @@
 //! rule; optimization requests raised from the stored signals.
 
 use serde_json::{json, Value};
-use shared::engine::handlers::handle_http;
-use shared::engine::learning;
-use shared::manifest::Manifest;
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::learning;
+use switchyard_model::manifest::Manifest;
 use switchyard_tests::{api_request, json_body, manifest_fixture, text_body, Harness, SIGNAL_FIELDS};
 
 const TRAINER: &str = "signal_trainer";

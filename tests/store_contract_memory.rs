@@ -5,9 +5,9 @@
 #[path = "support/store_contract.rs"]
 mod store_contract;
 
-use shared::adapters::memory::MemoryStore;
-use shared::ports::TokioClock;
 use std::sync::Arc;
+use switchyard_engine::memory::MemoryStore;
+use switchyard_engine::ports::TokioClock;
 
 #[tokio::test]
 async fn the_memory_store_keeps_the_store_contract() {
@@ -16,10 +16,10 @@ async fn the_memory_store_keeps_the_store_contract() {
 }
 
 mod queue {
-    use shared::adapters::memory::{MemoryQueue, QueueSettings};
-    use shared::ports::{OutgoingMessage, Queue, QueueDepth, QueueId, QueueKind};
     use std::collections::BTreeMap;
     use std::time::Duration;
+    use switchyard_engine::memory::{MemoryQueue, QueueSettings};
+    use switchyard_engine::ports::{OutgoingMessage, Queue, QueueDepth, QueueId, QueueKind};
 
     const SYNTH: QueueId = QueueId { kind: QueueKind::Synth, dead_letter: false };
 

@@ -5,11 +5,11 @@
 //! spells the output's `response_text` exactly.
 
 use serde_json::Value;
-use shared::contracts::{OrchestratorOutput, OutputStatus};
-use shared::manifest::Manifest;
-use shared::ports::{Event, EventKind};
 use std::path::PathBuf;
 use std::time::Duration;
+use switchyard_engine::ports::{Event, EventKind};
+use switchyard_model::contracts::{OrchestratorOutput, OutputStatus};
+use switchyard_model::manifest::Manifest;
 use switchyard_tests::*;
 
 fn example(name: &str) -> Manifest {

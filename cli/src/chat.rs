@@ -7,14 +7,15 @@
 //! ready; from a pipe it answers every line in order (with `--json`, one `OrchestratorOutput`
 //! JSON line per turn, or the error object of a refused turn).
 
-use crate::ask::{body_text, print_live, request, start_backend, Backend};
+use crate::ask::print_live;
+use crate::backend::{body_text, request, start_backend, Backend};
 use clap::Args;
-use shared::engine::handlers::handle_http;
-use shared::engine::EngineSettings;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::EngineSettings;
 
 /// Arguments of `switchyard chat`.
 #[derive(Debug, Args)]
@@ -123,15 +124,17 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<u8> {
         // The synthesizer records the turn just after it writes the output: wait for it, so the
         // next line is asked with this one in its history.
         wait_for_turn(&deps, &args.user, session.as_deref().unwrap_or_default(), &query_id).await;
-        failed |=
-            matches!(output.status, shared::contracts::OutputStatus::Failed | shared::contracts::OutputStatus::Blocked);
+        failed |= matches!(
+            output.status,
+            switchyard_model::contracts::OutputStatus::Failed | switchyard_model::contracts::OutputStatus::Blocked
+        );
         let mut streamed = false;
         if live {
             let events = deps.store.list_events(&query_id).await?;
             print_live(&view.take(&events));
             let answer_stream = events
                 .iter()
-                .find(|e| e.kind == shared::ports::EventKind::Synthesis)
+                .find(|e| e.kind == switchyard_engine::ports::EventKind::Synthesis)
                 .and_then(|e| e.detail["answer_stream"].as_str());
             streamed = view.finish(answer_stream, &output.response_text);
             if view.printed_any() {
@@ -150,7 +153,7 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<u8> {
             let carried: Vec<&str> = output
                 .entities
                 .iter()
-                .filter(|e| e.source == shared::contracts::EntitySource::Context)
+                .filter(|e| e.source == switchyard_model::contracts::EntitySource::Context)
                 .map(|e| e.value.as_str())
                 .collect();
             let carried =
@@ -182,7 +185,7 @@ fn compact(text: &str) -> String {
 }
 
 /// Wait (briefly) until the session lists the query's turn.
-async fn wait_for_turn(deps: &shared::engine::Deps, user: &str, session: &str, query_id: &str) {
+async fn wait_for_turn(deps: &switchyard_engine::Deps, user: &str, session: &str, query_id: &str) {
     let until = tokio::time::Instant::now() + Duration::from_secs(10);
     while tokio::time::Instant::now() < until {
         if let Ok(Some(s)) = deps.store.get_session(user, session).await {

@@ -11,11 +11,11 @@
 //! the cues read, the entities carried).
 
 use serde::Deserialize;
-use shared::classify::{bench, bench_in_context, Classification, Classifier, PriorTurn};
-use shared::contracts::ParsedEntity;
-use shared::manifest::Manifest;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
+use switchyard_core::classify::{bench, bench_in_context, Classification, Classifier, PriorTurn};
+use switchyard_model::contracts::ParsedEntity;
+use switchyard_model::manifest::Manifest;
 
 /// One input line of the batch mode.
 #[derive(Deserialize)]

@@ -3,12 +3,12 @@
 //! `PATH` and renamed into place, so a failed build leaves any previous index untouched.
 
 use clap::{Args, Subcommand};
-use shared::agents::embeddings::{embed_index, Embedder};
-use shared::agents::http_client::HttpClient;
-use shared::retrieval::{Chunking, Index, IndexFile};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
+use switchyard_agents::embeddings::{embed_index, Embedder};
+use switchyard_core::retrieval::{Chunking, Index, IndexFile};
+use switchyard_engine::http_client::HttpClient;
 
 /// `switchyard index …`.
 #[derive(Debug, Subcommand)]
@@ -52,7 +52,7 @@ pub async fn run(command: IndexCommand, out: &mut dyn Write) -> anyhow::Result<u
             let chunking = Chunking { max_words: args.max_words, overlap_words: args.overlap_words };
             let mut file = IndexFile::build(&args.dir, chunking)?;
             if let Some(provider) = &args.embeddings {
-                let manifest = shared::manifest::Manifest::load(&args.manifest)?;
+                let manifest = switchyard_model::manifest::Manifest::load(&args.manifest)?;
                 let p = manifest.providers.iter().find(|p| &p.id == provider).ok_or_else(|| {
                     anyhow::anyhow!(
                         "--embeddings: provider `{provider}` is not declared in {}",

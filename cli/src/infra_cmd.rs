@@ -4,10 +4,10 @@
 //! way it disagrees with the manifest (see [`switchyard_infra::check`]). Argument parsing lives with
 //! the rest of the CLI; these functions take what it parsed.
 
-use shared::manifest::Manifest;
 use std::io::Write;
 use std::path::Path;
 use switchyard_infra as sam;
+use switchyard_model::manifest::Manifest;
 
 /// Exit code: the template agrees with the manifest.
 pub const EXIT_OK: u8 = 0;

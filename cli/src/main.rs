@@ -12,10 +12,8 @@
 use mimalloc as _;
 
 mod ask;
+mod backend;
 mod bench;
-mod bench_context;
-mod bench_retrieval;
-mod bench_ttft;
 mod chat;
 mod classify_cmd;
 mod console;
@@ -103,7 +101,7 @@ enum Command {
     Setup {
         /// `aws` (the memory backend needs no setup).
         #[arg(long, value_enum)]
-        backend: ask::Backend,
+        backend: backend::Backend,
         /// Table name.
         #[arg(long, default_value = "switchyard")]
         table: String,
@@ -140,7 +138,7 @@ enum Command {
         /// Where the signals are: `aws` (the table in the environment). `memory` signals live
         /// inside `switchyard serve`: read them there with GET /v1/signals.
         #[arg(long, value_enum, default_value = "aws")]
-        backend: ask::Backend,
+        backend: backend::Backend,
         /// `pending` only: read exported JSON lines from this file instead of the store.
         #[arg(long)]
         signals: Option<PathBuf>,
@@ -178,7 +176,7 @@ enum Command {
         comment: Option<String>,
         /// `aws` (the table in the environment); on `memory`, use `switchyard serve`'s route.
         #[arg(long, value_enum, default_value = "aws")]
-        backend: ask::Backend,
+        backend: backend::Backend,
         /// Manifest whose intents `--intent` must name (default: the embedded routing.yaml).
         #[arg(long)]
         manifest: Option<PathBuf>,
@@ -242,10 +240,10 @@ enum QueryAction {
 }
 
 /// Load the manifest from a file, or the embedded `routing.yaml`.
-pub fn load_manifest(path: Option<&PathBuf>) -> anyhow::Result<shared::manifest::Manifest> {
+pub fn load_manifest(path: Option<&PathBuf>) -> anyhow::Result<switchyard_model::manifest::Manifest> {
     let manifest = match path {
-        Some(p) => shared::manifest::Manifest::load(p),
-        None => shared::manifest::Manifest::embedded(),
+        Some(p) => switchyard_model::manifest::Manifest::load(p),
+        None => switchyard_model::manifest::Manifest::embedded(),
     };
     manifest.map_err(|e| anyhow::anyhow!("{e}"))
 }
@@ -254,7 +252,7 @@ pub fn load_manifest(path: Option<&PathBuf>) -> anyhow::Result<shared::manifest:
 /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 fn init_tracing(verbose: bool) {
     let filter = if verbose { "info" } else { "warn" };
-    shared::telemetry::init("switchyard", shared::telemetry::LogOutput::PlainStderr, filter);
+    switchyard_engine::telemetry::init("switchyard", switchyard_engine::telemetry::LogOutput::PlainStderr, filter);
 }
 
 #[tokio::main]

@@ -7,14 +7,14 @@
 //! these commands are for AWS (or a local endpoint in `AWS_ENDPOINT_URL`) only.
 
 use chrono::{DateTime, Utc};
-use shared::adapters::sqs::{DeadLetter, SqsQueue};
-use shared::engine::EngineSettings;
-use shared::jobs::JobMessage;
-use shared::manifest::Manifest;
-use shared::ports::{QueueId, Store};
-use shared::system::AwsSystem;
 use std::io::Write;
 use std::sync::Arc;
+use switchyard_aws::sqs::{DeadLetter, SqsQueue};
+use switchyard_aws::AwsSystem;
+use switchyard_engine::ports::{QueueId, Store};
+use switchyard_engine::EngineSettings;
+use switchyard_model::jobs::JobMessage;
+use switchyard_model::manifest::Manifest;
 
 /// Longest event detail shown on one timeline line.
 const DETAIL_CHARS: usize = 140;

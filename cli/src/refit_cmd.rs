@@ -4,10 +4,10 @@
 //! `switchyard signals pending --signals FILE`: the optimization requests the signals raise.
 
 use anyhow::Context;
-use shared::signals::refit::{refit, RefitOptions, RefitOutcome, RefitReport};
-use shared::signals::{optimization_requests, read_jsonl};
 use std::io::Write;
 use std::path::Path;
+use switchyard_core::signals::refit::{refit, RefitOptions, RefitOutcome, RefitReport};
+use switchyard_core::signals::{optimization_requests, read_jsonl};
 
 /// Exit code when a manifest was written (or nothing needed to change).
 pub const EXIT_WRITTEN: u8 = 0;

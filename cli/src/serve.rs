@@ -2,21 +2,21 @@
 //! API event for the intake handler; `GET …/events` with `Accept: text/event-stream` (the event
 //! log as server-sent events until the query ends) and `POST /v1/chat/completions` (streamed
 //! when asked) go through the same streamed routes as the `events-stream` Lambda function
-//! (`shared::engine::live`, `shared::engine::chat`). `/`, `/console.js` and `/console.css`
+//! (`switchyard_engine::live`, `switchyard_engine::chat`). `/`, `/console.js` and `/console.css`
 //! are the web console ([`crate::console`]).
 
-use crate::ask::api_event;
+use crate::backend::api_event;
 use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use shared::engine::handlers::{error_response, handle_http, is_openai_path, openai_error_response};
-use shared::engine::intake::IntakeError;
-use shared::engine::live::{self, Identity, StreamReply};
-use shared::engine::Deps;
-use shared::validation::{FieldError, ValidationError};
 use std::sync::Arc;
+use switchyard_core::admission::{FieldError, ValidationError};
+use switchyard_engine::handlers::{error_response, handle_http, is_openai_path, openai_error_response};
+use switchyard_engine::intake::IntakeError;
+use switchyard_engine::live::{self, Identity, StreamReply};
+use switchyard_engine::Deps;
 
 /// Largest request body read; larger bodies get 413 before the intake sees them.
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;

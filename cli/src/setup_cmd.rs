@@ -2,11 +2,11 @@
 //! with its dead-letter queue and redrive policy) on the configured endpoint, from the same
 //! topology the SAM template is rendered from, and print the environment the functions read.
 
-use crate::ask::Backend;
-use shared::adapters::aws::{aws_config_from_env, ensure_resources};
-use shared::manifest::Manifest;
-use shared::topology::Topology;
+use crate::backend::Backend;
 use std::io::Write;
+use switchyard_aws::sdk::{aws_config_from_env, ensure_resources};
+use switchyard_model::manifest::Manifest;
+use switchyard_model::topology::Topology;
 
 /// Create the resources (idempotent) and write `export NAME=value` lines to `out`.
 pub async fn run(

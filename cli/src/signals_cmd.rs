@@ -8,16 +8,16 @@
 //! so these commands refuse `--backend memory` with that pointer instead of reading an empty
 //! store.
 
-use crate::ask::Backend;
-use shared::engine::intake::{Caller, IntakeError};
-use shared::engine::learning;
-use shared::engine::EngineSettings;
-use shared::manifest::Manifest;
-use shared::ports::Store;
-use shared::signals::{parse_min_reward, parse_since, ExportFilter};
-use shared::system::AwsSystem;
+use crate::backend::Backend;
 use std::io::Write;
 use std::sync::Arc;
+use switchyard_aws::AwsSystem;
+use switchyard_core::signals::{parse_min_reward, parse_since, ExportFilter};
+use switchyard_engine::intake::{Caller, IntakeError};
+use switchyard_engine::learning;
+use switchyard_engine::ports::Store;
+use switchyard_engine::EngineSettings;
+use switchyard_model::manifest::Manifest;
 
 /// Signals read per index page by an export.
 const EXPORT_PAGE: usize = 200;

@@ -9,8 +9,8 @@
 //! winning stream is not the last one printed, or no stream spelt the answer, the caller
 //! prints `response_text` whole.
 
-use shared::ports::{Event, EventKind};
 use std::collections::{BTreeMap, HashSet};
+use switchyard_engine::ports::{Event, EventKind};
 
 /// What has been printed of a query's streamed answers.
 #[derive(Debug, Default)]

@@ -1,9 +1,9 @@
 //! `switchyard validate PATH`: load a manifest and say what it declares, or list every problem
 //! in it with file, line, YAML path and message.
 
-use shared::manifest::{Fallback, Manifest, ManifestError, TierTimeout};
 use std::io::{self, Write};
 use std::path::Path;
+use switchyard_model::manifest::{Fallback, Manifest, ManifestError, TierTimeout};
 
 /// Exit code of a valid manifest.
 pub const EXIT_VALID: u8 = 0;
@@ -304,7 +304,7 @@ intents:
 
     #[test]
     fn the_shipped_manifest_is_summarised_with_its_twelve_intents_and_pipeline() {
-        let (code, out) = run_on("shipped", shared::manifest::EMBEDDED_ROUTING_YAML);
+        let (code, out) = run_on("shipped", switchyard_model::manifest::EMBEDDED_ROUTING_YAML);
         assert_eq!(code, EXIT_VALID, "{out}");
         assert!(out.contains("intents: 12"), "{out}");
         assert!(
@@ -350,7 +350,7 @@ intents:
 
     #[test]
     fn paths_are_located_in_the_shipped_manifest() {
-        let text = shared::manifest::EMBEDDED_ROUTING_YAML;
+        let text = switchyard_model::manifest::EMBEDDED_ROUTING_YAML;
         let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).map(|i| i + 1);
         assert_eq!(locate(text, "intents[9].route.pipeline"), line_of("route: {pipeline: ml_training"));
         assert_eq!(locate(text, "agents[3].timeout"), line_of("timeout: 840s"));

@@ -4,17 +4,17 @@
 //! endpoint.
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use shared::adapters::aws::ResourceUrls;
-use shared::engine::intake::{submit, Caller};
-use shared::engine::EngineSettings;
-use shared::jobs::JobMessage;
-use shared::manifest::Manifest;
-use shared::ports::{QueueId, Store};
-use shared::system::AwsSystem;
-use shared::system::{start, PollerConfig};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_aws::sdk::ResourceUrls;
+use switchyard_aws::AwsSystem;
+use switchyard_engine::intake::{submit, Caller};
+use switchyard_engine::ports::{QueueId, Store};
+use switchyard_engine::EngineSettings;
+use switchyard_engine::{pollers::start, pollers::PollerConfig};
+use switchyard_model::jobs::JobMessage;
+use switchyard_model::manifest::Manifest;
 use switchyard_tests::endpoint;
 
 struct Setup {
@@ -84,7 +84,7 @@ async fn dlq_list_shows_poisoned_messages_and_redrive_moves_them_back_once() {
     let tier2 = QueueId::tier(2);
     // GIVEN a malformed body and a job for a query that is not in the table, dead-lettered
     let ghost = uuid::Uuid::new_v4().to_string();
-    let job = JobMessage::new(shared::jobs::Job::Route { query_id: ghost.clone() }).to_body();
+    let job = JobMessage::new(switchyard_model::jobs::Job::Route { query_id: ghost.clone() }).to_body();
     poison(&s, tier2, "{\"v\":1,\"job\":\"nonsense\"").await;
     poison(&s, tier2, &job).await;
     assert_eq!(visible(&s, tier2.dlq()).await, 2);

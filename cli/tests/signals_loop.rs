@@ -9,17 +9,17 @@
 //! worse, and `switchyard validate` accepts it. Fails (never skips) without the endpoint.
 
 use serde_json::{json, Value};
-use shared::adapters::aws::ResourceUrls;
-use shared::classify::Classifier;
-use shared::engine::handlers::handle_http;
-use shared::engine::EngineSettings;
-use shared::manifest::Manifest;
-use shared::system::AwsSystem;
-use shared::system::{start, PollerConfig};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_aws::sdk::ResourceUrls;
+use switchyard_aws::AwsSystem;
+use switchyard_core::classify::Classifier;
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::EngineSettings;
+use switchyard_engine::{pollers::start, pollers::PollerConfig};
+use switchyard_model::manifest::Manifest;
 use switchyard_tests::{api_request, endpoint, json_body, text_body, SIGNAL_FIELDS};
 
 #[derive(serde::Deserialize)]

@@ -20,13 +20,15 @@
 
 use serde_yaml::value::{Tag, TaggedValue};
 use serde_yaml::{Mapping, Value};
-use shared::engine::handlers::HTTP_ROUTES;
-use shared::jwt::{ENV_JWT_AUDIENCE, ENV_JWT_ISSUER, ENV_JWT_JWKS};
-use shared::limits::{LAMBDA_MAX_TIMEOUT_S, MAX_ATTEMPT_TIMEOUT_MS, SQS_MAX_DELAY_S, WORKER_MARGIN_S};
-use shared::manifest::{Manifest, TierTimeout};
-use shared::ports::{QueueId, QueueKind};
-use shared::topology::{QueueSpec, Topology, CONTROL_FUNCTION_TIMEOUT_S, ENV_TABLE, ENV_TIER, VISIBILITY_FACTOR};
 use std::collections::BTreeSet;
+use switchyard_engine::handlers::HTTP_ROUTES;
+use switchyard_engine::jwt::{ENV_JWT_AUDIENCE, ENV_JWT_ISSUER, ENV_JWT_JWKS};
+use switchyard_engine::ports::{QueueId, QueueKind};
+use switchyard_model::limits::{LAMBDA_MAX_TIMEOUT_S, MAX_ATTEMPT_TIMEOUT_MS, SQS_MAX_DELAY_S, WORKER_MARGIN_S};
+use switchyard_model::manifest::{Manifest, TierTimeout};
+use switchyard_model::topology::{
+    QueueSpec, Topology, CONTROL_FUNCTION_TIMEOUT_S, ENV_TABLE, ENV_TIER, VISIBILITY_FACTOR,
+};
 
 /// The command that rewrites the committed template; drift messages tell the reader to run it.
 pub const RENDER_COMMAND: &str = "switchyard infra render > infra/template.yaml";
@@ -57,7 +59,7 @@ const BUILD_METHOD: &str = "rust-cargolambda";
 const REPORT_BATCH_ITEM_FAILURES: &str = "ReportBatchItemFailures";
 /// The events-stream function's timeout: Lambda's longest, so a live stream can follow a query
 /// for 15 minutes; the follower ends its stream a minute earlier
-/// (`shared::engine::follow::FollowSettings::max_duration`) and the client resumes.
+/// (`switchyard_engine::follow::FollowSettings::max_duration`) and the client resumes.
 pub const STREAM_FUNCTION_TIMEOUT_S: u64 = LAMBDA_MAX_TIMEOUT_S;
 /// The Function URL's invoke mode that sends the response as it is written.
 pub const STREAM_INVOKE_MODE: &str = "RESPONSE_STREAM";
@@ -287,7 +289,7 @@ fn bedrock_models(manifest: &Manifest, tier: u8) -> Vec<String> {
         .filter_map(|a| a.llm.as_ref())
         .filter_map(|llm| {
             let provider = manifest.providers.iter().find(|p| p.id == llm.provider)?;
-            (provider.kind == shared::manifest::ProviderKind::Bedrock)
+            (provider.kind == switchyard_model::manifest::ProviderKind::Bedrock)
                 .then(|| llm.model.clone().or_else(|| provider.model.clone()))?
         })
         .collect();
@@ -517,7 +519,7 @@ fn http_api() -> Value {
 }
 
 /// An index's projection: keys only, or the keys and its `include` attributes.
-fn projection(index: &shared::topology::IndexSpec) -> Value {
+fn projection(index: &switchyard_model::topology::IndexSpec) -> Value {
     if index.include.is_empty() {
         return map(vec![("ProjectionType", s("KEYS_ONLY"))]);
     }
@@ -1653,7 +1655,7 @@ intents:
 
     #[test]
     fn the_live_stream_ends_before_its_function_times_out() {
-        let follow = shared::engine::follow::FollowSettings::default();
+        let follow = switchyard_engine::follow::FollowSettings::default();
         assert!(follow.max_duration.as_secs() + 30 <= STREAM_FUNCTION_TIMEOUT_S, "{follow:?}");
         let f = functions(&shipped(), &Topology::for_manifest(&shipped()));
         let stream = f.iter().find(|f| f.streaming).expect("events-stream");
@@ -1732,8 +1734,11 @@ intents:
 
     #[test]
     fn reserved_concurrency_must_not_grow_with_the_tier() {
-        let yaml =
-            shared::manifest::EMBEDDED_ROUTING_YAML.replacen("reserved_concurrency: 4", "reserved_concurrency: 40", 1);
+        let yaml = switchyard_model::manifest::EMBEDDED_ROUTING_YAML.replacen(
+            "reserved_concurrency: 4",
+            "reserved_concurrency: 40",
+            1,
+        );
         let m = Manifest::from_yaml(&yaml, "routing.yaml").expect("valid");
         let problems = check(&render(&m), &m);
         assert_eq!(

@@ -10,7 +10,7 @@
 //!
 //! #[tokio::test]
 //! async fn the_memory_store_keeps_the_store_contract() {
-//!     let store = shared::adapters::memory::MemoryStore::new(/* … */);
+//!     let store = switchyard_engine::memory::MemoryStore::new(/* … */);
 //!     store_contract::all(&store).await;
 //! }
 //! ```
@@ -20,13 +20,15 @@
 #![allow(dead_code)]
 
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
-use shared::contracts::{
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use switchyard_engine::ports::{
+    Event, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError,
+};
+use switchyard_model::contracts::{
     AgentHandoff, AgentResult, HandoffExecution, HandoffResult, HandoffStatus, OrchestratorOutput, OutputStatus,
     ParsedQuery,
 };
-use shared::ports::{Event, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, Store, StoreError};
-use std::collections::BTreeSet;
-use std::sync::Arc;
 
 // ------------------------------------------------------------------------------------------
 // Fixtures
@@ -204,7 +206,7 @@ pub async fn all(store: &dyn Store) {
 /// repeated first write fails), another caller's session with the same id is another record,
 /// and an expired session reads as absent and may be started again at version 0.
 pub async fn a_session_is_written_under_versions_per_caller_and_expires(store: &dyn Store) {
-    use shared::ports::SessionRecord;
+    use switchyard_engine::ports::SessionRecord;
     let id = format!("s-{}", new_id());
     let mut mine = SessionRecord::new("user#1", &id, chrono::Utc::now(), live());
     assert!(store.get_session("user#1", &id).await.expect("get").is_none());
@@ -518,7 +520,7 @@ pub async fn a_callers_recent_queries_are_listed_newest_first_and_only_theirs(st
 pub fn query_with_signal(recorded_at: DateTime<Utc>, finished: bool) -> QueryRecord {
     let mut q = query(&new_id(), None);
     q.status = if finished { QueryStatus::Done } else { QueryStatus::Routed };
-    let signal = shared::contracts::RoutingTrainingSignal {
+    let signal = switchyard_model::contracts::RoutingTrainingSignal {
         signal_id: q.query_id.clone(),
         session_id: q.session_id.clone(),
         query: q.parsed.raw_query.clone(),
@@ -535,7 +537,7 @@ pub fn query_with_signal(recorded_at: DateTime<Utc>, finished: bool) -> QueryRec
         answer_quality: Some(0.8),
         was_rerouted: false,
     };
-    q.signal = Some(std::sync::Arc::new(shared::signals::collect::StoredSignal {
+    q.signal = Some(std::sync::Arc::new(switchyard_core::signals::collect::StoredSignal {
         signal,
         recorded_at,
         outcome_at: finished.then_some(recorded_at),
@@ -551,8 +553,8 @@ pub async fn signal_pages(
     oldest: DateTime<Utc>,
     newest: DateTime<Utc>,
     limit: usize,
-) -> Vec<Vec<shared::signals::SignalRecord>> {
-    let mut request = shared::ports::SignalPageRequest { newest, oldest, after: None, limit };
+) -> Vec<Vec<switchyard_core::signals::SignalRecord>> {
+    let mut request = switchyard_engine::ports::SignalPageRequest { newest, oldest, after: None, limit };
     let mut pages = Vec::new();
     loop {
         let page = store.list_signals(&request).await.expect("list signals");
@@ -614,13 +616,14 @@ pub async fn finished_signals_are_listed_newest_first_a_page_at_a_time(store: &d
     let mut rated = store.get_query(&ids[4]).await.expect("read").expect("present");
     let version = rated.version;
     if let Some(s) = rated.signal.as_mut().map(std::sync::Arc::make_mut) {
-        s.feedback = Some(shared::signals::Feedback { rating: 1, correct_intent: Some("other".into()), comment: None });
+        s.feedback =
+            Some(switchyard_core::signals::Feedback { rating: 1, correct_intent: Some("other".into()), comment: None });
     }
     store.update_query(&rated, version, &[]).await.expect("feedback write");
     let mut top = None;
     for _ in 0..50 {
         let page = store
-            .list_signals(&shared::ports::SignalPageRequest { newest, oldest, after: None, limit: 1 })
+            .list_signals(&switchyard_engine::ports::SignalPageRequest { newest, oldest, after: None, limit: 1 })
             .await
             .expect("list");
         top = page.records.into_iter().next();
@@ -635,6 +638,7 @@ pub async fn finished_signals_are_listed_newest_first_a_page_at_a_time(store: &d
     assert!(top.signal.was_rerouted, "a correction marks the routing wrong");
 
     // AND a malformed cursor is refused.
-    let bad = shared::ports::SignalPageRequest { newest, oldest, after: Some("not a cursor".into()), limit: 2 };
+    let bad =
+        switchyard_engine::ports::SignalPageRequest { newest, oldest, after: Some("not a cursor".into()), limit: 2 };
     assert!(matches!(store.list_signals(&bad).await, Err(StoreError::Corrupt(_))), "a malformed cursor is refused");
 }

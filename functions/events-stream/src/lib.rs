@@ -1,8 +1,8 @@
-//! events-stream: the streamed routes (`shared::engine::live`) as a Lambda function with
+//! events-stream: the streamed routes (`switchyard_engine::live`) as a Lambda function with
 //! response streaming, behind a Function URL with `InvokeMode: RESPONSE_STREAM`.
 //!
 //! A Function URL has no JWT authorizer, so the caller's token is verified here
-//! ([`shared::jwt::JwtVerifier`], keys from configuration); ownership is checked as on every
+//! ([`switchyard_engine::jwt::JwtVerifier`], keys from configuration); ownership is checked as on every
 //! other route. The reply's status and headers go in the stream's metadata prelude, then the
 //! body's chunks as they are produced: the live log of a query until its `final` event.
 
@@ -13,10 +13,10 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use lambda_runtime::streaming::Response;
 use lambda_runtime::{Error, LambdaEvent, MetadataPrelude};
-use shared::engine::live::{handle_stream, Identity, StreamReply};
-use shared::engine::Deps;
-use shared::jwt::JwtVerifier;
 use std::convert::Infallible;
+use switchyard_engine::jwt::JwtVerifier;
+use switchyard_engine::live::{handle_stream, Identity, StreamReply};
+use switchyard_engine::Deps;
 
 /// The streamed response the runtime sends: a metadata prelude, then the chunks.
 pub type Streamed = Response<BoxStream<'static, Result<Bytes, Infallible>>>;

@@ -2,12 +2,12 @@
 //! the query's event log as server-sent events until it ends.
 
 use lambda_runtime::Error;
-use shared::jwt::JwtVerifier;
-use shared::system::AwsSystem;
+use switchyard_aws::AwsSystem;
+use switchyard_engine::jwt::JwtVerifier;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init("events-stream", shared::telemetry::LogOutput::JsonStdout, "info");
+    switchyard_engine::telemetry::init("events-stream", switchyard_engine::telemetry::LogOutput::JsonStdout, "info");
     let verifier = JwtVerifier::from_env()?;
     let system = AwsSystem::from_env(Default::default()).await?;
     events_stream::run(&system.deps, &verifier).await

@@ -19,17 +19,17 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use shared::adapters::hooked::{Applied, HookedStore, StoreHooks, StoreOp};
-use shared::contracts::AgentDispatch;
-use shared::jobs::{Job, JobMessage};
-use shared::manifest::Agent;
-use shared::ports::{
-    AgentError, AgentReply, AgentRuntime, HandoffWrite, OutgoingMessage, Queue, QueueDepth, QueueError, QueueId,
-    ReceivedMessage, Store, StoreError,
-};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchyard_engine::ports::{
+    AgentError, AgentReply, AgentRuntime, HandoffWrite, OutgoingMessage, Queue, QueueDepth, QueueError, QueueId,
+    ReceivedMessage, Store, StoreError,
+};
+use switchyard_model::contracts::AgentDispatch;
+use switchyard_model::jobs::{Job, JobMessage};
+use switchyard_model::manifest::Agent;
+use switchyard_testkit::hooked::{Applied, HookedStore, StoreHooks, StoreOp};
 use tokio::time::Instant;
 
 /// Deliveries of one message that may be faulted; later ones run calm.

@@ -4,13 +4,13 @@
 
 use crate::chaos::Observed;
 use crate::reasons::Reasons;
-use shared::contracts::OrchestratorOutput;
-use shared::plan::handoffs::slot_handoff;
-use shared::plan::DispatchRole;
-use shared::ports::{Event, EventKind, HandoffRecord, QueryRecord, QueryStatus};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_core::plan::handoffs::slot_handoff;
+use switchyard_core::plan::DispatchRole;
+use switchyard_engine::ports::{Event, EventKind, HandoffRecord, QueryRecord, QueryStatus};
+use switchyard_model::contracts::OrchestratorOutput;
 
 /// Everything known about one accepted query at the end of a run.
 #[derive(Debug)]
@@ -225,7 +225,7 @@ pub struct TurnFacts {
 /// is, and the turns are numbered 1, 2, … without gaps or repeats.
 pub fn check_session(
     session: &str,
-    record: Option<&shared::ports::SessionRecord>,
+    record: Option<&switchyard_engine::ports::SessionRecord>,
     turns: &[TurnFacts],
     violations: &mut Vec<String>,
 ) {

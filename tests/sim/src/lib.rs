@@ -1,7 +1,7 @@
 //! # switchyard-sim: deterministic fault simulation
 //!
 //! Runs the whole system — intake, router, agent workers, synthesizer — on the in-memory
-//! adapters in virtual time (tokio's paused clock, which [`shared::ports::TokioClock`] follows),
+//! adapters in virtual time (tokio's paused clock, which [`switchyard_engine::ports::TokioClock`] follows),
 //! with one seeded RNG injecting every fault, then checks that nothing was lost or done twice.
 //! A seed is a complete description of a run: `cargo run -p switchyard-sim -- --seed S` replays it exactly.
 //!
@@ -20,7 +20,7 @@
 //! - an output accounts for every slot of the stages it ran.
 //!
 //! Determinism: the RNG is seeded, time is virtual and starts at a fixed instant, the engine's
-//! jitter RNG is seeded ([`shared::engine::Deps::with_seed`]) and the runtime is
+//! jitter RNG is seeded ([`switchyard_engine::Deps::with_seed`]) and the runtime is
 //! single-threaded. Query and dispatch ids stay random UUID v4s (they must be unguessable);
 //! nothing the harness decides or prints depends on their values, and the replay test checks
 //! that two runs of a seed produce the same trace.
@@ -43,17 +43,17 @@ use chaos::{chaos_store, Chaos, ChaosAgents, ChaosQueue, CALM, CRASH_PREFIX, FAU
 use invariants::QueryFacts;
 use reasons::ReasonLog;
 use serde_json::{json, Value};
-use shared::adapters::memory::{MemoryQueue, MemoryStore};
-use shared::agents::ManifestAgents;
-use shared::engine::handlers::handle_http;
-use shared::engine::{Deps, EngineSettings};
-use shared::jobs::{Job, JobMessage};
-use shared::manifest::Manifest;
-use shared::ports::{Clock, OutgoingMessage, Queue, QueueId, Store, TokioClock};
-use shared::topology::Topology;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Once};
 use std::time::Duration;
+use switchyard_agents::ManifestAgents;
+use switchyard_engine::handlers::handle_http;
+use switchyard_engine::memory::{MemoryQueue, MemoryStore};
+use switchyard_engine::ports::{Clock, OutgoingMessage, Queue, QueueId, Store, TokioClock};
+use switchyard_engine::{Deps, EngineSettings};
+use switchyard_model::jobs::{Job, JobMessage};
+use switchyard_model::manifest::Manifest;
+use switchyard_model::topology::Topology;
 use tracing::Level;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
@@ -87,7 +87,7 @@ const QUIESCE_LIMIT: Duration = Duration::from_secs(6 * 3_600);
 pub enum SimError {
     /// The simulation manifest did not load.
     #[error("simulation manifest: {0}")]
-    Manifest(#[from] shared::manifest::ManifestError),
+    Manifest(#[from] switchyard_model::manifest::ManifestError),
     /// The runtime could not be built.
     #[error("runtime: {0}")]
     Runtime(#[from] std::io::Error),

@@ -1,19 +1,19 @@
 //! Lambda's SQS event source, with the faults of a real deployment: like
-//! [`shared::system`], one poller per queue receives batches and invokes the function's
+//! [`switchyard_engine::pollers`], one poller per queue receives batches and invokes the function's
 //! handler on each, deleting the records that succeeded — but an invocation may crash before it
 //! deletes (the batch is redelivered after the visibility timeout), stall before deleting
 //! (possibly past the visibility timeout), or have a message made visible again while it runs
 //! (a second consumer receives it concurrently). Concurrency per queue is the seed's throttle.
 
 use crate::chaos::{Chaos, CALM, FAULTED_DELIVERIES};
-use shared::engine::handlers::handle_sqs;
-use shared::engine::Deps;
-use shared::ports::{QueueId, ReceivedMessage};
-use shared::system::{function_for, sqs_event, Pollers};
-use shared::topology::Topology;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_engine::handlers::handle_sqs;
+use switchyard_engine::ports::{QueueId, ReceivedMessage};
+use switchyard_engine::Deps;
+use switchyard_engine::{pollers::function_for, pollers::sqs_event, pollers::Pollers};
+use switchyard_model::topology::Topology;
 use tokio::sync::Semaphore;
 use tracing::{error, warn};
 

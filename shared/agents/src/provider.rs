@@ -1,0 +1,120 @@
+//! What every model provider answers to: a request, a response, and the errors a provider
+//! reports (the `llm` agents and the Bedrock and OpenAI-compatible providers share them).
+
+use async_trait::async_trait;
+use serde_json::Value;
+use std::time::Duration;
+use switchyard_engine::http_client::HttpError;
+
+/// One request to a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// Model id.
+    pub model: String,
+    /// System prompt.
+    pub system: String,
+    /// The user message.
+    pub prompt: String,
+    /// Output schema name.
+    pub schema_name: String,
+    /// Output JSON schema.
+    pub schema: Value,
+    /// Longest answer.
+    pub max_tokens: u32,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    /// The text (expected to be JSON).
+    pub text: String,
+    /// Model that answered.
+    pub model: String,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Answer tokens.
+    pub output_tokens: u64,
+    /// Whether a prompt cache served part of the input.
+    pub cache_hit: bool,
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// 429 / throttling: wait and retry.
+    #[error("throttled by the provider")]
+    Throttled {
+        /// The server's `Retry-After`, if any.
+        retry_after: Option<Duration>,
+    },
+    /// The provider answered with an error status; retryable for 5xx.
+    #[error("provider answered {status}: {body}")]
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// The error body (truncated).
+        body: String,
+    },
+    /// The provider's answer is not the API's shape; a retry may help.
+    #[error("unexpected provider response: {0}")]
+    Decode(String),
+    /// The provider cannot be used as configured (missing key, unknown provider); retrying
+    /// cannot help.
+    #[error("provider not usable: {0}")]
+    Config(String),
+    /// The HTTP exchange failed.
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    /// An SDK call failed.
+    #[error("{message}")]
+    Sdk {
+        /// What failed.
+        message: String,
+        /// Whether a retry may help.
+        retryable: bool,
+        /// The SDK error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl ProviderError {
+    /// Whether another attempt may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Throttled { .. } | ProviderError::Decode(_) => true,
+            ProviderError::Status { status, .. } => *status >= 500 || *status == 408,
+            ProviderError::Config(_) => false,
+            ProviderError::Http(e) => e.is_retryable(),
+            ProviderError::Sdk { retryable, .. } => *retryable,
+        }
+    }
+}
+
+/// Receives a streamed answer's text, piece by piece, in order.
+pub type OnText<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// A model API.
+#[async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// Send one request.
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
+
+    /// Send one request and hand the answer's text to `on_text` as it arrives; the returned
+    /// response holds the whole text (the concatenation of the pieces) and the usage. A
+    /// stream that breaks before the provider's end marker is an error a retry may fix (the
+    /// pieces already handed over belong to this attempt only). Providers that cannot stream
+    /// answer whole, as one piece.
+    async fn stream(&self, request: &ModelRequest, on_text: OnText<'_>) -> Result<ModelResponse, ProviderError> {
+        let response = self.complete(request).await?;
+        on_text(&response.text);
+        Ok(response)
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Scripted
+// ------------------------------------------------------------------------------------------
+

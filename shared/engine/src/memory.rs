@@ -1,0 +1,1040 @@
+//! In-memory store and queues with DynamoDB's and SQS's semantics: the embedded default.
+//!
+//! These are not test fakes. `switchyard ask` and `switchyard serve` run the whole pipeline on
+//! them, and the simulation harness injects faults around them, so they keep the behaviours the
+//! engine relies on:
+//!
+//! - [`MemoryStore`]: every write is atomic and conditional exactly as documented on
+//!   [`Store`]; a failed condition changes nothing; items over DynamoDB's 400 KB limit are
+//!   refused; records past their `expires_at` read as absent, as if TTL had removed them.
+//! - [`MemoryQueue`]: at-least-once delivery with delays, a visibility timeout per queue,
+//!   redelivery of messages that are not deleted, receive counts, and a dead-letter queue that
+//!   takes a message once it has been received `max_receive_count` times.
+//!
+//! Time comes from `tokio::time`, so a test that pauses tokio's clock runs every delay,
+//! visibility timeout and deadline in virtual time.
+
+use super::fanin::{self, Arrival};
+use crate::ports::{
+    Clock, Event, HandoffRecord, HandoffWrite, OutgoingMessage, QueryRecord, Queue, QueueDepth, QueueError, QueueId,
+    ReceivedMessage, SessionRecord, SignalPage, SignalPageRequest, Store, StoreError,
+};
+use async_trait::async_trait;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use switchyard_model::contracts::OrchestratorOutput;
+use switchyard_model::topology::Topology;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use switchyard_model::limits::{json_fits, DYNAMODB_MAX_ITEM_BYTES, SQS_MAX_MESSAGE_BYTES};
+
+/// How many requests an adapter has served, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RequestCounts {
+    /// Store reads (gets and queries).
+    pub reads: u64,
+    /// Store single-item writes.
+    pub writes: u64,
+    /// Store transactional writes (one per atomic multi-item write).
+    pub transact_writes: u64,
+    /// Queue sends.
+    pub sends: u64,
+    /// Queue receives that returned at least one message.
+    pub receives: u64,
+    /// Queue deletes.
+    pub deletes: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    transact_writes: AtomicU64,
+}
+
+/// The hasher of the store's maps: foldhash, several times cheaper than std's SipHash on the
+/// short string keys looked up on every read and write. Keys such as session ids and
+/// idempotency keys are chosen by clients, so the hash stays keyed against collision
+/// flooding: one random seed per process, drawn from std's `RandomState` (the operating
+/// system's randomness; foldhash is built without its `std` feature, which would seed from
+/// addresses and the time), and a random per-map seed on top.
+#[derive(Clone)]
+struct KeyHash(foldhash::fast::SeedableRandomState);
+
+impl Default for KeyHash {
+    fn default() -> Self {
+        use std::hash::{BuildHasher, RandomState};
+        static PROCESS_SEED: std::sync::OnceLock<foldhash::SharedSeed> = std::sync::OnceLock::new();
+        let shared = PROCESS_SEED.get_or_init(|| foldhash::SharedSeed::from_u64(RandomState::new().hash_one(0u64)));
+        KeyHash(foldhash::fast::SeedableRandomState::with_seed(RandomState::new().hash_one(1u64), shared))
+    }
+}
+
+impl std::hash::BuildHasher for KeyHash {
+    type Hasher = foldhash::fast::FoldHasher;
+
+    fn build_hasher(&self) -> Self::Hasher {
+        self.0.build_hasher()
+    }
+}
+
+/// A map of the store, keyed by client-visible strings (see [`KeyHash`]).
+type Map<K, V> = HashMap<K, V, KeyHash>;
+
+#[derive(Default)]
+struct Tables {
+    queries: Map<String, StoredQuery>,
+    /// By query, then by dispatch id: a query's handoffs are listed without scanning others'.
+    /// Handoffs and outputs are written once: the writer's `Arc` is kept and lent to readers.
+    handoffs: Map<String, BTreeMap<String, Arc<HandoffRecord>>>,
+    outputs: Map<String, (Arc<OrchestratorOutput>, i64)>,
+    /// By query, then by event key; an entry keeps what the key and the query id do not say.
+    events: Map<String, EventLog>,
+    idempotency: Map<(String, String), String>,
+    manifests: Map<String, String>,
+    /// By (user id, session id).
+    sessions: Map<(String, String), SessionRecord>,
+    /// Per query, the fan-in's arrivals in the order applied (see [`super::fanin`]).
+    arrivals: Map<String, Vec<Arrival>>,
+}
+
+/// A query record as the store keeps it: the record without its fan-in set, shared, so that
+/// [`Store::get_query_without_fan_in`] lends it instead of copying it (the agent worker's read
+/// of every dispatch), and beside it the fan-in set, which `record_handoff` changes in place
+/// while readers hold the record and `update_query` leaves alone.
+struct StoredQuery {
+    /// `completed` is always empty here.
+    record: Arc<QueryRecord>,
+    completed: BTreeSet<String>,
+}
+
+impl StoredQuery {
+    fn new(query: &QueryRecord, version: u64, completed: BTreeSet<String>) -> StoredQuery {
+        StoredQuery { record: Arc::new(QueryRecord { version, ..clone_without_fan_in(query) }), completed }
+    }
+
+    fn expires_at(&self) -> i64 {
+        self.record.expires_at
+    }
+
+    /// The whole record, fan-in set included: a copy.
+    fn record(&self) -> QueryRecord {
+        QueryRecord { completed: self.completed.clone(), ..QueryRecord::clone(&self.record) }
+    }
+}
+
+/// An event as the log keeps it: its query id and key are the log's keys, so a write copies
+/// the key once instead of the key twice and the query id once.
+struct LoggedEvent {
+    at: chrono::DateTime<chrono::Utc>,
+    kind: crate::ports::EventKind,
+    detail: Arc<crate::ports::Detail>,
+    expires_at: i64,
+}
+
+/// A query's event log: its entries sorted by key. A step's events mostly sort after every key
+/// already logged (a key starts with the stage and the entry's rank), so most writes append
+/// after one comparison; a `BTreeMap` searched each key node by node and allocated its nodes.
+#[derive(Default)]
+struct EventLog(Vec<(String, LoggedEvent)>);
+
+impl EventLog {
+    /// Log `key` unless it is logged and live: an expired entry is replaced, a live one keeps
+    /// its first write, as the DynamoDB adapter's conditional put does.
+    fn put(&mut self, key: &str, now: i64, logged: impl FnOnce() -> LoggedEvent) {
+        let at = match self.0.last() {
+            None => 0,
+            Some((last, _)) if last.as_str() < key => self.0.len(),
+            Some(_) => match self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
+                Ok(i) => {
+                    if self.0[i].1.expires_at < now {
+                        self.0[i].1 = logged();
+                    }
+                    return;
+                }
+                Err(i) => i,
+            },
+        };
+        self.0.insert(at, (key.to_string(), logged()));
+    }
+}
+
+impl LoggedEvent {
+    fn event(&self, query_id: &str, key: &str) -> Event {
+        Event {
+            query_id: query_id.to_string(),
+            key: key.to_string(),
+            at: self.at,
+            kind: self.kind,
+            detail: self.detail.clone(),
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+/// Decides, per fan-in write, whether its answer is lost (given the query id): the write has
+/// applied, and the store sends it again, as the AWS SDK retries a request whose response
+/// never came.
+pub type LostAnswer = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// The embedded store.
+pub struct MemoryStore {
+    tables: Mutex<Tables>,
+    clock: Arc<dyn Clock>,
+    counters: Counters,
+    lost_fan_in_answers: Option<LostAnswer>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore").finish_non_exhaustive()
+    }
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Unavailable { message: "store lock poisoned by a panic".into(), source: None }
+}
+
+fn check_size<T: serde::Serialize>(kind: &str, value: &T) -> Result<(), StoreError> {
+    json_fits(value, DYNAMODB_MAX_ITEM_BYTES).map_err(|size| {
+        StoreError::TooLarge(format!("{kind} item is {size} bytes; the limit is {DYNAMODB_MAX_ITEM_BYTES}"))
+    })
+}
+
+/// The entry of `key` in `map`, started empty only when absent: the key is copied to start it,
+/// not on every write to an existing entry (as `entry(key.to_string())` would).
+fn entry_of<'m, V: Default>(map: &'m mut Map<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    map.get_mut(key).expect("the entry was inserted above")
+}
+
+/// A copy of `query` with an empty fan-in set: an update keeps the stored set (owned by
+/// `record_handoff`), so the caller's copy of it is not cloned only to be dropped. Every field
+/// is named, so a new field is a compile error here rather than a field silently not copied.
+fn clone_without_fan_in(query: &QueryRecord) -> QueryRecord {
+    let QueryRecord {
+        query_id,
+        user_id,
+        session_id,
+        roles,
+        idempotency_key,
+        request_hash,
+        manifest_fingerprint,
+        status,
+        version,
+        parsed,
+        warnings,
+        scope,
+        plan,
+        completed: _,
+        accepted_at,
+        deadline_at,
+        synth_claimed_at,
+        outcome,
+        signal,
+        expires_at,
+    } = query;
+    QueryRecord {
+        query_id: query_id.clone(),
+        user_id: user_id.clone(),
+        session_id: session_id.clone(),
+        roles: roles.clone(),
+        idempotency_key: idempotency_key.clone(),
+        request_hash: request_hash.clone(),
+        manifest_fingerprint: manifest_fingerprint.clone(),
+        status: *status,
+        version: *version,
+        parsed: parsed.clone(),
+        warnings: warnings.clone(),
+        scope: *scope,
+        plan: plan.clone(),
+        completed: BTreeSet::new(),
+        accepted_at: *accepted_at,
+        deadline_at: *deadline_at,
+        synth_claimed_at: *synth_claimed_at,
+        outcome: *outcome,
+        signal: signal.clone(),
+        expires_at: *expires_at,
+    }
+}
+
+impl MemoryStore {
+    /// An empty store reading the time from `clock` (for expiry).
+    pub fn new(clock: Arc<dyn Clock>) -> MemoryStore {
+        MemoryStore {
+            tables: Mutex::new(Tables::default()),
+            clock,
+            counters: Counters::default(),
+            lost_fan_in_answers: None,
+        }
+    }
+
+    /// The same store, losing the answer of the fan-in writes `lost` picks (for the simulation):
+    /// such a write has applied and is sent again, with other writers free to run in between,
+    /// exactly as DynamoDB's fan-in `UpdateItem` is retried after a lost response.
+    pub fn with_lost_fan_in_answers(mut self, lost: LostAnswer) -> MemoryStore {
+        self.lost_fan_in_answers = Some(lost);
+        self
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Tables>, StoreError> {
+        self.tables.lock().map_err(|_| poisoned())
+    }
+
+    fn now_s(&self) -> i64 {
+        self.clock.now().timestamp()
+    }
+
+    fn live(&self, expires_at: i64) -> bool {
+        expires_at >= self.now_s()
+    }
+
+    fn read(&self) {
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn transact(&self, items: usize) {
+        if items > 1 {
+            self.counters.transact_writes.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests served so far.
+    pub fn counts(&self) -> RequestCounts {
+        RequestCounts {
+            reads: self.counters.reads.load(Ordering::Relaxed),
+            writes: self.counters.writes.load(Ordering::Relaxed),
+            transact_writes: self.counters.transact_writes.load(Ordering::Relaxed),
+            ..RequestCounts::default()
+        }
+    }
+
+    /// Every query id in the store (for the simulation's invariant checks).
+    pub fn query_ids(&self) -> Vec<String> {
+        self.tables.lock().map(|t| t.queries.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Replace the live query record stored at `expected_version` with `query`, keeping its
+    /// fan-in set (owned by `record_handoff`) and bumping the version; `ConditionFailed` when
+    /// the record is absent, expired or at another version. Nothing changes on failure.
+    fn replace_at_version(
+        t: &mut Tables,
+        query: &QueryRecord,
+        expected_version: u64,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let stored = t
+            .queries
+            .get_mut(&query.query_id)
+            .filter(|q| q.expires_at() >= now)
+            .ok_or_else(|| StoreError::ConditionFailed(format!("query {} does not exist", query.query_id)))?;
+        if stored.record.version != expected_version {
+            return Err(StoreError::ConditionFailed(format!(
+                "query {} is at version {}, not {expected_version}",
+                query.query_id, stored.record.version
+            )));
+        }
+        // A reader may still hold the old record: it is replaced, not changed.
+        *stored = StoredQuery::new(query, expected_version + 1, std::mem::take(&mut stored.completed));
+        Ok(())
+    }
+
+    /// Append events; a key already logged (and not expired) keeps its first entry, as the
+    /// DynamoDB adapter's conditional put does.
+    fn put_events(tables: &mut Tables, events: &[Event], now: i64) {
+        // A write's events almost always belong to one query: its log is looked up once for
+        // each run of events of the same query, not twice per event.
+        let mut rest = events;
+        while let Some(first) = rest.first() {
+            let same = rest.iter().take_while(|e| e.query_id == first.query_id).count();
+            let (run, after) = rest.split_at(same);
+            rest = after;
+            // The query's log usually exists: its id is copied only to start one.
+            if !tables.events.contains_key(&first.query_id) {
+                tables.events.insert(first.query_id.clone(), EventLog::default());
+            }
+            let Some(log) = tables.events.get_mut(&first.query_id) else { continue };
+            for e in run {
+                log.put(&e.key, now, || LoggedEvent {
+                    at: e.at,
+                    kind: e.kind,
+                    detail: e.detail.clone(),
+                    expires_at: e.expires_at,
+                });
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create_query(&self, query: &QueryRecord, events: &[Event]) -> Result<(), StoreError> {
+        check_size("query", query)?;
+        let now = self.now_s();
+        let mut t = self.lock()?;
+        if t.queries.get(&query.query_id).is_some_and(|q| q.expires_at() >= now) {
+            return Err(StoreError::ConditionFailed(format!("query {} exists", query.query_id)));
+        }
+        if let Some(key) = &query.idempotency_key {
+            let k = (query.user_id.clone(), key.clone());
+            if let Some(holder) = t.idempotency.get(&k) {
+                if t.queries.get(holder).is_some_and(|q| q.expires_at() >= now) {
+                    return Err(StoreError::ConditionFailed("idempotency key held by another query".into()));
+                }
+            }
+            t.idempotency.insert(k, query.query_id.clone());
+        }
+        t.queries.insert(query.query_id.clone(), StoredQuery::new(query, query.version, query.completed.clone()));
+        t.arrivals.remove(&query.query_id);
+        Self::put_events(&mut t, events, now);
+        drop(t);
+        self.transact(1 + events.len() + usize::from(query.idempotency_key.is_some()));
+        Ok(())
+    }
+
+    async fn get_query(&self, query_id: &str) -> Result<Option<QueryRecord>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.queries.get(query_id).filter(|q| self.live(q.expires_at())).map(StoredQuery::record))
+    }
+
+    async fn get_query_without_fan_in(&self, query_id: &str) -> Result<Option<Arc<QueryRecord>>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.queries.get(query_id).filter(|q| self.live(q.expires_at())).map(|q| q.record.clone()))
+    }
+
+    async fn list_user_queries(&self, user_id: &str, limit: usize) -> Result<Vec<QueryRecord>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        let mut mine: Vec<QueryRecord> = t
+            .queries
+            .values()
+            .filter(|q| q.record.user_id == user_id && self.live(q.expires_at()))
+            .map(StoredQuery::record)
+            .collect();
+        drop(t);
+        mine.sort_by(|a, b| (b.accepted_at, &b.query_id).cmp(&(a.accepted_at, &a.query_id)));
+        mine.truncate(limit);
+        Ok(mine)
+    }
+
+    async fn list_signals(&self, request: &SignalPageRequest) -> Result<SignalPage, StoreError> {
+        self.read();
+        if let Some(after) = &request.after {
+            if switchyard_core::signals::sort_key_time(after).is_none() {
+                return Err(StoreError::Corrupt("signal cursor is malformed".into()));
+            }
+        }
+        let t = self.lock()?;
+        let mut found: Vec<(String, switchyard_core::signals::SignalRecord)> = t
+            .queries
+            .values()
+            .filter(|q| self.live(q.expires_at()))
+            .map(|q| &q.record)
+            .filter_map(|q| q.signal.as_ref().filter(|s| s.finished()).map(|s| (q, s)))
+            .filter(|(_, s)| s.recorded_at >= request.oldest && s.recorded_at <= request.newest)
+            .map(|(q, s)| (switchyard_core::signals::sort_key(&s.recorded_at, &q.query_id), s.record()))
+            .filter(|(key, _)| request.after.as_ref().is_none_or(|after| key < after))
+            .collect();
+        drop(t);
+        found.sort_by(|a, b| b.0.cmp(&a.0));
+        let more = found.len() > request.limit;
+        found.truncate(request.limit);
+        let next = if more { found.last().map(|(key, _)| key.clone()) } else { None };
+        Ok(SignalPage { records: found.into_iter().map(|(_, r)| r).collect(), next })
+    }
+
+    async fn find_idempotency_key(&self, user_id: &str, key: &str) -> Result<Option<String>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        let holder = t.idempotency.get(&(user_id.to_string(), key.to_string()));
+        Ok(holder.filter(|id| t.queries.get(*id).is_some_and(|q| self.live(q.expires_at()))).cloned())
+    }
+
+    async fn update_query(
+        &self,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        check_size("query", query)?;
+        let mut t = self.lock()?;
+        let now = self.now_s();
+        Self::replace_at_version(&mut t, query, expected_version, now)?;
+        Self::put_events(&mut t, events, now);
+        drop(t);
+        self.transact(1 + events.len());
+        Ok(())
+    }
+
+    async fn record_handoff(&self, record: Arc<HandoffRecord>, events: &[Event]) -> Result<HandoffWrite, StoreError> {
+        check_size("handoff", &*record)?;
+        // The guard lives in this block only: the future must stay `Send` across the retry's
+        // await below.
+        let completed = {
+            let mut t = self.lock()?;
+            let now = self.now_s();
+            let dispatch_id = &record.handoff.dispatch_id;
+            if t.handoffs.get(&record.query_id).and_then(|m| m.get(dispatch_id)).is_some_and(|h| h.expires_at >= now) {
+                return Ok(HandoffWrite::Duplicate);
+            }
+            // Filling a slot updates the query's fan-in, which needs the query; a handoff that
+            // fills no slot is a single conditional put.
+            let completed = match &record.slot {
+                Some(slot) => {
+                    let Some(query) = t.queries.get_mut(&record.query_id).filter(|q| q.expires_at() >= now) else {
+                        return Err(StoreError::ConditionFailed(format!("query {} does not exist", record.query_id)));
+                    };
+                    if !query.completed.contains(slot) {
+                        query.completed.insert(slot.clone());
+                    }
+                    fanin::arrive(entry_of(&mut t.arrivals, &record.query_id), &record.handoff.dispatch_id, slot)
+                }
+                None => t
+                    .queries
+                    .get(&record.query_id)
+                    .filter(|q| q.expires_at() >= now)
+                    .map(|q| q.completed.clone())
+                    .unwrap_or_default(),
+            };
+            entry_of(&mut t.handoffs, &record.query_id).insert(dispatch_id.clone(), Arc::clone(&record));
+            Self::put_events(&mut t, events, now);
+            completed
+        };
+        self.transact(1 + usize::from(record.slot.is_some()) + events.len());
+        let completed = match (&record.slot, &self.lost_fan_in_answers) {
+            (Some(slot), Some(lost)) if lost(&record.query_id) => {
+                // The answer never came: the same write is sent again and its answer is the one
+                // used. (No await between the two: a future dropped there — a crashed or aborted
+                // invocation — would leave an applied write that no caller or observer saw, which
+                // the simulation's write accounting rightly reports; seed 379 found it.)
+                let again = {
+                    let mut t = self.lock()?;
+                    fanin::arrive(entry_of(&mut t.arrivals, &record.query_id), &record.handoff.dispatch_id, slot)
+                };
+                self.transact(1);
+                again
+            }
+            _ => completed,
+        };
+        Ok(HandoffWrite::Recorded { completed })
+    }
+
+    async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.handoffs.get(query_id).and_then(|m| m.get(dispatch_id)).filter(|h| self.live(h.expires_at)).cloned())
+    }
+
+    async fn list_handoffs(&self, query_id: &str) -> Result<Vec<Arc<HandoffRecord>>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        // Keyed by dispatch id, so already in its order.
+        let now = self.now_s();
+        Ok(t.handoffs
+            .get(query_id)
+            .map(|m| m.values().filter(|h| h.expires_at >= now).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn finish_query(
+        &self,
+        output: Arc<OrchestratorOutput>,
+        query: &QueryRecord,
+        expected_version: u64,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        check_size("output", &*output)?;
+        let mut t = self.lock()?;
+        if t.outputs.contains_key(&query.query_id) {
+            return Err(StoreError::ConditionFailed(format!("output of {} exists", query.query_id)));
+        }
+        let now = self.now_s();
+        Self::replace_at_version(&mut t, query, expected_version, now)?;
+        t.outputs.insert(query.query_id.clone(), (output, query.expires_at));
+        Self::put_events(&mut t, events, now);
+        drop(t);
+        self.transact(2 + events.len());
+        Ok(())
+    }
+
+    async fn get_output(&self, query_id: &str) -> Result<Option<Arc<OrchestratorOutput>>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.outputs.get(query_id).filter(|(_, exp)| self.live(*exp)).map(|(o, _)| o.clone()))
+    }
+
+    async fn append_events(&self, events: &[Event]) -> Result<(), StoreError> {
+        let now = self.now_s();
+        let mut t = self.lock()?;
+        Self::put_events(&mut t, events, now);
+        drop(t);
+        self.transact(events.len());
+        Ok(())
+    }
+
+    async fn list_events(&self, query_id: &str) -> Result<Vec<Event>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        let now = self.now_s();
+        let mut list: Vec<Event> = t
+            .events
+            .get(query_id)
+            .map(|log| {
+                log.0.iter().filter(|(_, e)| e.expires_at >= now).map(|(key, e)| e.event(query_id, key)).collect()
+            })
+            .unwrap_or_default();
+        list.sort_by(|a, b| (a.at, &a.key).cmp(&(b.at, &b.key)));
+        Ok(list)
+    }
+
+    async fn put_manifest(&self, fingerprint: &str, body: &str) -> Result<(), StoreError> {
+        check_size("manifest", &body)?;
+        let mut t = self.lock()?;
+        t.manifests.entry(fingerprint.to_string()).or_insert_with(|| body.to_string());
+        drop(t);
+        self.transact(1);
+        Ok(())
+    }
+
+    async fn get_manifest(&self, fingerprint: &str) -> Result<Option<String>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        Ok(t.manifests.get(fingerprint).cloned())
+    }
+
+    async fn get_session(&self, user_id: &str, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.read();
+        let t = self.lock()?;
+        let key = (user_id.to_string(), session_id.to_string());
+        Ok(t.sessions.get(&key).filter(|s| self.live(s.expires_at)).cloned())
+    }
+
+    async fn put_session(&self, session: &SessionRecord, expected_version: u64) -> Result<(), StoreError> {
+        check_size("session", session)?;
+        let now = self.now_s();
+        let mut t = self.lock()?;
+        let key = (session.user_id.clone(), session.session_id.clone());
+        let stored = t.sessions.get(&key).filter(|s| s.expires_at >= now).map_or(0, |s| s.version);
+        if stored != expected_version {
+            return Err(StoreError::ConditionFailed(format!(
+                "session {} is at version {stored}, not {expected_version}",
+                session.session_id
+            )));
+        }
+        let mut record = session.clone();
+        record.version = expected_version + 1;
+        t.sessions.insert(key, record);
+        drop(t);
+        self.transact(1);
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+
+/// Settings of one in-memory queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// How long a received message stays invisible.
+    pub visibility_timeout: Duration,
+    /// Receives before the message moves to the dead-letter queue.
+    pub max_receive_count: u32,
+}
+
+#[derive(Debug, Clone)]
+struct StoredMessage {
+    message_id: String,
+    body: String,
+    attributes: BTreeMap<String, String>,
+    visible_at: Instant,
+    receive_count: u32,
+    receipt: Option<String>,
+    delayed: bool,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    /// Messages that were sent without a delay or whose delay is over, in sending order
+    /// (visible, or in flight after a receive).
+    messages: VecDeque<StoredMessage>,
+    /// Messages sent with a delay that has not passed, by (visible_at, send number): a receive
+    /// looks only at the first of them instead of scanning every deadline message waiting for
+    /// its time.
+    delayed: BTreeMap<(Instant, u64), StoredMessage>,
+}
+
+impl QueueState {
+    /// Move the delayed messages whose time has come behind the others.
+    fn release_due(&mut self, now: Instant) {
+        while let Some(entry) = self.delayed.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            self.messages.push_back(entry.remove());
+        }
+    }
+
+    /// When the next delayed message becomes visible.
+    fn next_due(&self) -> Option<Instant> {
+        self.delayed.keys().next().map(|(at, _)| *at)
+    }
+}
+
+/// The embedded queues: one per [`QueueId`] of the topology, each with its dead-letter queue.
+pub struct MemoryQueue {
+    settings: BTreeMap<QueueId, QueueSettings>,
+    state: Mutex<BTreeMap<QueueId, QueueState>>,
+    /// One per queue: a send wakes only the receivers of its own queue.
+    notify: BTreeMap<QueueId, Notify>,
+    /// For receives on a queue that does not exist (they fail on their first look).
+    no_queue: Notify,
+    next_id: AtomicU64,
+    sends: AtomicU64,
+    receives: AtomicU64,
+    deletes: AtomicU64,
+}
+
+impl std::fmt::Debug for MemoryQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryQueue").field("queues", &self.settings.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+/// A message id: `m-` and the send number, at least 8 digits (`m-00000042`). Written without
+/// the formatting machinery: one per message sent.
+fn message_id(number: u64) -> String {
+    let mut id = String::with_capacity(12);
+    id.push_str("m-");
+    switchyard_model::jobs::push_decimal(&mut id, number, 8);
+    id
+}
+
+/// A receipt handle: the message id and its receive count (`m-00000042#1`).
+fn receipt_handle(message_id: &str, receive_count: u32) -> String {
+    let mut receipt = String::with_capacity(message_id.len() + 4);
+    receipt.push_str(message_id);
+    receipt.push('#');
+    switchyard_model::jobs::push_decimal(&mut receipt, u64::from(receive_count), 1);
+    receipt
+}
+
+fn queue_poisoned() -> QueueError {
+    QueueError::Unavailable { message: "queue lock poisoned by a panic".into(), source: None }
+}
+
+impl MemoryQueue {
+    /// Queues for every queue of the topology, with its visibility timeouts and receive limits.
+    pub fn new(topology: &Topology) -> MemoryQueue {
+        let settings = topology
+            .queues
+            .iter()
+            .map(|q| {
+                (
+                    q.id,
+                    QueueSettings {
+                        visibility_timeout: Duration::from_secs(q.visibility_timeout_s),
+                        max_receive_count: q.max_receive_count,
+                    },
+                )
+            })
+            .collect();
+        MemoryQueue::with_settings(settings)
+    }
+
+    /// Queues with explicit settings (dead-letter queues are added for each).
+    pub fn with_settings(settings: BTreeMap<QueueId, QueueSettings>) -> MemoryQueue {
+        let mut state = BTreeMap::new();
+        let mut notify = BTreeMap::new();
+        for id in settings.keys() {
+            for id in [*id, id.dlq()] {
+                state.insert(id, QueueState::default());
+                notify.insert(id, Notify::new());
+            }
+        }
+        MemoryQueue {
+            settings,
+            state: Mutex::new(state),
+            notify,
+            no_queue: Notify::new(),
+            next_id: AtomicU64::new(1),
+            sends: AtomicU64::new(0),
+            receives: AtomicU64::new(0),
+            deletes: AtomicU64::new(0),
+        }
+    }
+
+    /// Requests served so far.
+    pub fn counts(&self) -> RequestCounts {
+        RequestCounts {
+            sends: self.sends.load(Ordering::Relaxed),
+            receives: self.receives.load(Ordering::Relaxed),
+            deletes: self.deletes.load(Ordering::Relaxed),
+            ..RequestCounts::default()
+        }
+    }
+
+    /// Every queue, dead-letter queues included.
+    pub fn queue_ids(&self) -> Vec<QueueId> {
+        self.state.lock().map(|s| s.keys().copied().collect()).unwrap_or_default()
+    }
+
+    /// Bodies of the messages in a queue, in any state (for inspection and tests).
+    pub fn peek(&self, queue: QueueId) -> Vec<String> {
+        self.state
+            .lock()
+            .map(|s| {
+                s.get(&queue)
+                    .map(|q| q.messages.iter().chain(q.delayed.values()).map(|m| m.body.clone()).collect())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Move every message of a dead-letter queue back to its source queue (SQS redrive).
+    pub fn redrive(&self, source: QueueId) -> usize {
+        let Ok(mut s) = self.state.lock() else { return 0 };
+        let moved: Vec<StoredMessage> =
+            s.get_mut(&source.dlq()).map(|q| q.messages.drain(..).collect()).unwrap_or_default();
+        let n = moved.len();
+        let now = Instant::now();
+        if let Some(q) = s.get_mut(&source) {
+            for mut m in moved {
+                m.receive_count = 0;
+                m.receipt = None;
+                m.visible_at = now;
+                m.delayed = false;
+                q.messages.push_back(m);
+            }
+        }
+        drop(s);
+        self.notify_of(source).notify_waiters();
+        n
+    }
+
+    fn notify_of(&self, queue: QueueId) -> &Notify {
+        self.notify.get(&queue).unwrap_or(&self.no_queue)
+    }
+
+    fn settings_of(&self, queue: QueueId) -> QueueSettings {
+        let base = QueueId { kind: queue.kind, dead_letter: false };
+        self.settings.get(&base).copied().unwrap_or(QueueSettings {
+            visibility_timeout: Duration::from_secs(30),
+            max_receive_count: switchyard_model::limits::MAX_RECEIVE_COUNT,
+        })
+    }
+
+    /// Take visible messages; dead-letter those over their receive limit. Returns the messages
+    /// and the earliest instant another message becomes visible.
+    fn take(&self, queue: QueueId, max: usize) -> Result<(Vec<ReceivedMessage>, Option<Instant>), QueueError> {
+        let settings = self.settings_of(queue);
+        let now = Instant::now();
+        let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
+        let mut out = Vec::new();
+        let mut dead = Vec::new();
+        let q = s
+            .get_mut(&queue)
+            .ok_or_else(|| QueueError::Unavailable { message: format!("no queue {}", queue.name()), source: None })?;
+        q.release_due(now);
+        let mut next: Option<Instant> = q.next_due();
+        let mut i = 0;
+        while i < q.messages.len() {
+            let m = &mut q.messages[i];
+            if m.visible_at > now {
+                next = Some(next.map_or(m.visible_at, |n| n.min(m.visible_at)));
+                i += 1;
+                continue;
+            }
+            if out.len() >= max {
+                break;
+            }
+            if !queue.dead_letter && m.receive_count >= settings.max_receive_count {
+                if let Some(m) = q.messages.remove(i) {
+                    dead.push(m);
+                }
+                continue;
+            }
+            m.receive_count += 1;
+            m.delayed = false;
+            let receipt = receipt_handle(&m.message_id, m.receive_count);
+            m.receipt = Some(receipt.clone());
+            m.visible_at = now + settings.visibility_timeout;
+            out.push(ReceivedMessage {
+                message_id: m.message_id.clone(),
+                receipt_handle: receipt,
+                body: m.body.clone(),
+                receive_count: m.receive_count,
+                attributes: m.attributes.clone(),
+            });
+            i += 1;
+        }
+        if !dead.is_empty() {
+            if let Some(dlq) = s.get_mut(&queue.dlq()) {
+                for mut m in dead {
+                    tracing::warn!(queue = %queue.name(), message_id = %m.message_id, receives = m.receive_count, "message moved to the dead-letter queue after its receive limit");
+                    m.receipt = None;
+                    m.visible_at = now;
+                    dlq.messages.push_back(m);
+                }
+            }
+        }
+        Ok((out, next))
+    }
+}
+
+#[async_trait]
+impl Queue for MemoryQueue {
+    async fn send(&self, queue: QueueId, message: OutgoingMessage) -> Result<String, QueueError> {
+        let size = message.size();
+        if size > SQS_MAX_MESSAGE_BYTES {
+            return Err(QueueError::TooLarge(size));
+        }
+        let number = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = message_id(number);
+        {
+            let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
+            let q = s.get_mut(&queue).ok_or_else(|| QueueError::Unavailable {
+                message: format!("no queue {}", queue.name()),
+                source: None,
+            })?;
+            let stored = StoredMessage {
+                message_id: id.clone(),
+                body: message.body,
+                attributes: message.attributes,
+                visible_at: Instant::now() + message.delay,
+                receive_count: 0,
+                receipt: None,
+                delayed: !message.delay.is_zero(),
+            };
+            if stored.delayed {
+                q.delayed.insert((stored.visible_at, number), stored);
+            } else {
+                q.messages.push_back(stored);
+            }
+        }
+        self.sends.fetch_add(1, Ordering::Relaxed);
+        self.notify_of(queue).notify_waiters();
+        Ok(id)
+    }
+
+    async fn receive(&self, queue: QueueId, max: usize, wait: Duration) -> Result<Vec<ReceivedMessage>, QueueError> {
+        let max = max.clamp(1, 10);
+        let deadline = Instant::now() + wait;
+        loop {
+            let notified = self.notify_of(queue).notified();
+            let (messages, next) = self.take(queue, max)?;
+            if !messages.is_empty() {
+                self.receives.fetch_add(1, Ordering::Relaxed);
+                return Ok(messages);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            let until = next.map_or(deadline, |n| n.min(deadline));
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    async fn delete(&self, queue: QueueId, receipt_handle: &str) -> Result<(), QueueError> {
+        let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
+        let q = s.get_mut(&queue).ok_or(QueueError::InvalidReceipt)?;
+        let before = q.messages.len();
+        q.messages.retain(|m| m.receipt.as_deref() != Some(receipt_handle));
+        if q.messages.len() == before {
+            return Err(QueueError::InvalidReceipt);
+        }
+        self.deletes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn change_visibility(
+        &self,
+        queue: QueueId,
+        receipt_handle: &str,
+        timeout: Duration,
+    ) -> Result<(), QueueError> {
+        {
+            let mut s = self.state.lock().map_err(|_| queue_poisoned())?;
+            let q = s.get_mut(&queue).ok_or(QueueError::InvalidReceipt)?;
+            let m = q
+                .messages
+                .iter_mut()
+                .find(|m| m.receipt.as_deref() == Some(receipt_handle))
+                .ok_or(QueueError::InvalidReceipt)?;
+            m.visible_at = Instant::now() + timeout;
+        }
+        self.notify_of(queue).notify_waiters();
+        Ok(())
+    }
+
+    async fn depth(&self, queue: QueueId) -> Result<QueueDepth, QueueError> {
+        let s = self.state.lock().map_err(|_| queue_poisoned())?;
+        let now = Instant::now();
+        let mut depth = QueueDepth::default();
+        for m in s.get(&queue).map(|q| q.messages.iter().chain(q.delayed.values())).into_iter().flatten() {
+            if m.visible_at <= now {
+                depth.visible += 1;
+            } else if m.delayed {
+                depth.delayed += 1;
+            } else {
+                depth.in_flight += 1;
+            }
+        }
+        Ok(depth)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_ids_and_receipts_read_as_the_format_wrote_them() {
+        for n in [0, 7, 42, 12_345_678, 123_456_789, u64::MAX] {
+            assert_eq!(message_id(n), format!("m-{n:08}"));
+        }
+        for count in [0, 1, 10, u32::MAX] {
+            assert_eq!(receipt_handle("m-00000042", count), format!("m-00000042#{count}"));
+        }
+    }
+
+    #[test]
+    fn the_event_log_stays_sorted_by_key_and_keeps_a_live_keys_first_write() {
+        let logged = |expires_at: i64| {
+            move || LoggedEvent {
+                at: chrono::DateTime::UNIX_EPOCH,
+                kind: crate::ports::EventKind::Step,
+                detail: Arc::new(crate::ports::Detail::object().finish()),
+                expires_at,
+            }
+        };
+        let mut log = EventLog::default();
+        // Appends, then keys that sort before, between and after what is logged.
+        for key in ["00-01-accepted", "00-02-routed", "01-03-handoff-b", "00-00-a", "01-03-handoff-a", "99-09-final"] {
+            log.put(key, 100, logged(200));
+        }
+        let keys: Vec<&str> = log.0.iter().map(|(k, _)| k.as_str()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted);
+        assert_eq!(keys.len(), 6);
+        // A live key keeps its first write; an expired one is written again.
+        log.put("00-02-routed", 100, logged(300));
+        assert_eq!(log.0.iter().find(|(k, _)| k == "00-02-routed").map(|(_, e)| e.expires_at), Some(200));
+        log.put("00-02-routed", 250, logged(300));
+        assert_eq!(log.0.iter().find(|(k, _)| k == "00-02-routed").map(|(_, e)| e.expires_at), Some(300));
+        assert_eq!(log.0.len(), 6);
+    }
+}

@@ -1,0 +1,1009 @@
+//! `routing.yaml`: the manifest that decides everything Switchyard does.
+//!
+//! A manifest declares tiers (timeouts, retries, fallbacks), agents (id, tier, kind and the
+//! kind's settings), intents (route, required role, what the classifier learns from),
+//! pipelines (sequential steps with QC gates) and entity gazetteers and patterns. It is parsed
+//! into the typed structs below (`deny_unknown_fields` everywhere, so a misspelt key is an
+//! error, not a silently ignored setting) and then checked by [`validate`], which reports every
+//! problem at once with the YAML path of the offending field.
+//!
+//! Load it once per process with [`Manifest::load`] or [`Manifest::from_yaml`]; the returned
+//! value is immutable and cheap to share behind an `Arc`.
+
+mod context;
+mod duration;
+mod kinds;
+mod modes;
+mod refused;
+mod retrieval;
+mod validate;
+
+pub use context::{bounds as context_bounds, BudgetSettings, ContextSettings, NoteSettings, SummarySettings};
+pub use duration::Dur;
+pub use kinds::{HttpSettings, LambdaSettings, LlmSettings, OutputSchema, Provider, ProviderKind, ScriptedModelReply};
+pub use modes::{
+    CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings,
+};
+pub use refused::{for_lower_case_phrases, RefusedPhrases};
+pub use retrieval::{
+    Chunking, EmbeddingSettings, KbSearchType, KnowledgeBaseSettings, MergeSettings, MergeStrategy, ReflectionSettings,
+    RetrievalAttempt, RetrievalMode, RetrieverRole, RetrieverSettings, DEFAULT_RRF_K,
+};
+pub use validate::{validate, Problem};
+
+use crate::contracts::{CitationSourceType, EntityType, HandoffStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The manifest shipped with Switchyard (the E2I design's routing table), embedded in every binary so
+/// that `switchyard ask` works with no files around it.
+pub const EMBEDDED_ROUTING_YAML: &str = include_str!("../../../routing.yaml");
+
+/// The same document as JSON, converted by `shared/model/build.rs` from the very file above at build
+/// time (empty when that file is not valid YAML). JSON deserializes into a [`Manifest`] several
+/// times faster than YAML, and this parse is most of every function's init.
+const EMBEDDED_ROUTING_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/routing.json"));
+
+/// How the embedded manifest names itself in errors.
+const EMBEDDED_FILE: &str = "<embedded routing.yaml>";
+
+/// A manifest that failed to load: the file, and every problem found in it.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {}", render_problems(.problems))]
+pub struct ManifestError {
+    /// File name (or `<embedded>` / `<string>`).
+    pub file: String,
+    /// Each problem with its YAML path.
+    pub problems: Vec<Problem>,
+}
+
+fn render_problems(problems: &[Problem]) -> String {
+    if problems.len() == 1 {
+        return problems[0].to_string();
+    }
+    let mut out = format!("{} problems:", problems.len());
+    for p in problems {
+        out.push_str("\n  - ");
+        out.push_str(&p.to_string());
+    }
+    out
+}
+
+/// A parsed and validated `routing.yaml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Schema version; this build reads version 1.
+    pub version: u32,
+    /// Name of the system this manifest describes (`e2i`, `rag-manager`, …).
+    pub name: String,
+    /// What the system is for.
+    #[serde(default)]
+    pub description: String,
+    /// Limits and defaults for incoming queries.
+    #[serde(default)]
+    pub query: QuerySettings,
+    /// Embedded classifier thresholds.
+    #[serde(default)]
+    pub classifier: ClassifierSettings,
+    /// Per-tier timeouts, retries and fallbacks.
+    pub tiers: Vec<Tier>,
+    /// Model providers `llm` agents name.
+    #[serde(default)]
+    pub providers: Vec<Provider>,
+    /// Every agent a route may dispatch.
+    pub agents: Vec<Agent>,
+    /// Every intent the system answers.
+    pub intents: Vec<Intent>,
+    /// Sequential agent pipelines (the E2I design's Tier 0 ML training).
+    #[serde(default)]
+    pub pipelines: Vec<Pipeline>,
+    /// Gazetteers and patterns per entity type.
+    #[serde(default)]
+    pub entities: BTreeMap<EntityType, EntitySpec>,
+    /// Conversations: history view, rolling summary, salience notes, token budgets.
+    #[serde(default)]
+    pub context: ContextSettings,
+    /// Training signals: who may read them over HTTP, whether they keep the question text, and
+    /// when a falling reward raises an optimization request (docs/routing.md#training-signal).
+    /// Left out of the canonical JSON while default, so existing fingerprints stay the same.
+    #[serde(default, skip_serializing_if = "SignalSettings::is_default")]
+    pub signals: SignalSettings,
+    /// How streamed answers are written to the event log.
+    #[serde(default)]
+    pub tokens: TokenSettings,
+    /// An optional model-written final answer (the synthesis agent).
+    #[serde(default)]
+    pub synthesis: Option<SynthesisSettings>,
+    /// Folder of the file the manifest was loaded from; relative paths in it (a retriever's
+    /// corpus or index) are resolved against it. Not part of the YAML.
+    #[serde(skip)]
+    pub base_dir: Option<std::path::PathBuf>,
+}
+
+/// Training-signal settings (`signals:` in routing.yaml).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SignalSettings {
+    /// Roles allowed to read every caller's signals (`GET /v1/signals`); none: nobody over HTTP.
+    pub export_roles: Vec<String>,
+    /// Keep the question text in the signal (the re-fit learns from it); off: `query` is empty.
+    pub query_text: bool,
+    /// When a falling mean reward raises an optimization request.
+    pub optimization: OptimizationSettings,
+}
+
+impl Default for SignalSettings {
+    fn default() -> Self {
+        SignalSettings { export_roles: Vec::new(), query_text: true, optimization: OptimizationSettings::default() }
+    }
+}
+
+impl SignalSettings {
+    /// Whether these are the defaults (then the section is left out of the canonical JSON).
+    pub fn is_default(&self) -> bool {
+        *self == SignalSettings::default()
+    }
+}
+
+/// `signals.optimization`: the E2I design's `request_optimization`, raised from stored signals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimizationSettings {
+    /// Newest signals considered.
+    pub window: usize,
+    /// A target (the router, or an agent) whose mean reward over the window is below this gets
+    /// a pending request.
+    pub threshold: f64,
+    /// Fewest signals a target needs before its mean counts.
+    pub min_signals: usize,
+}
+
+impl Default for OptimizationSettings {
+    fn default() -> Self {
+        OptimizationSettings { window: 200, threshold: 0.6, min_signals: 3 }
+    }
+}
+
+/// How a streamed answer's text reaches the event log: in `token` events, each holding the
+/// text that arrived within `flush_interval` of the batch's first piece, or `flush_chars`
+/// characters, whichever comes first. Larger values mean fewer writes and a later first token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokenSettings {
+    /// Longest a piece of text waits before its batch is written.
+    pub flush_interval: Dur,
+    /// A batch is written as soon as it holds this many characters.
+    pub flush_chars: usize,
+}
+
+impl Default for TokenSettings {
+    fn default() -> Self {
+        TokenSettings { flush_interval: Dur::from_millis(100), flush_chars: 400 }
+    }
+}
+
+/// The synthesis agent: an `llm` agent that writes the final answer from the question, the
+/// conversation context, and the handoffs with their evidence and confidence. It streams its
+/// answer; when it fails or runs out of `timeout`, the deterministic synthesis answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynthesisSettings {
+    /// An `llm` agent whose output schema has the streamed string field it names in `stream`.
+    pub agent: String,
+    /// Longest the synthesis agent may take (it runs inside the synthesizer's claim).
+    #[serde(default = "default_synthesis_timeout")]
+    pub timeout: Dur,
+    /// Intents whose answers it writes; empty: every intent.
+    #[serde(default)]
+    pub intents: Vec<String>,
+}
+
+fn default_synthesis_timeout() -> Dur {
+    Dur::from_millis(20_000)
+}
+
+/// Limits and defaults for incoming queries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuerySettings {
+    /// Intent used when a pre-parsed query names an intent the manifest does not know
+    /// (E2I: "fallback to `explanation`"). Without it such queries are rejected.
+    pub fallback_intent: Option<String>,
+    /// Longest accepted query text, in characters.
+    pub max_query_chars: usize,
+    /// More entities than this are truncated with a warning (E2I: 20).
+    pub max_entities: usize,
+    /// Longest accepted entity value, in characters.
+    pub max_entity_value_chars: usize,
+    /// How long past its computed deadline a query may stay open before the deadline fires.
+    pub deadline_slack: Dur,
+    /// How long records live before DynamoDB's TTL removes them.
+    pub record_ttl: Dur,
+}
+
+impl Default for QuerySettings {
+    fn default() -> Self {
+        QuerySettings {
+            fallback_intent: None,
+            max_query_chars: 4_000,
+            max_entities: 20,
+            max_entity_value_chars: 200,
+            deadline_slack: Dur::from_millis(1_000),
+            record_ttl: Dur::from_millis(7 * 24 * 3_600_000),
+        }
+    }
+}
+
+/// Thresholds of the embedded classifier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifierSettings {
+    /// Below this confidence the query is flagged ambiguous.
+    pub min_confidence: f64,
+    /// When the top two intents are closer than this, the query is flagged ambiguous.
+    pub ambiguity_margin: f64,
+    /// Below this confidence a cascaded (slower) classifier is consulted, when one is
+    /// configured. Defaults to `min_confidence`.
+    pub cascade_below: Option<f64>,
+    /// An agent consulted when the embedded classifier is unsure (the E2I design's
+    /// IntentClassificationSignature: answers `intent`, `sub_intent`, `confidence`).
+    pub llm: Option<String>,
+    /// Domain synonyms, read by the classifier before it learns or scores: each key is a word
+    /// the utterances use, each value lists words users write for it (`hcp: [physician,
+    /// doctor, prescriber]`). Single words; phrases belong in an intent's `keywords`.
+    pub synonyms: BTreeMap<String, Vec<String>>,
+    /// Whether a question belongs to this manifest's domain at all (see [`ScopeSettings`]).
+    pub scope: ScopeSettings,
+}
+
+/// The scope check of the embedded classifier: a question whose scope score (how much of it
+/// the manifest's vocabulary and entities account for, 0.0 – 1.0) is below `threshold` is out
+/// of scope and ends politely without an agent (`final_reason: out_of_scope`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScopeSettings {
+    /// Least scope score of an in-scope question; 0 turns the check off.
+    pub threshold: f64,
+    /// Width of the band below `threshold` whose questions go to the cascaded classifier
+    /// (`classifier.llm`) before being rejected; without one they are out of scope.
+    pub borderline: f64,
+    /// Questions this manifest does not answer: the words they use count less as evidence
+    /// of the domain (a word seen here and in the intents is shared, not domain-specific).
+    pub negative_examples: Vec<String>,
+    /// Topics this manifest must not answer whatever else a question says ("side effect",
+    /// "dosage", "payroll"): a question using one of these phrases is out of scope (score 0,
+    /// also as a follow-up). A phrase matches in any case at the start of a word and may run on
+    /// into a longer one ("side effect" matches "side effects"). Validated against the
+    /// manifest's own keywords and utterances, none of which may use one.
+    pub refuse: Vec<String>,
+}
+
+/// Default [`ScopeSettings::threshold`].
+pub const DEFAULT_SCOPE_THRESHOLD: f64 = 0.35;
+/// Default [`ScopeSettings::borderline`].
+pub const DEFAULT_SCOPE_BORDERLINE: f64 = 0.15;
+
+impl Default for ScopeSettings {
+    fn default() -> Self {
+        ScopeSettings {
+            threshold: DEFAULT_SCOPE_THRESHOLD,
+            borderline: DEFAULT_SCOPE_BORDERLINE,
+            negative_examples: Vec::new(),
+            refuse: Vec::new(),
+        }
+    }
+}
+
+impl Default for ClassifierSettings {
+    fn default() -> Self {
+        ClassifierSettings {
+            min_confidence: 0.45,
+            ambiguity_margin: 0.08,
+            cascade_below: None,
+            llm: None,
+            synonyms: BTreeMap::new(),
+            scope: ScopeSettings::default(),
+        }
+    }
+}
+
+impl ClassifierSettings {
+    /// Whether a classification this sure should be checked by the cascaded classifier:
+    /// flagged ambiguous, below `cascade_below` (default `min_confidence`) or below
+    /// `min_confidence` — the rule of `Classifier::needs_cascade`, for a parsed query.
+    pub fn needs_cascade(&self, confidence: f64, ambiguous: bool) -> bool {
+        ambiguous || confidence < self.cascade_below.unwrap_or(self.min_confidence) || confidence < self.min_confidence
+    }
+}
+
+/// One tier of agents: its own queue, timeout, retries and fallback (the E2I design's timeout table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tier {
+    /// 0 – 5; lower tier, higher priority.
+    pub tier: u8,
+    /// A short name for people and queue names.
+    #[serde(default)]
+    pub name: String,
+    /// Per-attempt timeout, or `variable` (each agent of the tier sets its own).
+    pub timeout: TierTimeout,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// What answers when retries are exhausted.
+    pub fallback: Fallback,
+    /// Delay between attempts.
+    #[serde(default)]
+    pub backoff: Backoff,
+    /// Each retry after a timeout multiplies the timeout by this (E2I: "retry with
+    /// extended timeout").
+    #[serde(default = "default_timeout_extension")]
+    pub timeout_extension: f64,
+    /// Lambda reserved concurrency for this tier's worker (infra).
+    #[serde(default)]
+    pub reserved_concurrency: Option<u32>,
+}
+
+fn default_timeout_extension() -> f64 {
+    1.5
+}
+
+/// A tier's timeout: fixed, or set per agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierTimeout {
+    /// Each agent of the tier sets `timeout` (E2I Tier 0: "Variable").
+    Variable,
+    /// The same timeout for every agent of the tier.
+    Fixed(Dur),
+}
+
+impl Serialize for TierTimeout {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TierTimeout::Variable => s.serialize_str("variable"),
+            TierTimeout::Fixed(d) => d.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TierTimeout {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == "variable" {
+            return Ok(TierTimeout::Variable);
+        }
+        text.parse::<Dur>().map(TierTimeout::Fixed).map_err(|e| serde::de::Error::custom(format!("{e}, or `variable`")))
+    }
+}
+
+/// What answers when an agent's retries are exhausted. Written `none`, `{agent: ID}` or
+/// `{template: TEXT}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fallback {
+    /// No fallback: the dispatch fails (E2I Tier 0).
+    None,
+    /// Dispatch this agent instead (E2I Tiers 2–4). A tier's fallback agent does not fall
+    /// back to itself.
+    Agent(String),
+    /// Answer with this text as a `partial` handoff (E2I Tier 5's "template response").
+    Template(String),
+}
+
+impl Serialize for Fallback {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Fallback::None => s.serialize_str("none"),
+            Fallback::Agent(id) => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("agent", id)?;
+                map.end()
+            }
+            Fallback::Template(text) => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("template", text)?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Fallback {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct FallbackVisitor;
+        const EXPECTED: &str = "`none`, `{agent: ID}` or `{template: TEXT}`";
+        impl<'de> serde::de::Visitor<'de> for FallbackVisitor {
+            type Value = Fallback;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Fallback, E> {
+                match v {
+                    "none" => Ok(Fallback::None),
+                    other => Err(E::custom(format!("`{other}` is not a fallback; write {EXPECTED}"))),
+                }
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Fallback, E> {
+                Ok(Fallback::None)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fallback, A::Error> {
+                let key: String = map
+                    .next_key()?
+                    .ok_or_else(|| serde::de::Error::custom(format!("empty fallback; write {EXPECTED}")))?;
+                let value: String = map.next_value()?;
+                let fallback = match key.as_str() {
+                    "agent" => Fallback::Agent(value),
+                    "template" => Fallback::Template(value),
+                    other => {
+                        return Err(serde::de::Error::custom(format!("unknown fallback `{other}`; write {EXPECTED}")))
+                    }
+                };
+                if map.next_key::<String>()?.is_some() {
+                    return Err(serde::de::Error::custom(format!("a fallback has one key; write {EXPECTED}")));
+                }
+                Ok(fallback)
+            }
+        }
+        d.deserialize_any(FallbackVisitor)
+    }
+}
+
+/// Delay between attempts: `base × 2^(attempt−1)`, at most `max`, with full jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Backoff {
+    /// First delay.
+    pub base: Dur,
+    /// Largest delay.
+    pub max: Dur,
+    /// Randomise each delay in `[base/2, delay]` so retries of many queries spread out.
+    pub jitter: bool,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { base: Dur::from_millis(1_000), max: Dur::from_millis(30_000), jitter: true }
+    }
+}
+
+/// The ways an agent can be run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    /// Answers from a template in the manifest: offline, instant, deterministic.
+    Builtin,
+    /// Behaves as its settings script it (fail N times, hang, answer slowly, malformed output,
+    /// fail the QC gate): for tests and demonstrations of failure handling.
+    Scripted,
+    /// Asks a model (Bedrock Converse or an OpenAI-compatible endpoint) for structured output.
+    Llm,
+    /// POSTs the dispatch to a URL and reads the handoff from the response.
+    Http,
+    /// Invokes the user's Lambda function with the dispatch and reads the handoff it returns.
+    Lambda,
+    /// Searches a document index and answers with ranked chunks as evidence.
+    Retriever,
+}
+
+impl AgentKind {
+    /// The name written in the manifest (and of the settings block).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Builtin => "builtin",
+            AgentKind::Scripted => "scripted",
+            AgentKind::Llm => "llm",
+            AgentKind::Http => "http",
+            AgentKind::Lambda => "lambda",
+            AgentKind::Retriever => "retriever",
+        }
+    }
+}
+
+/// An agent the routes can dispatch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    /// Unique id; the `target_agent` of its dispatches.
+    pub id: String,
+    /// Tier it runs on (its queue, timeout and retries).
+    pub tier: u8,
+    /// How it runs; the settings block of the same name must be present.
+    pub kind: AgentKind,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// Per-attempt timeout; required on a `variable` tier, overrides a fixed one otherwise.
+    #[serde(default)]
+    pub timeout: Option<Dur>,
+    /// Overrides the tier's `max_retries`.
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    /// Overrides the tier's fallback.
+    #[serde(default)]
+    pub fallback: Option<Fallback>,
+    /// Below this confidence the answer carries a caveat (E2I `required_confidence`).
+    #[serde(default = "default_required_confidence")]
+    pub required_confidence: f64,
+    /// Kind of citation its evidence becomes.
+    #[serde(default = "default_citation_source")]
+    pub citation_source: CitationSourceType,
+    /// Follow-up questions to suggest after it answered.
+    #[serde(default)]
+    pub follow_ups: Vec<String>,
+    /// The only context fields its dispatches carry (the negotiation design's tailored inputs); every field
+    /// when absent. Fields the engine adds for a mode (`additional_question`, `decision`, …)
+    /// are named in the mode's docs.
+    #[serde(default)]
+    pub inputs: Option<Vec<String>>,
+    /// Settings of a `builtin` agent.
+    #[serde(default)]
+    pub builtin: Option<BuiltinSettings>,
+    /// Settings of a `scripted` agent.
+    #[serde(default)]
+    pub scripted: Option<ScriptedSettings>,
+    /// Settings of an `llm` agent.
+    #[serde(default)]
+    pub llm: Option<LlmSettings>,
+    /// Settings of an `http` agent.
+    #[serde(default)]
+    pub http: Option<HttpSettings>,
+    /// Settings of a `lambda` agent.
+    #[serde(default)]
+    pub lambda: Option<LambdaSettings>,
+    /// Settings of a `retriever` agent.
+    #[serde(default)]
+    pub retriever: Option<RetrieverSettings>,
+}
+
+fn default_required_confidence() -> f64 {
+    0.7
+}
+
+fn default_citation_source() -> CitationSourceType {
+    CitationSourceType::AgentActivity
+}
+
+/// A piece of evidence an agent cites.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceSpec {
+    /// The sentence (may use `{placeholders}`).
+    pub text: String,
+    /// Source id for the citation; defaults to `<agent>#<n>`.
+    #[serde(default)]
+    pub source_id: Option<String>,
+    /// Overrides the agent's `citation_source`.
+    #[serde(default)]
+    pub source_type: Option<CitationSourceType>,
+    /// 0.0 – 1.0.
+    #[serde(default = "one")]
+    pub relevance: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A `builtin` agent: a response template filled from the query's entities.
+///
+/// Placeholders: `{question}`, `{intent}`, `{brand}`, `{region}`, `{kpi}`, `{time_period}`,
+/// `{hcp_id}`, `{patient_id}` (the first entity of that type, or the `defaults` entry), and
+/// `{entities}` (all of them, comma separated).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuiltinSettings {
+    /// The answer text.
+    pub response: String,
+    /// Confidence of the answer.
+    pub confidence: f64,
+    /// Values for placeholders whose entity the query does not name.
+    #[serde(default)]
+    pub defaults: BTreeMap<String, String>,
+    /// Evidence, turned into citations.
+    #[serde(default)]
+    pub evidence: Vec<EvidenceSpec>,
+    /// Caveats attached to every answer.
+    #[serde(default)]
+    pub caveats: Vec<String>,
+    /// Extra fields of `primary_output` (e.g. a QC report).
+    #[serde(default)]
+    pub output: BTreeMap<String, Value>,
+}
+
+/// A `scripted` agent: deterministic misbehaviour for tests, keyed by attempt number.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScriptedSettings {
+    /// Fail the first N attempts with an agent error.
+    pub fail_times: u32,
+    /// Hang (never answer) on the first N attempts; `hang_times: 1000` hangs forever.
+    pub hang_times: u32,
+    /// Take this long to answer.
+    pub delay: Option<Dur>,
+    /// Return output that is not a valid handoff.
+    pub malformed: bool,
+    /// Panic inside the agent (a crash of the worker's handler).
+    pub panic: bool,
+    /// Status of the answer once it answers.
+    pub status: Option<HandoffStatus>,
+    /// Answer text.
+    pub response: Option<String>,
+    /// Confidence of the answer (default 0.9).
+    pub confidence: Option<f64>,
+    /// `primary_output` fields of the answer.
+    pub output: BTreeMap<String, Value>,
+    /// Error message of the failures.
+    pub error: Option<String>,
+    /// Whether failures are recoverable (retried) — default true.
+    pub recoverable: Option<bool>,
+}
+
+/// An intent the system answers, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Intent {
+    /// Unique id (the `intent` of parsed queries).
+    pub id: String,
+    /// What questions of this intent ask.
+    #[serde(default)]
+    pub description: String,
+    /// Which agents answer it.
+    pub route: Route,
+    /// Role a caller needs (E2I pre-dispatch "user has permission").
+    #[serde(default)]
+    pub required_role: Option<String>,
+    /// Entities the question must name.
+    #[serde(default)]
+    pub required_entities: Vec<EntityType>,
+    /// Example questions the embedded classifier learns from.
+    #[serde(default)]
+    pub utterances: Vec<String>,
+    /// Words and phrases that signal the intent.
+    #[serde(default)]
+    pub keywords: Vec<String>,
+}
+
+/// Which agents answer an intent: a primary agent plus supporting agents, or a pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// The agent that answers.
+    #[serde(default)]
+    pub primary: Option<String>,
+    /// A pipeline that answers (instead of `primary`).
+    #[serde(default)]
+    pub pipeline: Option<String>,
+    /// The primary agent's tier, as the seed's table states it; checked, not used.
+    #[serde(default)]
+    pub tier: Option<u8>,
+    /// Agents dispatched in parallel with the primary.
+    #[serde(default)]
+    pub supporting: Vec<String>,
+    /// Overall deadline; defaults to the slowest dispatch's worst case (for a route with
+    /// modes, the sum of its steps' worst cases).
+    #[serde(default)]
+    pub deadline: Option<Dur>,
+    /// Answer shape besides primary + supporting; its settings block must be present.
+    #[serde(default)]
+    pub mode: Option<RouteMode>,
+    /// Default context fields of the query (a pre-parsed query's `context` overrides them).
+    #[serde(default)]
+    pub context: BTreeMap<String, Value>,
+    /// `mode: deliberate` settings (negotiation).
+    #[serde(default)]
+    pub deliberate: Option<DeliberateSettings>,
+    /// `mode: sources` settings (research-assistant).
+    #[serde(default)]
+    pub sources: Option<SourcesSettings>,
+    /// Critic loop after the answer (unified-chat).
+    #[serde(default)]
+    pub critic: Option<CriticSettings>,
+    /// Guardrails and coherence check (RAG manager).
+    #[serde(default)]
+    pub guardrails: Option<GuardrailSettings>,
+    /// Reflection on the answer after synthesis (RAG manager).
+    #[serde(default)]
+    pub reflection: Option<ReflectionSettings>,
+    /// Retrievers fused at fan-in before the primary answers (`merge: {strategy: rrf, …}`).
+    #[serde(default)]
+    pub merge: Option<MergeSettings>,
+}
+
+impl Route {
+    /// Whether the route is carried out by the staged modes engine (any mode, critic,
+    /// guardrail or merge).
+    pub fn has_modes(&self) -> bool {
+        self.mode.is_some() || self.critic.is_some() || self.guardrails.is_some() || self.merge.is_some()
+    }
+}
+
+/// A sequence of agents run one after another (E2I Tier 0 ML training).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    /// Unique id.
+    pub id: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// Steps in order; each sees the previous step's output in its `context.previous`.
+    pub steps: Vec<PipelineStep>,
+}
+
+/// One step of a pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineStep {
+    /// The agent of this step.
+    pub agent: String,
+    /// A QC gate checked on this step's output before the pipeline continues.
+    #[serde(default)]
+    pub gate: Option<Gate>,
+}
+
+/// A QC gate: a numeric or boolean check on a step's `primary_output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    /// Gate name, for the report.
+    pub name: String,
+    /// Dotted path into `primary_output`, e.g. `qc_report.expectations_met`.
+    pub field: String,
+    /// The value must be at least this number.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// The value must equal this.
+    #[serde(default)]
+    pub equals: Option<Value>,
+    /// Dotted path of the QC report returned when the gate blocks.
+    #[serde(default)]
+    pub report: Option<String>,
+}
+
+/// How entities of one type are found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct EntitySpec {
+    /// Known values, matched exactly or with typos.
+    pub gazetteer: Vec<GazetteerEntry>,
+    /// Regular expressions; the whole match (or group 1) is the value.
+    pub patterns: Vec<String>,
+    /// Allow typo-tolerant matches of the gazetteer (default true).
+    pub fuzzy: Option<bool>,
+}
+
+/// A known entity value with its other spellings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum GazetteerEntry {
+    /// Just the value.
+    Value(String),
+    /// The value and its aliases.
+    WithAliases {
+        /// Canonical spelling.
+        value: String,
+        /// Other spellings that map to it.
+        #[serde(default)]
+        aliases: Vec<String>,
+    },
+}
+
+impl GazetteerEntry {
+    /// The canonical spelling.
+    pub fn value(&self) -> &str {
+        match self {
+            GazetteerEntry::Value(v) | GazetteerEntry::WithAliases { value: v, .. } => v,
+        }
+    }
+
+    /// Other spellings.
+    pub fn aliases(&self) -> &[String] {
+        match self {
+            GazetteerEntry::Value(_) => &[],
+            GazetteerEntry::WithAliases { aliases, .. } => aliases,
+        }
+    }
+}
+
+impl Manifest {
+    /// Parse and validate a manifest; `file` names it in errors.
+    pub fn from_yaml(text: &str, file: &str) -> Result<Manifest, ManifestError> {
+        let de = serde_yaml::Deserializer::from_str(text);
+        let manifest: Manifest = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let line = inner.location().map(|l| l.line());
+            let path = if path == "." { String::new() } else { path };
+            let message = strip_location(&inner.to_string());
+            let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
+            ManifestError { file: file.to_string(), problems: vec![Problem { path, line, message }] }
+        })?;
+        Manifest::validated(manifest, file)
+    }
+
+    /// `manifest` when [`validate`] finds nothing wrong with it.
+    fn validated(manifest: Manifest, file: &str) -> Result<Manifest, ManifestError> {
+        let problems = validate(&manifest);
+        if problems.is_empty() {
+            Ok(manifest)
+        } else {
+            Err(ManifestError { file: file.to_string(), problems })
+        }
+    }
+
+    /// Read, parse and validate a manifest file.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+            file: file.clone(),
+            problems: vec![Problem { path: String::new(), line: None, message: format!("cannot read the file: {e}") }],
+        })?;
+        let mut manifest = Manifest::from_yaml(&text, &file)?;
+        manifest.base_dir =
+            path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p }.to_path_buf());
+        Ok(manifest)
+    }
+
+    /// `path` resolved against the manifest's folder (as is when absolute, or when the
+    /// manifest was not loaded from a file).
+    pub fn resolve(&self, path: &str) -> std::path::PathBuf {
+        let p = Path::new(path);
+        match &self.base_dir {
+            Some(base) if p.is_relative() => base.join(p),
+            _ => p.to_path_buf(),
+        }
+    }
+
+    /// The manifest embedded in the binary ([`EMBEDDED_ROUTING_YAML`]), read from its JSON form
+    /// prepared at build time and validated like any other. Should that form not deserialize
+    /// (the YAML is broken, or uses something JSON cannot carry), the YAML is parsed instead, so
+    /// the result and every error (with its line) are exactly those of [`Manifest::from_yaml`].
+    pub fn embedded() -> Result<Manifest, ManifestError> {
+        Manifest::from_prepared(EMBEDDED_ROUTING_JSON, EMBEDDED_ROUTING_YAML, EMBEDDED_FILE)
+    }
+
+    /// The manifest `yaml`, read from `json` (its build-time JSON form) when that deserializes.
+    fn from_prepared(json: &str, yaml: &str, file: &str) -> Result<Manifest, ManifestError> {
+        match serde_json::from_str::<Manifest>(json) {
+            Ok(manifest) => Manifest::validated(manifest, file),
+            Err(_) => Manifest::from_yaml(yaml, file),
+        }
+    }
+
+    /// The agent with this id.
+    pub fn agent(&self, id: &str) -> Option<&Agent> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+
+    /// The tier with this number.
+    pub fn tier(&self, tier: u8) -> Option<&Tier> {
+        self.tiers.iter().find(|t| t.tier == tier)
+    }
+
+    /// The intent with this id.
+    pub fn intent(&self, id: &str) -> Option<&Intent> {
+        self.intents.iter().find(|i| i.id == id)
+    }
+
+    /// The model provider with this id.
+    pub fn provider(&self, id: &str) -> Option<&Provider> {
+        self.providers.iter().find(|p| p.id == id)
+    }
+
+    /// The pipeline with this id.
+    pub fn pipeline(&self, id: &str) -> Option<&Pipeline> {
+        self.pipelines.iter().find(|p| p.id == id)
+    }
+
+    /// An agent's per-attempt timeout: its own, else its tier's fixed timeout.
+    pub fn agent_timeout(&self, agent: &Agent) -> Option<Dur> {
+        agent.timeout.or_else(|| match self.tier(agent.tier)?.timeout {
+            TierTimeout::Fixed(d) => Some(d),
+            TierTimeout::Variable => None,
+        })
+    }
+
+    /// An agent's retries after the first attempt: its own, else its tier's.
+    pub fn agent_max_retries(&self, agent: &Agent) -> u32 {
+        agent.max_retries.or_else(|| self.tier(agent.tier).map(|t| t.max_retries)).unwrap_or(0)
+    }
+
+    /// What answers when the agent's retries are exhausted. A tier's fallback agent does not
+    /// fall back to itself.
+    pub fn agent_fallback(&self, agent: &Agent) -> Fallback {
+        let fallback = agent
+            .fallback
+            .clone()
+            .or_else(|| self.tier(agent.tier).map(|t| t.fallback.clone()))
+            .unwrap_or(Fallback::None);
+        match fallback {
+            Fallback::Agent(ref id) if *id == agent.id && agent.fallback.is_none() => Fallback::None,
+            other => other,
+        }
+    }
+
+    /// A stable fingerprint of the manifest's content, recorded with each query so a query
+    /// finishes on the manifest version it started with.
+    pub fn fingerprint(&self) -> String {
+        // FNV-1a over the canonical JSON: stable across processes and builds. The JSON is
+        // hashed as it is written, never held (every function computes this in its init).
+        let mut hash = Fnv1a(0xcbf2_9ce4_8422_2325);
+        if serde_json::to_writer(&mut hash, self).is_err() {
+            hash = Fnv1a(0xcbf2_9ce4_8422_2325);
+        }
+        format!("{:016x}", hash.0)
+    }
+}
+
+/// FNV-1a as an `io::Write`: the hash of everything written to it.
+struct Fnv1a(u64);
+
+impl std::io::Write for Fnv1a {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// serde_yaml appends " at line L column C" to its messages; the line is reported separately.
+fn strip_location(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_manifest_read_from_its_prepared_json_is_the_yaml_one() {
+        assert!(!EMBEDDED_ROUTING_JSON.is_empty(), "build.rs prepares the JSON form of routing.yaml");
+        let from_json: Manifest = serde_json::from_str(EMBEDDED_ROUTING_JSON).expect("the JSON form deserializes");
+        let from_yaml = Manifest::from_yaml(EMBEDDED_ROUTING_YAML, EMBEDDED_FILE).expect("the shipped manifest loads");
+        assert_eq!(from_json, from_yaml);
+        let embedded = Manifest::embedded().expect("the embedded manifest loads");
+        assert_eq!(embedded.fingerprint(), from_yaml.fingerprint());
+    }
+
+    #[test]
+    fn a_prepared_form_that_does_not_deserialize_gives_the_yaml_result_and_errors() {
+        let from_yaml = Manifest::from_yaml(EMBEDDED_ROUTING_YAML, EMBEDDED_FILE).expect("the shipped manifest loads");
+        for json in ["", "{", "{\"version\": \"one\"}"] {
+            let manifest = Manifest::from_prepared(json, EMBEDDED_ROUTING_YAML, EMBEDDED_FILE).expect("falls back");
+            assert_eq!(manifest, from_yaml, "json {json:?}");
+        }
+        let broken = EMBEDDED_ROUTING_YAML.replacen("version: 1", "version: [1", 1);
+        let err = Manifest::from_prepared("", &broken, EMBEDDED_FILE).expect_err("broken YAML");
+        assert!(err.problems.iter().all(|p| p.line.is_some()), "the YAML error keeps its line: {err}");
+    }
+
+    #[test]
+    fn a_prepared_form_is_validated_like_the_yaml() {
+        let yaml = EMBEDDED_ROUTING_YAML.replacen("version: 1", "version: 7", 1);
+        let json =
+            serde_json::to_string(&serde_yaml::from_str::<serde_json::Value>(&yaml).expect("yaml")).expect("json");
+        let from_json = Manifest::from_prepared(&json, &yaml, EMBEDDED_FILE).expect_err("version 7 is refused");
+        let from_yaml = Manifest::from_yaml(&yaml, EMBEDDED_FILE).expect_err("version 7 is refused");
+        assert_eq!(from_json.to_string(), from_yaml.to_string());
+    }
+
+    #[test]
+    fn the_fingerprint_is_fnv1a_of_the_canonical_json() {
+        let manifest = Manifest::embedded().expect("the embedded manifest loads");
+        let text = serde_json::to_string(&manifest).expect("serializes");
+        let hash =
+            text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        assert_eq!(manifest.fingerprint(), format!("{hash:016x}"));
+    }
+}
