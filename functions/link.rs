@@ -7,7 +7,7 @@
 //! machine where a bare `lambda_runtime` binary starts in ~2 ms, that was about 2 ms of every
 //! function's cold start. A fixed-address executable has none of them. The trade-off: the
 //! executable image itself is not randomized (ASLR still randomizes the stack, the heap, mmap
-//! and every shared library). README "Cold start" has the measurements.
+//! and every shared library). docs/performance.md#cold-start has the measurements.
 //!
 //! `SWITCHYARD_PIE=1` at build time keeps the default PIE link.
 use std::env;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions each function binary spends in its init (README "Cold start"): every binary runs
+# Instructions each function binary spends in its init (docs/performance.md#cold-start): every binary runs
 # under callgrind with the environment the template gives it (table, every queue URL, tier,
 # dummy credentials and region) and a Runtime API address nobody listens on, so it stops at its
 # first `GET …/invocation/next`, right after init. The bare `lambda_runtime` binary

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per query of the embedded pipeline (README "Performance"), by the callgrind
+# Instructions per query of the embedded pipeline (docs/performance.md#instructions-per-query), by the callgrind
 # difference method: run `switchyard bench pipeline` under callgrind with LOW and HIGH queries
 # at one k and one query in flight; process start, manifest, pollers and everything else that
 # does not depend on the number of queries cancels out of the difference.

@@ -92,7 +92,7 @@ refused=$(cargo lambda invoke --invoke-address 127.0.0.1 --invoke-port "$port" r
 [ "$(printf '%s' "$refused" | field 'd["batchItemFailures"][0]["itemIdentifier"]')" = local-message-1 ] || fail "malformed record: $refused"
 echo "cargo-lambda: a malformed record is a batch item failure"
 # The binaries cargo lambda built and ran above are linked without PIE (functions/link.rs: no
-# load-time relocations, README "Cold start"); ELF e_type 2 is a fixed-address executable.
+# load-time relocations, docs/performance.md#cold-start); ELF e_type 2 is a fixed-address executable.
 for f in intake router agent-worker synthesizer; do
   exe="${CARGO_TARGET_DIR:-target}/debug/$f"
   [ -f "$exe" ] || fail "$exe was not built by cargo lambda watch"

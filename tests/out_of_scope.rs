@@ -149,7 +149,7 @@ async fn through_the_engine_the_blind_out_of_scope_set_ends_out_of_scope_and_the
         pct(blind_in)
     );
     // The tuned sets hold issue 18's bars (90 % and 2 %), and so does the eleventh pair, blind
-    // (written by an independent writer, scored once after session 9's round; docs/scope.md):
+    // (written by an independent writer, scored once before the classifier was tuned further; docs/scope.md):
     // 97.2 % rejected, 70 of 72, and 1.4 % of in-scope questions, 2 of 144, ended out of scope.
     assert!(pct(tuned_out) >= 90.0, "tuned out-of-scope sets: {tuned_out:?}");
     assert!(pct(tuned_in) <= 2.0, "tuned in-scope sets ended out of scope: {tuned_in:?}");

@@ -3,7 +3,7 @@
 
 // mimalloc instead of glibc's allocator: the embedded pipeline allocates and frees a few
 // thousand small objects per query, and glibc's malloc/free were about 37 % of its
-// instructions (README "Instructions per query"). The crate's `override` feature makes
+// instructions (docs/performance.md#instructions-per-query). The crate's `override` feature makes
 // mimalloc the process's `malloc`/`free` (linked statically, built from source with the C
 // compiler the workspace already needs), so Rust's default allocator reaches `mi_malloc` in a
 // few instructions; the crate's `#[global_allocator]` type would send every allocation

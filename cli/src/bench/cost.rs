@@ -22,7 +22,7 @@ pub struct Prices {
     pub express_gb_second: f64,
 }
 
-/// The prices used, as published for us-east-1 (see the README's Performance section).
+/// The prices used, as published for us-east-1 (docs/performance.md#requests-per-query-and-cost).
 pub const US_EAST_1: Prices = Prices {
     lambda_gb_second: 0.000_013_333_4,
     lambda_per_million_requests: 0.20,

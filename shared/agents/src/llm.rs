@@ -15,8 +15,8 @@
 //! answer is parsed and checked against the schema; anything else becomes
 //! [`AgentReply::Malformed`] with the raw text, which the worker records as a failed handoff.
 
-pub use crate::provider::{ModelProvider, ModelRequest, ModelResponse, OnText, ProviderError};
 use super::schema;
+pub use crate::provider::{ModelProvider, ModelRequest, ModelResponse, OnText, ProviderError};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -30,6 +30,10 @@ use switchyard_model::manifest::{Agent, LlmSettings, Manifest, Provider, Provide
 /// Environment variable naming a provider every `llm` agent on a `scripted` provider uses
 /// instead (run the offline examples against a real model).
 pub const PROVIDER_OVERRIDE_ENV: &str = "SWITCHYARD_MODEL_PROVIDER";
+
+// ------------------------------------------------------------------------------------------
+// Scripted
+// ------------------------------------------------------------------------------------------
 
 /// Replies from the manifest keyed by output-schema name: the first reply whose `when` text
 /// occurs in the prompt (or that has no `when`). Streamed, the reply comes word by word, one

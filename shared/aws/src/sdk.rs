@@ -78,8 +78,7 @@ const AMAZON_ROOTS_PEM: &[u8] = include_bytes!("../certs/amazon-roots.pem");
 ///
 /// Why: with the SDK's default client each function start parsed the system's whole CA bundle
 /// (~140 PEM certificates) twice — once for aws-config's STS client, once for the service
-/// clients — which was about half of a function's init instructions (README
-/// "Cold start"). Five roots compiled in cost next to nothing. With a custom endpoint
+/// clients — which was about half of a function's init instructions (docs/performance.md#cold-start). Five roots compiled in cost next to nothing. With a custom endpoint
 /// (`AWS_ENDPOINT_URL`: a local endpoint, a proxy) or `SWITCHYARD_NATIVE_ROOTS=1` the system
 /// store is used, still through one shared client. If the TLS context cannot be built the
 /// SDK's default client applies.

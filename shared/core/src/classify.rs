@@ -150,7 +150,7 @@ const MIN_FUZZY_CHARS: usize = 5;
 const MAX_ALTERNATIVES: usize = 5;
 /// Weight of the word-vector similarity of a query to an intent's utterances, added to the
 /// tempered lexical score (in log-probability units per unit of cosine). Chosen on the tuned
-/// question sets (docs/scope.md#third-round-word-vectors).
+/// question sets (docs/scope.md#word-vectors).
 const SEMANTIC_INTENT_WEIGHT: f64 = 8.0;
 /// How many of an intent's nearest utterances are averaged for its similarity.
 const SEMANTIC_NEAREST: usize = 2;
@@ -506,7 +506,8 @@ impl Classifier {
         named_words.dedup();
         let negative_total = negatives.len() as f64;
         classifier.centre_vectors();
-        classifier.domain_weight = scope_score::domain_weights(&classifier, &named_words, &negative_counts, negative_total);
+        classifier.domain_weight =
+            scope_score::domain_weights(&classifier, &named_words, &negative_counts, negative_total);
         classifier.temperature = classifier.fit_temperature();
         classifier.cause_intent = classifier.intent_for_causes();
         classifier

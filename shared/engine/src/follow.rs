@@ -2,7 +2,7 @@
 //! `switchyard serve`'s events endpoint and the `events-stream` Lambda function (response
 //! streaming).
 //!
-//! The log is the truth (docs/architecture.md#streaming-and-sync-are-one-path): the follower
+//! The log is the truth (docs/streaming.md): the follower
 //! polls [`crate::ports::Store::list_events`] and sends each event it has not sent yet, so any
 //! process can serve any query and a stream that breaks can be picked up by another.
 //!

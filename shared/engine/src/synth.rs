@@ -53,7 +53,7 @@ pub fn band(confidence: f64) -> ConfidenceBand {
 /// surer than the geometric mean of the two — `min(agents, sqrt(agents × routing))`. A router
 /// at least as sure as the agents changes nothing; a router that did not understand the
 /// question (routing confidence 0) leaves 0, so a fallback answer to a question nobody
-/// understood is never `confidence_high`. The rule is documented in docs/confidence.md.
+/// understood is never `confidence_high`. The rule is documented in docs/scope.md#confidence-that-flows.
 pub fn routed_confidence(agents: f64, routing: f64) -> f64 {
     let agents = agents.clamp(0.0, 1.0);
     let routing = routing.clamp(0.0, 1.0);
