@@ -1,5 +1,6 @@
 use super::*;
 use switchyard_model::contracts::{EntitySource, EntityType};
+use switchyard_model::manifest::Manifest;
 
 fn shipped() -> Classifier {
     let manifest = Manifest::embedded().expect("the shipped manifest loads");

@@ -1,3 +1,4 @@
+use super::request::{field, invalid};
 use super::*;
 
 fn manifest() -> Manifest {
