@@ -367,3 +367,44 @@ async fn every_response_in_the_scenarios_matches_the_document() {
     let checked = result.unwrap_or_else(|e| panic!("responses that do not match docs/openapi.json:\n{e}"));
     assert_eq!(checked.trim(), records.len().to_string());
 }
+
+/// The `cargo lambda watch` routes in the workspace's Cargo.toml, as (method, path) pairs.
+fn cargo_lambda_watch_routes() -> std::collections::BTreeSet<(String, String)> {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml")).expect("Cargo.toml");
+    let section = text.split("[workspace.metadata.lambda.watch.router]").nth(1).expect("the watch router section");
+    let mut routes = std::collections::BTreeSet::new();
+    for line in section.lines().take_while(|l| !l.starts_with('[')) {
+        let Some((path, targets)) = line.split_once(" = ") else { continue };
+        let path = path.trim().trim_matches('"').to_string();
+        for method in targets.split("method = \"").skip(1) {
+            let method = method.split('"').next().expect("closing quote");
+            assert!(targets.contains("function = \"intake\""), "{path}: every route goes to intake");
+            routes.insert((method.to_string(), path.clone()));
+        }
+    }
+    routes
+}
+
+#[test]
+fn every_route_the_handler_serves_is_documented_and_served_by_cargo_lambda_watch() {
+    use switchyard_engine::handlers::HTTP_ROUTES;
+    let served: std::collections::BTreeSet<(String, String)> =
+        HTTP_ROUTES.iter().map(|(m, p)| (m.to_string(), p.to_string())).collect();
+    assert_eq!(cargo_lambda_watch_routes(), served, "Cargo.toml's [workspace.metadata.lambda.watch.router]");
+    let doc = document();
+    let documented: std::collections::BTreeSet<(String, String)> = doc["paths"]
+        .as_object()
+        .expect("paths")
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .expect("path item")
+                .keys()
+                .filter(|k| ["get", "post", "put", "patch", "delete"].contains(&k.as_str()))
+                .map(move |m| (m.to_uppercase(), path.clone()))
+        })
+        .collect();
+    let undocumented: Vec<_> = served.difference(&documented).collect();
+    assert!(undocumented.is_empty(), "served but not in docs/openapi.json: {undocumented:?}");
+}

@@ -40,6 +40,24 @@ struct Cli {
     command: Command,
 }
 
+/// What `switchyard infra` does with the template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum InfraAction {
+    /// Print the SAM template for the manifest.
+    Render,
+    /// Compare a template with the one the manifest needs; exit 1 on drift.
+    Check,
+}
+
+/// What `switchyard signals` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SignalsAction {
+    /// Print the finished training signals as JSON lines.
+    Export,
+    /// Report the optimization requests the signals raise.
+    Pending,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Ask a question: runs intake → router → agent workers → synthesizer in one process.
@@ -87,8 +105,9 @@ enum Command {
     },
     /// The SAM template: `render` prints it from the manifest; `check FILE` reports drift.
     Infra {
-        /// `render` or `check`.
-        action: String,
+        /// What to do with the template.
+        #[arg(value_enum)]
+        action: InfraAction,
         /// The template to check (default infra/template.yaml).
         #[arg(default_value = "infra/template.yaml")]
         template: PathBuf,
@@ -133,8 +152,9 @@ enum Command {
     /// fields + reward); `pending` lists the optimization requests they raise (from the store,
     /// or from exported JSON lines with --signals).
     Signals {
-        /// `export` or `pending`.
-        action: String,
+        /// What to do with the signals.
+        #[arg(value_enum)]
+        action: SignalsAction,
         /// Where the signals are: `aws` (the table in the environment). `memory` signals live
         /// inside `switchyard serve`: read them there with GET /v1/signals.
         #[arg(long, value_enum, default_value = "aws")]
@@ -277,16 +297,13 @@ async fn main() -> ExitCode {
             let options = bench::BenchOptions { manifest, json, queries, concurrency, k: k.map(usize::from), repeat };
             bench::run(&suite, &options).await
         }
-        Command::Infra { action, template, manifest } => {
-            load_manifest(manifest.as_ref()).and_then(|m| match action.as_str() {
-                "render" => {
-                    print!("{}", infra_cmd::render(&m));
-                    Ok(0)
-                }
-                "check" => Ok(infra_cmd::check(&template, &m, &mut std::io::stdout().lock())),
-                other => Err(anyhow::anyhow!("unknown infra action `{other}`; use render or check")),
-            })
-        }
+        Command::Infra { action, template, manifest } => load_manifest(manifest.as_ref()).map(|m| match action {
+            InfraAction::Render => {
+                print!("{}", infra_cmd::render(&m));
+                0
+            }
+            InfraAction::Check => infra_cmd::check(&template, &m, &mut std::io::stdout().lock()),
+        }),
         Command::Setup { backend, table, prefix, manifest } => match load_manifest(manifest.as_ref()) {
             Ok(m) => setup_cmd::run(backend, &m, &table, &prefix, &mut std::io::stdout().lock()).await,
             Err(e) => Err(e),
@@ -298,17 +315,16 @@ async fn main() -> ExitCode {
         Command::Signals { action, backend, signals, since, min_reward, window, threshold, manifest } => {
             init_tracing(false);
             let stdout = &mut std::io::stdout().lock();
-            match (load_manifest(manifest.as_ref()), action.as_str(), signals) {
+            match (load_manifest(manifest.as_ref()), action, signals) {
                 (Err(e), _, _) => Err(e),
-                (Ok(m), "pending", Some(file)) => {
+                (Ok(m), SignalsAction::Pending, Some(file)) => {
                     let o = &m.signals.optimization;
                     refit_cmd::pending(&file, window.unwrap_or(o.window), threshold.unwrap_or(o.threshold), stdout)
                 }
-                (Ok(m), "pending", None) => signals_cmd::pending(backend, m, stdout).await,
-                (Ok(m), "export", _) => {
+                (Ok(m), SignalsAction::Pending, None) => signals_cmd::pending(backend, m, stdout).await,
+                (Ok(m), SignalsAction::Export, _) => {
                     signals_cmd::export(backend, m, since.as_deref(), min_reward.as_deref(), stdout).await
                 }
-                (Ok(_), other, _) => Err(anyhow::anyhow!("unknown signals action `{other}`; use export or pending")),
             }
         }
         Command::Feedback { query_id, rating, intent, comment, backend, manifest } => {
