@@ -156,6 +156,7 @@ fn crate_sources() -> Vec<(String, PathBuf)> {
     let mut out: Vec<(String, PathBuf)> =
         LIBRARY.iter().map(|c| (format!("shared/{c}"), root().join("shared").join(c).join("src"))).collect();
     out.push(("cli".into(), root().join("cli/src")));
+    out.push(("infra".into(), root().join("infra/src")));
     out
 }
 

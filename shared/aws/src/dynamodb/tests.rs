@@ -1,3 +1,4 @@
+
 use super::*;
 use aws_sdk_dynamodb::primitives::Blob;
 use chrono::DateTime;

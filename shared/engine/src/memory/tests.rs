@@ -1,3 +1,4 @@
+
 use super::queue::{message_id, receipt_handle};
 use super::*;
 
