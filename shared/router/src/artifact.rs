@@ -1,0 +1,209 @@
+//! The trained router as bytes: what `switchyard train` writes beside the manifest and a
+//! function loads at init. The header names the format, the trainer's version and the hash of
+//! the manifest it was trained from, so a stale artifact is told apart from a current one.
+//!
+//! Little-endian: `SYRT`, format `u32`, trainer version (`u16` length + UTF-8), manifest hash
+//! `u64`, hash bits, shortest and longest character n-gram (`u32` each), character weight and
+//! threshold (`f32`), intents (`u32` count, then `u16` length + UTF-8 each), rows (`u32`
+//! count, then the bucket ids), per-row scales (`f32`), the `i8` matrix, the biases (`f32`).
+
+use crate::features::FeatureSpec;
+use crate::svm::Compact;
+use crate::Router;
+
+const MAGIC: &[u8; 4] = b"SYRT";
+/// The byte format's version.
+pub const FORMAT: u32 = 1;
+/// The trainer's version: a router trained by another is stale.
+pub const TRAINER: &str = concat!("svm-ngrams/", env!("CARGO_PKG_VERSION"));
+
+/// What the header of an artifact says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The trainer that wrote it.
+    pub trainer: String,
+    /// The hash of the manifest it was trained from.
+    pub manifest_hash: u64,
+}
+
+/// Why bytes are not a router.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ArtifactError {
+    /// Not an artifact, or another format version.
+    #[error("not a Switchyard router artifact (format {FORMAT}): {0}")]
+    Format(String),
+    /// Cut short or inconsistent.
+    #[error("the router artifact is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// `router` as bytes, trained from the manifest whose hash is `manifest_hash`.
+pub fn encode(router: &Router, manifest_hash: u64) -> Vec<u8> {
+    let w = &router.weights;
+    let mut out = Vec::with_capacity(64 + w.rows.len() * (8 + w.classes));
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT.to_le_bytes());
+    text(&mut out, TRAINER);
+    out.extend_from_slice(&manifest_hash.to_le_bytes());
+    let f = &router.features;
+    for v in [f.hash_bits, f.char_range.0 as u32, f.char_range.1 as u32] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&f.char_weight.to_le_bytes());
+    out.extend_from_slice(&router.threshold.to_le_bytes());
+    out.extend_from_slice(&(router.intents.len() as u32).to_le_bytes());
+    for intent in &router.intents {
+        text(&mut out, intent);
+    }
+    out.extend_from_slice(&(w.rows.len() as u32).to_le_bytes());
+    for r in &w.rows {
+        out.extend_from_slice(&r.to_le_bytes());
+    }
+    for s in &w.scale {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out.extend(w.matrix.iter().map(|&v| v as u8));
+    for b in &w.bias {
+        out.extend_from_slice(&b.to_le_bytes());
+    }
+    out
+}
+
+fn text(out: &mut Vec<u8>, s: &str) {
+    let bytes = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
+    out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], ArtifactError> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let end = end.ok_or_else(|| ArtifactError::Corrupt(format!("cut short in {what}")))?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+    fn u16(&mut self, what: &str) -> Result<u16, ArtifactError> {
+        let b = self.take(2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self, what: &str) -> Result<u32, ArtifactError> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn f32(&mut self, what: &str) -> Result<f32, ArtifactError> {
+        self.u32(what).map(f32::from_bits)
+    }
+    fn u64(&mut self, what: &str) -> Result<u64, ArtifactError> {
+        let lo = u64::from(self.u32(what)?);
+        let hi = u64::from(self.u32(what)?);
+        Ok(lo | hi << 32)
+    }
+    fn text(&mut self, what: &str) -> Result<String, ArtifactError> {
+        let n = self.u16(what)? as usize;
+        let b = self.take(n, what)?;
+        String::from_utf8(b.to_vec()).map_err(|_| ArtifactError::Corrupt(format!("{what} is not UTF-8")))
+    }
+    fn f32s(&mut self, n: usize, what: &str) -> Result<Vec<f32>, ArtifactError> {
+        let b = self.take(n.checked_mul(4).ok_or_else(|| ArtifactError::Corrupt(what.into()))?, what)?;
+        Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+}
+
+/// The header of `bytes`, without reading the rest.
+pub fn header(bytes: &[u8]) -> Result<Header, ArtifactError> {
+    let mut r = Reader { bytes, at: 0 };
+    if r.take(4, "the magic").ok() != Some(MAGIC.as_slice()) {
+        return Err(ArtifactError::Format("no SYRT magic".into()));
+    }
+    let format = r.u32("the format")?;
+    if format != FORMAT {
+        return Err(ArtifactError::Format(format!("format {format}")));
+    }
+    let trainer = r.text("the trainer")?;
+    let manifest_hash = r.u64("the manifest hash")?;
+    Ok(Header { trainer, manifest_hash })
+}
+
+/// The router in `bytes`, with its header.
+pub fn decode(bytes: &[u8]) -> Result<(Header, Router), ArtifactError> {
+    let head = header(bytes)?;
+    let mut r = Reader { bytes, at: 4 + 4 + 2 + head.trainer.len() + 8 };
+    let hash_bits = r.u32("the hash bits")?;
+    if !(8..=24).contains(&hash_bits) {
+        return Err(ArtifactError::Corrupt(format!("hash bits {hash_bits} outside 8 – 24")));
+    }
+    let lo = r.u32("the n-gram range")? as usize;
+    let hi = r.u32("the n-gram range")? as usize;
+    if lo == 0 || lo > hi || hi > 16 {
+        return Err(ArtifactError::Corrupt(format!("character n-grams {lo} – {hi}")));
+    }
+    let char_weight = r.f32("the character weight")?;
+    let threshold = r.f32("the threshold")?;
+    let k = r.u32("the intent count")? as usize;
+    if k < 2 || k > 100_000 {
+        return Err(ArtifactError::Corrupt(format!("{k} intents")));
+    }
+    let intents = (0..k).map(|_| r.text("an intent")).collect::<Result<Vec<_>, _>>()?;
+    let n = r.u32("the row count")? as usize;
+    let rows_bytes = r.take(n.checked_mul(4).ok_or_else(|| ArtifactError::Corrupt("rows".into()))?, "the rows")?;
+    let rows: Vec<u32> = rows_bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    if rows.windows(2).any(|w| w[0] >= w[1]) || rows.last().is_some_and(|&r| r >> hash_bits != 0) {
+        return Err(ArtifactError::Corrupt("rows out of order or out of range".into()));
+    }
+    let scale = r.f32s(n, "the scales")?;
+    let cells = n.checked_mul(k).ok_or_else(|| ArtifactError::Corrupt("matrix size".into()))?;
+    let matrix: Vec<i8> = r.take(cells, "the matrix")?.iter().map(|&b| b as i8).collect();
+    let bias = r.f32s(k, "the biases")?;
+    if r.at != bytes.len() {
+        return Err(ArtifactError::Corrupt(format!("{} bytes after the end", bytes.len() - r.at)));
+    }
+    let features = FeatureSpec { hash_bits, char_range: (lo, hi), char_weight };
+    let weights = Compact { classes: k, rows, scale, matrix, bias };
+    Ok((head, Router { intents, features, weights, threshold }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{TrainSpec, TrainingSet};
+
+    fn router() -> Router {
+        let set = TrainingSet {
+            intents: vec!["a".into(), "b".into()],
+            examples: vec![("hello there".into(), 0), ("good morning".into(), 0), ("pay my bill".into(), 1), ("billing question".into(), 1)],
+            negatives: vec![],
+        };
+        Router::train(&set, &TrainSpec { folds: 2, ..TrainSpec::default() }).expect("trains")
+    }
+
+    #[test]
+    fn a_router_reads_back_as_it_was_written() {
+        let r = router();
+        let bytes = encode(&r, 42);
+        let (head, back) = decode(&bytes).expect("decodes");
+        assert_eq!(head, Header { trainer: TRAINER.into(), manifest_hash: 42 });
+        assert_eq!(back, r);
+        assert_eq!(back.route("my bill").intent, r.route("my bill").intent);
+    }
+
+    #[test]
+    fn every_cut_or_foreign_byte_string_is_refused_with_a_reason() {
+        let bytes = encode(&router(), 7);
+        for cut in [0, 3, 4, 9, 20, bytes.len() / 2, bytes.len() - 1] {
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(matches!(decode(&longer), Err(ArtifactError::Corrupt(_))));
+        assert!(matches!(decode(b"PK\x03\x04 not a router"), Err(ArtifactError::Format(_))));
+        let mut other = bytes;
+        other[4] = 9;
+        assert_eq!(header(&other), Err(ArtifactError::Format("format 9".into())));
+    }
+}
