@@ -90,9 +90,10 @@ async fn a_query_is_one_otlp_trace_whose_spans_follow_the_flow_across_the_queues
             .expect("valid settings")
             .expect("export configured");
     assert_eq!(config.traces_url, format!("{endpoint}/v1/traces"));
-    let layer = OtlpLayer::start(config)
-        .expect("exporter starts")
-        .with_filter(tracing_subscriber::filter::Targets::new().with_target("shared", tracing::Level::INFO));
+    let layer = OtlpLayer::start(config).expect("exporter starts").with_filter(
+        tracing_subscriber::filter::Targets::new()
+            .with_target(switchyard_engine::telemetry::otlp::SPAN_TARGET, tracing::Level::INFO),
+    );
     tracing_subscriber::registry().with(layer).init();
 
     // WHEN a question runs through the whole engine (two agents, then synthesis).

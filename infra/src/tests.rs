@@ -1,4 +1,3 @@
-
 use super::check::{get_att_target, ref_target};
 use super::render::http_event_name;
 use super::*;

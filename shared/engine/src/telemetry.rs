@@ -45,8 +45,9 @@ pub fn init(service: &str, output: LogOutput, default_filter: &str) -> bool {
         Err(e) => (None, Some(e.to_string())),
     };
     let exporting = otlp.is_some();
-    let otlp = otlp
-        .map(|l| l.with_filter(tracing_subscriber::filter::Targets::new().with_target("shared", tracing::Level::INFO)));
+    let otlp = otlp.map(|l| {
+        l.with_filter(tracing_subscriber::filter::Targets::new().with_target(otlp::SPAN_TARGET, tracing::Level::INFO))
+    });
     let installed = tracing_subscriber::registry().with(logs).with(otlp).try_init().is_ok();
     if let Some(problem) = problem {
         tracing::warn!(%problem, "traces are not exported");

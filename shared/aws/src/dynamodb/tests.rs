@@ -1,4 +1,3 @@
-
 use super::*;
 use aws_sdk_dynamodb::primitives::Blob;
 use chrono::DateTime;

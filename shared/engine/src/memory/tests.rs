@@ -1,4 +1,3 @@
-
 use super::queue::{message_id, receipt_handle};
 use super::*;
 

@@ -290,8 +290,12 @@ fn exported<S>(span: &tracing_subscriber::registry::SpanRef<'_, S>) -> bool
 where
     S: for<'a> LookupSpan<'a>,
 {
-    span.metadata().target().starts_with("shared")
+    span.metadata().target().starts_with(SPAN_TARGET)
 }
+
+/// The prefix of the targets whose spans are exported: every Switchyard crate
+/// (`switchyard_engine`, `switchyard_agents`, `switchyard_aws`, …).
+pub const SPAN_TARGET: &str = "switchyard";
 
 impl<S> Layer<S> for OtlpLayer
 where
