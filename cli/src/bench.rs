@@ -14,6 +14,9 @@
 //!   the scripted model at a fixed pace.
 //! - `retrieval` ([`retrieval`]): a retriever's index build, file size, load and
 //!   query latency (default: the rag-manager example's corpus).
+//! - `routing` ([`routing`]): the trained router on a public intent benchmark (CLINC150), by
+//!   its protocol: in-scope accuracy, out-of-scope recall, refusals, latency, training time,
+//!   artifact size and load time.
 //! - `all`: every suite; `requests` only when `AWS_ENDPOINT_URL` is set.
 
 mod cold_start;
@@ -22,6 +25,7 @@ pub mod cost;
 mod pipeline;
 mod requests;
 mod retrieval;
+mod routing;
 mod ttft;
 
 use crate::backend::api_event;
@@ -82,6 +86,12 @@ pub struct BenchOptions {
     pub k: Option<usize>,
     /// Process starts per binary (cold-start).
     pub repeat: usize,
+    /// The benchmark (routing): `clinc150`, or a path to its `data_full.json` or folder.
+    pub dataset: Option<PathBuf>,
+    /// Training queries per intent (routing): the first N; all when unset.
+    pub shots: Option<usize>,
+    /// Also score the test split (routing): once per change, never while choosing settings.
+    pub report_test: bool,
 }
 
 /// Runs a suite and prints its table; returns the exit code.
@@ -98,6 +108,7 @@ pub async fn run(suite: &str, options: &BenchOptions) -> anyhow::Result<u8> {
         "retrieval" => retrieval::run(options),
         "context" => Ok(context::run(options.json)),
         "ttft" => ttft::run(options).await,
+        "routing" => routing::run(options),
         "all" => {
             let mut code = 0;
             for suite in ["classify", "pipeline", "ttft", "cold-start", "retrieval", "context"] {

@@ -81,7 +81,8 @@ enum Command {
         /// `requests` (requests per query and cost per million queries against the local
         /// endpoint in AWS_ENDPOINT_URL, and the extra writes of a streamed answer), `cold-start` (init time and peak RSS of the
         /// function binaries beside this one), `context` (tokenizer load, turn recording, snapshot
-        /// and selection of the conversation pipeline), or `all`.
+        /// and selection of the conversation pipeline), `routing` (the trained router on CLINC150), or
+        /// `all`.
         #[arg(default_value = "classify")]
         suite: String,
         /// Manifest for `classify` (default: the embedded routing.yaml).
@@ -102,6 +103,16 @@ enum Command {
         /// Process starts per binary (cold-start).
         #[arg(long, default_value_t = 20)]
         repeat: usize,
+        /// The benchmark for `routing`: `clinc150` (../shared/benchmarks/clinc150), or a path
+        /// to a `data_full.json` of the same shape or its folder.
+        #[arg(long)]
+        dataset: Option<PathBuf>,
+        /// `routing`: train on the first N queries per intent (all when unset).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        shots: Option<u64>,
+        /// `routing`: also score the test split. Once per change; settings are chosen on val.
+        #[arg(long)]
+        report_test: bool,
     },
     /// The SAM template: `render` prints it from the manifest; `check FILE` reports drift.
     Infra {
@@ -293,8 +304,18 @@ async fn main() -> ExitCode {
         }
         Command::Classify { manifest, query } => load_manifest(manifest.as_ref())
             .and_then(|m| classify_cmd::run(&m, query, std::io::stdin().lock(), &mut std::io::stdout().lock())),
-        Command::Bench { suite, manifest, json, queries, concurrency, k, repeat } => {
-            let options = bench::BenchOptions { manifest, json, queries, concurrency, k: k.map(usize::from), repeat };
+        Command::Bench { suite, manifest, json, queries, concurrency, k, repeat, dataset, shots, report_test } => {
+            let options = bench::BenchOptions {
+                manifest,
+                json,
+                queries,
+                concurrency,
+                k: k.map(usize::from),
+                repeat,
+                dataset,
+                shots: shots.map(|n| n as usize),
+                report_test,
+            };
             bench::run(&suite, &options).await
         }
         Command::Infra { action, template, manifest } => load_manifest(manifest.as_ref()).map(|m| match action {

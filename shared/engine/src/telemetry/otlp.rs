@@ -539,7 +539,7 @@ mod tests {
             vars(&[
                 ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://ignored:4318"),
                 ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://collector.example/otlp/traces"),
-                ("OTEL_SERVICE_NAME", "switchyard-router"),
+                ("OTEL_SERVICE_NAME", "switchyard-intents"),
                 ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=abc, x-team=blue"),
                 ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
             ]),
@@ -547,7 +547,7 @@ mod tests {
         .expect("valid")
         .expect("set");
         assert_eq!(c.traces_url, "https://collector.example/otlp/traces");
-        assert_eq!(c.service_name, "switchyard-router");
+        assert_eq!(c.service_name, "switchyard-intents");
         assert_eq!(c.headers, [("x-api-key".to_string(), "abc".to_string()), ("x-team".into(), "blue".into())]);
     }
 

@@ -1,8 +1,8 @@
 //! CLINC150 with the router: train on `train` (or its first N per intent), report on `val`
-//! and, with `CLINC_REPORT_TEST=1` (once per change, never while tuning), `test`. `cargo run --release -p switchyard-router --example clinc -- <data_full.json> [shots] [C] [bits] [budget]`.
+//! and, with `CLINC_REPORT_TEST=1` (once per change, never while tuning), `test`. `cargo run --release -p switchyard-intents --example clinc -- <data_full.json> [shots] [C] [bits] [budget]`.
 use std::collections::BTreeMap;
 use std::time::Instant;
-use switchyard_router::{FeatureSpec, Router, SvmSpec, TrainSpec, TrainingSet};
+use switchyard_intents::{FeatureSpec, Router, SvmSpec, TrainSpec, TrainingSet};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -13,7 +13,12 @@ fn main() {
     let bits: u32 = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(18);
     let budget: f32 = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(0.02);
     let rows = |k: &str| -> Vec<(String, String)> {
-        data[k].as_array().expect(k).iter().map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_str().unwrap().to_string())).collect()
+        data[k]
+            .as_array()
+            .expect(k)
+            .iter()
+            .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_str().unwrap().to_string()))
+            .collect()
     };
     let mut intents: Vec<String> = rows("train").iter().map(|r| r.1.clone()).collect();
     intents.sort();
@@ -38,7 +43,7 @@ fn main() {
     let t0 = Instant::now();
     let router = Router::train(&set, &spec).expect("train");
     let train_s = t0.elapsed().as_secs_f64();
-    let bytes = switchyard_router::artifact::encode(&router, 0);
+    let bytes = switchyard_intents::artifact::encode(&router, 0);
     let report_test = std::env::var_os("CLINC_REPORT_TEST").is_some();
     for split in ["val", "test"].into_iter().filter(|s| *s == "val" || report_test) {
         let ins = rows(split);
@@ -66,5 +71,10 @@ fn main() {
             times[times.len() * 99 / 100]
         );
     }
-    println!("train {train_s:.1} s, artifact {:.1} MB, rows {}, threshold {:.3}", bytes.len() as f64 / 1e6, router.weights.rows.len(), router.threshold);
+    println!(
+        "train {train_s:.1} s, artifact {:.1} MB, rows {}, threshold {:.3}",
+        bytes.len() as f64 / 1e6,
+        router.weights.rows.len(),
+        router.threshold
+    );
 }

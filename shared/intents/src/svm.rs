@@ -70,7 +70,14 @@ impl Order {
 }
 
 /// One binary problem: `positive(i)` says whether example `i` is of the class.
-fn binary(xs: &[Sparse], norms: &[f32], positive: &dyn Fn(usize) -> bool, dim: usize, spec: &SvmSpec, seed: u64) -> (Vec<f32>, f32) {
+fn binary(
+    xs: &[Sparse],
+    norms: &[f32],
+    positive: &dyn Fn(usize) -> bool,
+    dim: usize,
+    spec: &SvmSpec,
+    seed: u64,
+) -> (Vec<f32>, f32) {
     let n = xs.len();
     let diag = 1.0 / (2.0 * spec.c);
     let mut alpha = vec![0f32; n];

@@ -176,7 +176,12 @@ mod tests {
     fn router() -> Router {
         let set = TrainingSet {
             intents: vec!["a".into(), "b".into()],
-            examples: vec![("hello there".into(), 0), ("good morning".into(), 0), ("pay my bill".into(), 1), ("billing question".into(), 1)],
+            examples: vec![
+                ("hello there".into(), 0),
+                ("good morning".into(), 0),
+                ("pay my bill".into(), 1),
+                ("billing question".into(), 1),
+            ],
             negatives: vec![],
         };
         Router::train(&set, &TrainSpec { folds: 2, ..TrainSpec::default() }).expect("trains")

@@ -1,4 +1,4 @@
-//! # switchyard-router
+//! # switchyard-intents
 //!
 //! The trained router: which intent a question has, and whether any intent has it at all,
 //! learned ahead from a manifest's own examples with one method for every manifest.
@@ -53,7 +53,13 @@ pub struct TrainSpec {
 
 impl Default for TrainSpec {
     fn default() -> Self {
-        TrainSpec { features: FeatureSpec::default(), svm: SvmSpec::default(), folds: 5, refuse_budget: 0.02, threads: 2 }
+        TrainSpec {
+            features: FeatureSpec::default(),
+            svm: SvmSpec::default(),
+            folds: 5,
+            refuse_budget: 0.02,
+            threads: 2,
+        }
     }
 }
 

@@ -1,0 +1,162 @@
+//! `bench routing --dataset clinc150 [--shots N]`: the trained router (`switchyard-intents`) on
+//! a public intent benchmark, by the benchmark's protocol: trained on `train` (all of it, or
+//! the first N queries per intent), scored on `val` + `oos_val`; `test` + `oos_test` only with
+//! `--report-test`, once per change, never while choosing settings. In-scope accuracy counts a
+//! refused in-scope query as wrong; out-of-scope recall is the share of out-of-scope queries
+//! refused. The threshold comes from the router's own cross-validation on the training
+//! queries, not from the benchmark's out-of-scope queries.
+
+use super::{quantile, BenchOptions};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use switchyard_intents::{artifact, Router, TrainSpec, TrainingSet};
+
+/// Where a `--dataset` name points.
+fn dataset_file(name: &Path) -> PathBuf {
+    if name == Path::new("clinc150") {
+        return PathBuf::from("../shared/benchmarks/clinc150/data_full.json");
+    }
+    if name.is_dir() {
+        return name.join("data_full.json");
+    }
+    name.to_path_buf()
+}
+
+/// `(text, intent)` rows of one split.
+fn split(data: &serde_json::Value, key: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let rows = data[key].as_array().ok_or_else(|| anyhow::anyhow!("the dataset has no `{key}` list"))?;
+    rows.iter()
+        .map(|r| match (r[0].as_str(), r[1].as_str()) {
+            (Some(t), Some(l)) => Ok((t.to_string(), l.to_string())),
+            _ => Err(anyhow::anyhow!("a `{key}` row is not [text, intent]: {r}")),
+        })
+        .collect()
+}
+
+/// One split's figures.
+#[derive(Debug, serde::Serialize)]
+struct Scored {
+    split: String,
+    in_scope_accuracy: f64,
+    accuracy_ignoring_refusals: f64,
+    in_scope_refused: f64,
+    out_of_scope_recall: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn score(router: &Router, name: &str, ins: &[(String, String)], oos: &[(String, String)]) -> Scored {
+    let (mut right, mut plain, mut refused) = (0usize, 0usize, 0usize);
+    let mut times = Vec::with_capacity(ins.len() + oos.len());
+    for (text, intent) in ins {
+        let started = Instant::now();
+        let routed = router.route(text);
+        times.push(started.elapsed().as_secs_f64() * 1e6);
+        let ok = router.intents[routed.intent] == *intent;
+        plain += usize::from(ok);
+        right += usize::from(ok && routed.in_scope);
+        refused += usize::from(!routed.in_scope);
+    }
+    let mut oos_refused = 0usize;
+    for (text, _) in oos {
+        let started = Instant::now();
+        oos_refused += usize::from(!router.route(text).in_scope);
+        times.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    let share = |n: usize, of: usize| if of == 0 { 0.0 } else { 100.0 * n as f64 / of as f64 };
+    Scored {
+        split: name.to_string(),
+        in_scope_accuracy: share(right, ins.len()),
+        accuracy_ignoring_refusals: share(plain, ins.len()),
+        in_scope_refused: share(refused, ins.len()),
+        out_of_scope_recall: share(oos_refused, oos.len()),
+        p50_us: quantile(&times, 0.5),
+        p99_us: quantile(&times, 0.99),
+    }
+}
+
+/// Run the suite.
+pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<u8> {
+    let file = dataset_file(options.dataset.as_deref().unwrap_or(Path::new("clinc150")));
+    let text = std::fs::read_to_string(&file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    let data: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    let train = split(&data, "train")?;
+    let mut intents: Vec<String> = train.iter().map(|(_, l)| l.clone()).collect();
+    intents.sort();
+    intents.dedup();
+    let index: BTreeMap<&str, usize> = intents.iter().enumerate().map(|(i, s)| (s.as_str(), i)).collect();
+    let mut taken = vec![0usize; intents.len()];
+    let mut examples = Vec::new();
+    for (text, label) in &train {
+        let i = index[label.as_str()];
+        if options.shots.is_none_or(|n| taken[i] < n) {
+            taken[i] += 1;
+            examples.push((text.clone(), i));
+        }
+    }
+    let set = TrainingSet { intents, examples, negatives: Vec::new() };
+    let spec = TrainSpec::default();
+    let started = Instant::now();
+    let router = Router::train(&set, &spec)?;
+    let train_s = started.elapsed().as_secs_f64();
+    let bytes = artifact::encode(&router, 0);
+    let mut loads: Vec<f64> = (0..5)
+        .map(|_| {
+            let started = Instant::now();
+            let loaded = artifact::decode(&bytes).map(|(_, r)| r.intents.len());
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            debug_assert!(loaded.is_ok());
+            ms
+        })
+        .collect();
+    loads.sort_by(f64::total_cmp);
+    let mut rows = vec![score(&router, "val", &split(&data, "val")?, &split(&data, "oos_val")?)];
+    if options.report_test {
+        rows.push(score(&router, "test", &split(&data, "test")?, &split(&data, "oos_test")?));
+    }
+    let shots = options.shots.map_or("all".to_string(), |n| n.to_string());
+    if options.json {
+        for row in &rows {
+            let mut value = serde_json::to_value(row)?;
+            value["shots"] = serde_json::json!(shots);
+            value["train_s"] = serde_json::json!(train_s);
+            value["artifact_bytes"] = serde_json::json!(bytes.len());
+            value["load_ms"] = serde_json::json!(loads[loads.len() / 2]);
+            println!("{value}");
+        }
+        return Ok(0);
+    }
+    println!(
+        "routing on {} ({} intents, {} training queries, shots per intent: {shots}; trainer {})",
+        file.display(),
+        router.intents.len(),
+        set.examples.len(),
+        artifact::TRAINER
+    );
+    println!(
+        "{:<6} {:>10} {:>12} {:>10} {:>10} {:>8} {:>8}",
+        "split", "in-scope", "(no refusal)", "refused", "oos recall", "p50 µs", "p99 µs"
+    );
+    for r in &rows {
+        println!(
+            "{:<6} {:>9.2}% {:>11.2}% {:>9.2}% {:>9.1}% {:>8.1} {:>8.1}",
+            r.split,
+            r.in_scope_accuracy,
+            r.accuracy_ignoring_refusals,
+            r.in_scope_refused,
+            r.out_of_scope_recall,
+            r.p50_us,
+            r.p99_us
+        );
+    }
+    println!(
+        "training {train_s:.1} s (with the threshold's {}-fold cross-validation), artifact {:.2} MB, load {:.2} ms",
+        spec.folds,
+        bytes.len() as f64 / 1e6,
+        loads[loads.len() / 2]
+    );
+    Ok(0)
+}
