@@ -33,7 +33,7 @@ fn main() {
             examples.push((t, i));
         }
     }
-    let set = TrainingSet { intents: intents.clone(), examples, negatives: vec![] };
+    let set = TrainingSet { intents: intents.clone(), examples };
     let spec = TrainSpec {
         features: FeatureSpec { hash_bits: bits, ..FeatureSpec::default() },
         svm: SvmSpec { c, ..SvmSpec::default() },

@@ -182,7 +182,6 @@ mod tests {
                 ("pay my bill".into(), 1),
                 ("billing question".into(), 1),
             ],
-            negatives: vec![],
         };
         Router::train(&set, &TrainSpec { folds: 2, ..TrainSpec::default() }).expect("trains")
     }

@@ -25,15 +25,13 @@ pub mod svm;
 pub use features::{featurize, FeatureSpec, Sparse};
 pub use svm::{Compact, SvmSpec, Weights};
 
-/// Labelled examples to learn from: texts with their intent, and texts of no intent.
+/// Labelled examples to learn from: texts with their intent.
 #[derive(Debug, Clone, Default)]
 pub struct TrainingSet {
     /// The intents, in the order their ids are used.
     pub intents: Vec<String>,
     /// `(text, intent index)`.
     pub examples: Vec<(String, usize)>,
-    /// Texts no intent answers (off-domain questions), used only to place the threshold.
-    pub negatives: Vec<String>,
 }
 
 /// How the router is trained.
@@ -180,7 +178,7 @@ mod tests {
             ("show my savings balance", 2),
             ("how much is left in my account", 2),
         ];
-        TrainingSet { intents, examples: ex.iter().map(|(t, l)| (t.to_string(), *l)).collect(), negatives: vec![] }
+        TrainingSet { intents, examples: ex.iter().map(|(t, l)| (t.to_string(), *l)).collect() }
     }
 
     #[test]
