@@ -33,23 +33,6 @@ pub struct Weights {
     pub bias: Vec<f32>,
 }
 
-impl Weights {
-    /// Every class's score (margin) for `x`.
-    pub fn scores(&self, x: &Sparse) -> Vec<f32> {
-        let mut out = self.bias.clone();
-        let k = self.classes;
-        for (&i, &v) in x.index.iter().zip(&x.value) {
-            if let Ok(row) = self.rows.binary_search(&i) {
-                let w = &self.matrix[row * k..(row + 1) * k];
-                for (o, wc) in out.iter_mut().zip(w) {
-                    *o += v * wc;
-                }
-            }
-        }
-        out
-    }
-}
-
 /// A small deterministic generator for the visiting order (xorshift64*).
 struct Order(u64);
 
