@@ -268,7 +268,16 @@ mod tests {
         keys.sort_unstable();
         assert_eq!(
             keys,
-            ["alternatives", "ambiguity_flag", "confidence", "entities", "in_scope", "intent", "scope_score"]
+            [
+                "alternatives",
+                "ambiguity_flag",
+                "confidence",
+                "entities",
+                "in_scope",
+                "intent",
+                "router_margin",
+                "scope_score"
+            ]
         );
         assert_eq!(answer["in_scope"], true);
         assert!(answer["scope_score"].as_f64().is_some_and(|s| s >= 0.35), "{answer:?}");

@@ -26,6 +26,7 @@ mod serve;
 mod setup_cmd;
 mod signals_cmd;
 mod tokens_view;
+mod train_cmd;
 mod validate_cmd;
 
 use clap::{Parser, Subcommand};
@@ -212,6 +213,13 @@ enum Command {
         #[arg(long)]
         manifest: Option<PathBuf>,
     },
+    /// Train the manifest's router ahead and write it beside the manifest (`routing.router`);
+    /// the functions load it at init, and the build compiles the shipped manifest's in.
+    Train {
+        /// The manifest (default: ./routing.yaml).
+        #[arg(long, default_value = "routing.yaml")]
+        manifest: PathBuf,
+    },
     /// Check a manifest: a summary when valid, every problem (path, line, rule) when not.
     Validate {
         /// The manifest (default: ./routing.yaml).
@@ -356,6 +364,7 @@ async fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
+        Command::Train { manifest } => train_cmd::run(&manifest, &mut std::io::stdout().lock()),
         Command::Validate { file } => Ok(validate_cmd::run(&file, &mut std::io::stdout().lock())),
         Command::Dlq { action } => {
             init_tracing(false);

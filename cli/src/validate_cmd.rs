@@ -16,7 +16,7 @@ pub const EXIT_OUTPUT_FAILED: u8 = 2;
 /// process exit code: 0 valid, 1 problems, 2 the report could not be written.
 pub fn run(path: &Path, out: &mut impl Write) -> u8 {
     let written = match Manifest::load(path) {
-        Ok(manifest) => summary(path, &manifest, out).map(|()| EXIT_VALID),
+        Ok(manifest) => summary(path, &manifest, out).and_then(|()| router(&manifest, out)),
         Err(err) => problems(path, &err, out).map(|()| EXIT_INVALID),
     };
     let written = written.and_then(|code| portability(path, out).map(|()| code));
@@ -92,6 +92,22 @@ fn summary(path: &Path, m: &Manifest, out: &mut impl Write) -> io::Result<()> {
         writeln!(out, "  {}: {}", pipeline.id, steps.join(" -> "))?;
     }
     Ok(())
+}
+
+/// The state of the manifest's router artifact; an example file the trainer cannot read is a
+/// problem (exit 1), a missing or stale artifact a warning naming the command.
+fn router(m: &Manifest, out: &mut impl Write) -> io::Result<u8> {
+    use switchyard_core::router;
+    if let Err(e) = router::training(m) {
+        writeln!(out, "router: problem: {e}")?;
+        return Ok(EXIT_INVALID);
+    }
+    let path = router::artifact_path(m).map(|p| p.display().to_string()).unwrap_or_default();
+    match router::state(m) {
+        router::ArtifactState::Current => writeln!(out, "router: {path} is current")?,
+        state => writeln!(out, "router: warning: {path} is {}: run `{}`", state.describe(), router::train_command(m))?,
+    }
+    Ok(EXIT_VALID)
 }
 
 fn fallback(f: &Fallback) -> String {
@@ -304,8 +320,17 @@ intents:
 
     #[test]
     fn the_shipped_manifest_is_summarised_with_its_twelve_intents_and_pipeline() {
+        // Without its example file beside it, the router cannot be trained: a problem.
         let (code, out) = run_on("shipped", switchyard_model::manifest::EMBEDDED_ROUTING_YAML);
+        assert_eq!(code, EXIT_INVALID, "{out}");
+        assert!(out.contains("router: problem: classifier.examples: "), "{out}");
+        assert!(out.contains("routing.examples.jsonl: "), "{out}");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut out = Vec::new();
+        let code = run(&root.join("routing.yaml"), &mut out);
+        let out = String::from_utf8(out).expect("utf-8 report");
         assert_eq!(code, EXIT_VALID, "{out}");
+        assert!(out.contains("router: ") && out.contains("routing.router is current"), "{out}");
         assert!(out.contains("intents: 12"), "{out}");
         assert!(
             out.contains(
@@ -326,7 +351,12 @@ intents:
         let (_, tiny) = run_on("tiny", VALID);
         assert!(tiny.contains("warning: `y`: some YAML 1.1 parsers read `y` as a boolean"), "{tiny}");
         let (_, clean) = run_on("clean", &VALID.replace("response: y,", "response: why,"));
-        assert!(!clean.contains("warning"), "{clean}");
+        assert!(!clean.contains("warning: `"), "{clean}");
+        assert!(
+            clean.contains("router: warning: ")
+                && clean.contains(".router is missing: run `switchyard train --manifest "),
+            "{clean}"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::{quantile, BenchOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use switchyard_intents::{artifact, Router, TrainSpec, TrainingSet};
+use switchyard_intents::{artifact, Router, TrainingSet};
 
 /// Where a `--dataset` name points.
 fn dataset_file(name: &Path) -> PathBuf {
@@ -51,7 +51,7 @@ fn score(router: &Router, name: &str, ins: &[(String, String)], oos: &[(String, 
     let mut times = Vec::with_capacity(ins.len() + oos.len());
     for (text, intent) in ins {
         let started = Instant::now();
-        let routed = router.route(text);
+        let routed = switchyard_core::router::route(router, text);
         times.push(started.elapsed().as_secs_f64() * 1e6);
         let ok = router.intents[routed.intent] == *intent;
         plain += usize::from(ok);
@@ -61,7 +61,7 @@ fn score(router: &Router, name: &str, ins: &[(String, String)], oos: &[(String, 
     let mut oos_refused = 0usize;
     for (text, _) in oos {
         let started = Instant::now();
-        oos_refused += usize::from(!router.route(text).in_scope);
+        oos_refused += usize::from(!switchyard_core::router::route(router, text).in_scope);
         times.push(started.elapsed().as_secs_f64() * 1e6);
     }
     times.sort_by(f64::total_cmp);
@@ -97,12 +97,13 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<u8> {
             examples.push((text.clone(), i));
         }
     }
-    let set = TrainingSet { intents, examples };
-    let spec = TrainSpec::default();
+    let background = switchyard_intents::background().map(str::to_string).collect();
+    let set = TrainingSet { intents, examples, background };
+    let spec = switchyard_core::router::train_spec();
     let started = Instant::now();
-    let router = Router::train(&set, &spec)?;
+    let router = switchyard_core::router::train_set(&set)?;
     let train_s = started.elapsed().as_secs_f64();
-    let bytes = artifact::encode(&router, 0);
+    let bytes = artifact::encode(&router, &artifact::Header::new(0, 0));
     let (_, loaded) = artifact::decode(&bytes)?;
     anyhow::ensure!(loaded == router, "the artifact did not read back as the router it was written from");
     let mut loads: Vec<f64> = (0..5)

@@ -37,6 +37,10 @@ pub enum StartupError {
     /// An agent kind's configuration is unusable (a provider without its base URL, …).
     #[error("agent configuration: {}", .0.join("; "))]
     Agents(Vec<String>),
+    /// The manifest's trained router is missing, stale or damaged: a deployed function never
+    /// trains, so it does not start.
+    #[error("{0}")]
+    Router(String),
 }
 
 /// The manifest at `SWITCHYARD_MANIFEST`, or the one embedded in the binary.
@@ -73,6 +77,9 @@ impl AwsSystem {
     /// queue URLs).
     pub async fn from_env(settings: EngineSettings) -> Result<AwsSystem, StartupError> {
         let manifest = Arc::new(manifest_from_env()?);
+        if let Some(problem) = switchyard_core::router::startup_problem(&manifest) {
+            return Err(StartupError::Router(problem));
+        }
         let system = AwsSystem::with_manifest(manifest, settings).await?;
         let problems = system.agents.problems();
         if problems.is_empty() {

@@ -45,10 +45,12 @@
 //!    scored by the model without it, and the temperature minimising the negative
 //!    log-likelihood of the true intents is kept). Leave-one-out scores look like scores of
 //!    unseen questions, so the confidence reads as a probability of being right.
-//! 5. **Learned weighting.** For a manifest with exactly the intents of the shipped
-//!    `routing.yaml`, the probabilities are multiplied by a naive Bayes posterior learned from
-//!    the repository's labelled questions (`intent_model`) to the power 0.3 and renormalised;
-//!    any other manifest is classified by its own vocabulary alone.
+//! 5. **The trained router.** The manifest's trained router ([`crate::router`], a linear
+//!    model over word and character n-grams learnt ahead from the manifest's texts, its
+//!    example files and a background of off-domain questions) gives its own probabilities;
+//!    the two are blended geometrically (`ROUTER_WEIGHT` on the router's). The router also
+//!    decides scope (below). A manifest the trainer refuses (one intent) is classified by its
+//!    vocabulary alone.
 //! 6. **Ambiguity and cascade.** A query is ambiguous when the top two probabilities are
 //!    within `classifier.ambiguity_margin` or the top one is below `classifier.min_confidence`.
 //!    [`Classifier::needs_cascade`] is the seam where a slower classifier (an embedding model
@@ -65,8 +67,6 @@
 //! - `scope`: the scope score, and refusal of requests aimed at the router.
 //! - `vectors`: the static word-vector table and text vectors.
 //! - `continuation`: the learned model of whether a follow-up keeps the earlier intent.
-//! - `intent_model`: the learned model of which intent a question's words go with, from the
-//!   repository's labelled questions (for the shipped manifest's intents only).
 //! - `followup`: a turn classified with the conversation before it
 //!   ([`Classifier::classify_in_context`], docs/conversations.md).
 
@@ -74,7 +74,6 @@ mod build;
 mod continuation;
 mod entities;
 mod followup;
-mod intent_model;
 pub(crate) mod scope_score;
 mod text;
 mod vectors;
@@ -82,7 +81,6 @@ mod vectors;
 pub use continuation::{ContinuationModel, ContinuationTrainer, Features as ContinuationFeatures};
 use entities::EntityExtractor;
 pub use followup::{FollowUp, PriorTurn};
-pub use intent_model::{IntentModel, IntentModelTrainer};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use switchyard_model::contracts::ParsedEntity;
@@ -100,8 +98,8 @@ pub(crate) type Set<K> = HashSet<K, rustc_hash::FxBuildHasher>;
 use std::time::Instant;
 use text::{is_stop_word, stem, tokenize, trigrams, Token};
 
-/// The FxHash of a feature's or term's text: how the learned tables (`continuation.tsv`,
-/// `intent_model.tsv`) key their rows, so a question is scored without a string per feature.
+/// The FxHash of a feature's text: how the continuation table (`continuation.tsv`) keys its
+/// rows, so a turn is scored without a string per feature.
 fn text_hash(text: &str) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = rustc_hash::FxBuildHasher.build_hasher();
@@ -153,6 +151,12 @@ const MAX_ALTERNATIVES: usize = 5;
 /// tempered lexical score (in log-probability units per unit of cosine). Chosen on the tuned
 /// question sets (docs/scope.md#word-vectors).
 const SEMANTIC_INTENT_WEIGHT: f64 = 8.0;
+/// Weight of the trained router's probabilities against the vocabulary's in their geometric
+/// blend ([`blend`]). Chosen among 0.3 – 0.7 on the shipped manifest's tuned question sets and
+/// dialogues (docs/scope.md#the-trained-router).
+const ROUTER_WEIGHT: f64 = 0.7;
+/// At most this many bytes of a question are read by the trained router.
+const ROUTER_TEXT_BYTES: usize = 4 * 1024;
 /// How many of an intent's nearest utterances are averaged for its similarity.
 const SEMANTIC_NEAREST: usize = 2;
 
@@ -179,6 +183,10 @@ pub struct Classification {
     /// ([`Classifier::classify`], or no earlier turn to follow).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub follow_up: Option<FollowUp>,
+    /// How far the trained router's scope margin (best intent over the background) is above
+    /// the calibrated threshold; negative when the router refused. `None` without a router.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router_margin: Option<f64>,
 }
 
 /// One ranked intent of a classification.
@@ -272,12 +280,9 @@ pub struct Classifier {
     /// The learned continuation model follow-ups are weighed with; `None` is the shipped one
     /// ([`ContinuationModel::shipped`]).
     continuation: Option<std::sync::Arc<ContinuationModel>>,
-    /// The learned intent model questions are weighed with; `None` is the shipped one
-    /// ([`IntentModel::shipped`]).
-    intent_model: Option<std::sync::Arc<IntentModel>>,
-    /// The model's column for each intent, when it knows exactly this manifest's intents;
-    /// found on first use.
-    intent_columns: std::sync::OnceLock<Option<Vec<usize>>>,
+    /// The manifest's trained router ([`crate::router`]): it decides scope and its
+    /// probabilities are blended with the vocabulary's.
+    router: Option<std::sync::Arc<switchyard_intents::Router>>,
 }
 
 /// How close a question's word vector is to the manifest's utterances
@@ -342,40 +347,6 @@ impl Classifier {
         self.continuation = Some(std::sync::Arc::new(model));
     }
 
-    /// This classifier with another intent model (one trained on other questions, or an empty
-    /// one to classify by the manifest's vocabulary alone).
-    pub fn set_intent_model(&mut self, model: IntentModel) {
-        self.intent_model = Some(std::sync::Arc::new(model));
-        self.intent_columns = std::sync::OnceLock::new();
-    }
-
-    /// The intent model in use with its column for each intent, when it applies to this
-    /// manifest.
-    fn intent_model(&self) -> Option<(&IntentModel, &[usize])> {
-        let model = match &self.intent_model {
-            Some(model) => model,
-            None => IntentModel::shipped(),
-        };
-        let columns = self.intent_columns.get_or_init(|| model.columns_for(&self.intents));
-        columns.as_deref().map(|c| (model, c))
-    }
-
-    /// The terms the intent model reads in `text` (distinct stems and stem pairs, entities and
-    /// numbers left out): what [`IntentModelTrainer::add`] counts.
-    pub fn intent_model_terms(&self, text: &str) -> Vec<String> {
-        let tokens = tokenize(text, MAX_INTENT_TOKENS);
-        let (_, named) = self.entities.extract(text, &tokens);
-        let terms = self.terms(&tokens, &named);
-        terms.unigrams.into_iter().chain(terms.bigrams).collect()
-    }
-
-    /// Weighs `probabilities` (manifest order) with the intent model (module docs), when it
-    /// applies to this manifest.
-    fn weigh_with_intent_model(&self, terms: &Terms, probabilities: &mut [f64]) {
-        let Some((model, columns)) = self.intent_model() else { return };
-        model.weigh(columns, terms.unigrams.iter().chain(&terms.bigrams).map(|t| text_hash(t)), probabilities);
-    }
-
     /// The continuation model in use.
     fn continuation_model(&self) -> &ContinuationModel {
         match &self.continuation {
@@ -399,8 +370,8 @@ impl Classifier {
         let terms = self.terms(&tokens[..n], &named[..n]);
         let features = self.features_of(&terms);
         let scores = self.scores(&features, None);
-        let query_vector = vectors::text_vector_with(&tokens[..n], &self.known_word_vectors)
-            .map(|v| vectors::centred(&v, &self.vector_centre));
+        let raw_vector = vectors::text_vector_with(&tokens[..n], &self.known_word_vectors);
+        let query_vector = raw_vector.as_ref().map(|v| vectors::centred(v, &self.vector_centre));
         // One pass over the utterances' vectors serves both the intents and the scope.
         let similarity = query_vector.as_ref().and_then(|q| self.utterance_similarity(q));
         let mut scope = self.scope(&tokens[..n], &named[..n], &entities);
@@ -415,8 +386,19 @@ impl Classifier {
             followup::Cues::default()
         };
         let words = want_cues.then_some((tokens, taken));
-        let Some(mut probabilities) = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..]))
-        else {
+        let lexical = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..]));
+        let routed = self.route(text, raw_vector.as_ref());
+        if let Some(routed) = &routed {
+            scope.in_scope = scope.in_scope && routed.in_scope;
+        }
+        let router_margin = routed.as_ref().map(|r| f64::from(r.scope_margin - r.threshold));
+        let probabilities = match (lexical, &routed) {
+            (Some(lexical), None) => Some(lexical),
+            (Some(lexical), Some(routed)) => Some(blend(&lexical, &routed.probabilities)),
+            (None, Some(routed)) => Some(routed.probabilities.iter().map(|&p| f64::from(p)).collect()),
+            (None, None) => None,
+        };
+        let Some(probabilities) = probabilities else {
             let intent = self.intents.get(self.fallback).cloned().unwrap_or_default();
             let c = Classification {
                 alternatives: vec![Alternative { intent: intent.clone(), score: 0.0 }],
@@ -427,10 +409,10 @@ impl Classifier {
                 scope_score: scope.score,
                 entities,
                 follow_up: None,
+                router_margin,
             };
             return (c, None, cues, words);
         };
-        self.weigh_with_intent_model(&terms, &mut probabilities);
         let mut c = Classification {
             intent: String::new(),
             confidence: 0.0,
@@ -440,9 +422,25 @@ impl Classifier {
             entities,
             alternatives: Vec::new(),
             follow_up: None,
+            router_margin,
         };
         self.rank(&mut c, &probabilities);
         (c, Some(probabilities), cues, words)
+    }
+
+    /// The trained router's reading of `text` (its first [`ROUTER_TEXT_BYTES`] bytes) with the
+    /// text's word vector; `None` without a router or when the text has no word.
+    fn route(&self, text: &str, vector: Option<&[f32; vectors::DIMS]>) -> Option<switchyard_intents::Routed> {
+        let router = self.router.as_ref()?;
+        let mut end = text.len().min(ROUTER_TEXT_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &text[..end];
+        if !text.chars().any(char::is_alphanumeric) {
+            return None;
+        }
+        Some(router.route_with(text, vector.map(|v| &v[..])))
     }
 
     /// Sets the intent, confidence, ambiguity flag and alternatives of `c` from the
@@ -688,12 +686,11 @@ impl Classifier {
     /// borrows: it uses one of the manifest's refused phrases (`classifier.scope.refuse`), or
     /// it is a request aimed at the router, the latter only for a manifest that names what it
     /// does not answer (negative examples; a manifest without them may route such requests to
-    /// its own guardrails). Never when the scope check is off.
+    /// its own guardrails).
     fn refuses(&self, text: &str) -> bool {
         let scope = &self.settings.scope;
-        scope.threshold > 0.0
-            && (self.refused_phrases.find(text).is_some()
-                || (!scope.negative_examples.is_empty() && scope_score::aimed_at_the_router(text)))
+        self.refused_phrases.find(text).is_some()
+            || (!scope.negative_examples.is_empty() && scope_score::aimed_at_the_router(text))
     }
 
     /// Remembers the word vector of each word of a manifest text.
@@ -821,6 +818,29 @@ fn deletions_of(word: &str) -> Vec<String> {
     keys.sort();
     keys.dedup();
     keys
+}
+
+/// The static word vector of `text` (unit length; `None` when no word has one): the trained
+/// router's dense block ([`crate::router::WordVectors`]).
+pub(crate) fn text_embedding(text: &str) -> Option<[f32; vectors::DIMS]> {
+    vectors::text_vector(&tokenize(text, MAX_INTENT_TOKENS))
+}
+
+/// Dimensions of [`text_embedding`].
+pub(crate) const EMBEDDING_DIMS: usize = vectors::DIMS;
+
+/// The vocabulary's and the trained router's probabilities (manifest order) combined:
+/// `p ∝ lexical^(1 − w) · router^w` with `w` = [`ROUTER_WEIGHT`].
+fn blend(lexical: &[f64], router: &[f32]) -> Vec<f64> {
+    let logs: Vec<f64> = lexical
+        .iter()
+        .zip(router)
+        .map(|(&l, &r)| (1.0 - ROUTER_WEIGHT) * l.max(1e-12).ln() + ROUTER_WEIGHT * f64::from(r).max(1e-12).ln())
+        .collect();
+    let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let exps: Vec<f64> = logs.iter().map(|l| (l - max).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    exps.into_iter().map(|e| e / sum).collect()
 }
 
 /// Softmax of `scores / temperature`; `None` when every score is zero (no evidence).

@@ -8,6 +8,8 @@
 //! # Layout
 //!
 //! - [`classify`]: the embedded intent classifier, entity extractor and follow-up reader.
+//! - [`router`]: the manifest's trained router: what it learns from, its artifact and whether
+//!   that is current.
 //! - [`context`]: conversations: the session record and the context pipeline (history view,
 //!   rolling summary, salience notes, token budgets).
 //! - [`retrieval`]: the embedded index, RRF, fallback order, rerank and reflection.
@@ -22,6 +24,7 @@ pub mod classify;
 pub mod context;
 pub mod plan;
 pub mod retrieval;
+pub mod router;
 pub mod scope;
 pub mod signals;
 

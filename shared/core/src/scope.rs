@@ -25,7 +25,10 @@ pub fn check(manifest: &Manifest, in_scope: bool, score: f64) -> ScopeCheck {
     let settings = &manifest.classifier.scope;
     let decision = if in_scope {
         ScopeDecision::InScope
-    } else if manifest.classifier.llm.is_some() && score >= settings.threshold - settings.borderline {
+    } else if manifest.classifier.llm.is_some()
+        && settings.threshold > 0.0
+        && score >= settings.threshold - settings.borderline
+    {
         ScopeDecision::Borderline
     } else {
         ScopeDecision::OutOfScope

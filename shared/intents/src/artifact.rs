@@ -3,8 +3,10 @@
 //! the manifest it was trained from, so a stale artifact is told apart from a current one.
 //!
 //! Little-endian: `SYRT`, format `u32`, trainer version (`u16` length + UTF-8), manifest hash
-//! `u64`, hash bits, shortest and longest character n-gram (`u32` each), character weight and
-//! threshold (`f32`), intents (`u32` count, then `u16` length + UTF-8 each), rows (`u32`
+//! and examples hash (`u64` each), hash bits, shortest and longest character n-gram (`u32` each), character weight,
+//! threshold and temperature (`f32`), whether the last class is the background (`u32`, 0 or 1),
+//! the dense block's dimensions (`u32`), weight (`f32`) and embedding name (`u16` length +
+//! UTF-8), intents (`u32` count, then `u16` length + UTF-8 each), rows (`u32`
 //! count, then the bucket ids), per-row scales (`f32`), the `i8` matrix, the biases (`f32`).
 
 use crate::features::FeatureSpec;
@@ -13,7 +15,7 @@ use crate::Router;
 
 const MAGIC: &[u8; 4] = b"SYRT";
 /// The byte format's version.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 /// The trainer's version: a router trained by another is stale.
 pub const TRAINER: &str = concat!("svm-ngrams/", env!("CARGO_PKG_VERSION"));
 
@@ -22,8 +24,17 @@ pub const TRAINER: &str = concat!("svm-ngrams/", env!("CARGO_PKG_VERSION"));
 pub struct Header {
     /// The trainer that wrote it.
     pub trainer: String,
-    /// The hash of the manifest it was trained from.
+    /// The hash of what the manifest itself teaches the router.
     pub manifest_hash: u64,
+    /// The hash of the labelled example files it learnt from.
+    pub examples_hash: u64,
+}
+
+impl Header {
+    /// The header this trainer writes.
+    pub fn new(manifest_hash: u64, examples_hash: u64) -> Header {
+        Header { trainer: TRAINER.to_string(), manifest_hash, examples_hash }
+    }
 }
 
 /// Why bytes are not a router.
@@ -37,20 +48,26 @@ pub enum ArtifactError {
     Corrupt(String),
 }
 
-/// `router` as bytes, trained from the manifest whose hash is `manifest_hash`.
-pub fn encode(router: &Router, manifest_hash: u64) -> Vec<u8> {
+/// `router` as bytes, with `header`'s hashes (the trainer is always this one).
+pub fn encode(router: &Router, header: &Header) -> Vec<u8> {
     let w = &router.weights;
     let mut out = Vec::with_capacity(64 + w.rows.len() * (8 + w.classes));
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT.to_le_bytes());
     text(&mut out, TRAINER);
-    out.extend_from_slice(&manifest_hash.to_le_bytes());
+    out.extend_from_slice(&header.manifest_hash.to_le_bytes());
+    out.extend_from_slice(&header.examples_hash.to_le_bytes());
     let f = &router.features;
     for v in [f.hash_bits, f.char_range.0 as u32, f.char_range.1 as u32] {
         out.extend_from_slice(&v.to_le_bytes());
     }
     out.extend_from_slice(&f.char_weight.to_le_bytes());
     out.extend_from_slice(&router.threshold.to_le_bytes());
+    out.extend_from_slice(&router.temperature.to_le_bytes());
+    out.extend_from_slice(&u32::from(router.background).to_le_bytes());
+    out.extend_from_slice(&f.dense_dims.to_le_bytes());
+    out.extend_from_slice(&f.dense_weight.to_le_bytes());
+    text(&mut out, &router.embedding);
     out.extend_from_slice(&(router.intents.len() as u32).to_le_bytes());
     for intent in &router.intents {
         text(&mut out, intent);
@@ -127,13 +144,14 @@ pub fn header(bytes: &[u8]) -> Result<Header, ArtifactError> {
     }
     let trainer = r.text("the trainer")?;
     let manifest_hash = r.u64("the manifest hash")?;
-    Ok(Header { trainer, manifest_hash })
+    let examples_hash = r.u64("the examples hash")?;
+    Ok(Header { trainer, manifest_hash, examples_hash })
 }
 
 /// The router in `bytes`, with its header.
 pub fn decode(bytes: &[u8]) -> Result<(Header, Router), ArtifactError> {
     let head = header(bytes)?;
-    let mut r = Reader { bytes, at: 4 + 4 + 2 + head.trainer.len() + 8 };
+    let mut r = Reader { bytes, at: 4 + 4 + 2 + head.trainer.len() + 8 + 8 };
     let hash_bits = r.u32("the hash bits")?;
     if !(8..=24).contains(&hash_bits) {
         return Err(ArtifactError::Corrupt(format!("hash bits {hash_bits} outside 8 – 24")));
@@ -145,27 +163,46 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Router), ArtifactError> {
     }
     let char_weight = r.f32("the character weight")?;
     let threshold = r.f32("the threshold")?;
+    let temperature = r.f32("the temperature")?;
+    if !(temperature > 0.0 && temperature.is_finite()) {
+        return Err(ArtifactError::Corrupt(format!("temperature {temperature}")));
+    }
+    let background = match r.u32("the background flag")? {
+        0 => false,
+        1 => true,
+        other => return Err(ArtifactError::Corrupt(format!("background flag {other}"))),
+    };
+    let dense_dims = r.u32("the dense dimensions")?;
+    if dense_dims > 4096 {
+        return Err(ArtifactError::Corrupt(format!("{dense_dims} dense dimensions")));
+    }
+    let dense_weight = r.f32("the dense weight")?;
+    let embedding = r.text("the embedding")?;
+    if (dense_dims == 0) != embedding.is_empty() {
+        return Err(ArtifactError::Corrupt("a dense block without its embedding, or the reverse".into()));
+    }
     let k = r.u32("the intent count")? as usize;
-    if k < 2 || k > 100_000 {
+    if k == 0 || (k == 1 && !background) || k > 100_000 {
         return Err(ArtifactError::Corrupt(format!("{k} intents")));
     }
     let intents = (0..k).map(|_| r.text("an intent")).collect::<Result<Vec<_>, _>>()?;
     let n = r.u32("the row count")? as usize;
     let rows_bytes = r.take(n.checked_mul(4).ok_or_else(|| ArtifactError::Corrupt("rows".into()))?, "the rows")?;
     let rows: Vec<u32> = rows_bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    if rows.windows(2).any(|w| w[0] >= w[1]) || rows.last().is_some_and(|&r| r >> hash_bits != 0) {
+    if rows.windows(2).any(|w| w[0] >= w[1]) || rows.last().is_some_and(|&r| r >= (1u32 << hash_bits) + dense_dims) {
         return Err(ArtifactError::Corrupt("rows out of order or out of range".into()));
     }
     let scale = r.f32s(n, "the scales")?;
-    let cells = n.checked_mul(k).ok_or_else(|| ArtifactError::Corrupt("matrix size".into()))?;
+    let classes = k + usize::from(background);
+    let cells = n.checked_mul(classes).ok_or_else(|| ArtifactError::Corrupt("matrix size".into()))?;
     let matrix: Vec<i8> = r.take(cells, "the matrix")?.iter().map(|&b| b as i8).collect();
-    let bias = r.f32s(k, "the biases")?;
+    let bias = r.f32s(classes, "the biases")?;
     if r.at != bytes.len() {
         return Err(ArtifactError::Corrupt(format!("{} bytes after the end", bytes.len() - r.at)));
     }
-    let features = FeatureSpec { hash_bits, char_range: (lo, hi), char_weight };
-    let weights = Compact { classes: k, rows, scale, matrix, bias };
-    Ok((head, Router { intents, features, weights, threshold }))
+    let features = FeatureSpec { hash_bits, char_range: (lo, hi), char_weight, dense_dims, dense_weight };
+    let weights = Compact { classes, rows, scale, matrix, bias };
+    Ok((head, Router { intents, features, weights, threshold, background, temperature, embedding }))
 }
 
 #[cfg(test)]
@@ -182,6 +219,7 @@ mod tests {
                 ("pay my bill".into(), 1),
                 ("billing question".into(), 1),
             ],
+            background: vec!["why is the sky blue".into(), "tell me a joke".into()],
         };
         Router::train(&set, &TrainSpec { folds: 2, ..TrainSpec::default() }).expect("trains")
     }
@@ -189,16 +227,16 @@ mod tests {
     #[test]
     fn a_router_reads_back_as_it_was_written() {
         let r = router();
-        let bytes = encode(&r, 42);
+        let bytes = encode(&r, &Header::new(42, 43));
         let (head, back) = decode(&bytes).expect("decodes");
-        assert_eq!(head, Header { trainer: TRAINER.into(), manifest_hash: 42 });
+        assert_eq!(head, Header { trainer: TRAINER.into(), manifest_hash: 42, examples_hash: 43 });
         assert_eq!(back, r);
         assert_eq!(back.route("my bill").intent, r.route("my bill").intent);
     }
 
     #[test]
     fn every_cut_or_foreign_byte_string_is_refused_with_a_reason() {
-        let bytes = encode(&router(), 7);
+        let bytes = encode(&router(), &Header::new(7, 8));
         for cut in [0, 3, 4, 9, 20, bytes.len() / 2, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }

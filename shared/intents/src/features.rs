@@ -12,11 +12,26 @@ pub struct FeatureSpec {
     pub char_range: (usize, usize),
     /// Weight of the character block next to the word block (1.0).
     pub char_weight: f32,
+    /// Dimensions of the dense text vector appended after the hashed buckets (0: none).
+    pub dense_dims: u32,
+    /// Length of the dense block (the vector is unit length, then scaled by this).
+    pub dense_weight: f32,
+}
+
+/// A dense text vector the caller supplies (a static sentence embedding): what turns a text
+/// into it is named in the artifact, so a router is never read with another.
+pub trait Embedder: Sync {
+    /// Name and version of the embedding.
+    fn name(&self) -> &str;
+    /// Its dimensions.
+    fn dims(&self) -> usize;
+    /// The unit-length vector of `text`; `None` when no word of it has one.
+    fn embed(&self, text: &str) -> Option<Vec<f32>>;
 }
 
 impl Default for FeatureSpec {
     fn default() -> Self {
-        FeatureSpec { hash_bits: 18, char_range: (2, 5), char_weight: 1.0 }
+        FeatureSpec { hash_bits: 18, char_range: (2, 5), char_weight: 1.0, dense_dims: 0, dense_weight: 0.0 }
     }
 }
 
@@ -85,7 +100,23 @@ fn hash(namespace: u8, parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// The features of `text`.
+/// The features of `text` with its dense vector, when the spec has a dense block: the vector's
+/// components follow the hashed buckets, at `1 << hash_bits` onwards.
+pub fn featurize_with(text: &str, spec: &FeatureSpec, dense: Option<&[f32]>) -> Sparse {
+    let mut out = featurize(text, spec);
+    if let Some(v) = dense.filter(|v| spec.dense_dims > 0 && v.len() == spec.dense_dims as usize) {
+        let base = 1u32 << spec.hash_bits;
+        for (j, &x) in v.iter().enumerate() {
+            if x != 0.0 {
+                out.index.push(base + j as u32);
+                out.value.push(spec.dense_weight * x);
+            }
+        }
+    }
+    out
+}
+
+/// The hashed n-gram features of `text`.
 pub fn featurize(text: &str, spec: &FeatureSpec) -> Sparse {
     let mask = (1u64 << spec.hash_bits) - 1;
     let words = words(text);

@@ -52,17 +52,19 @@ impl Order {
     }
 }
 
-/// One binary problem: `positive(i)` says whether example `i` is of the class.
+/// One binary problem: `positive(i)` says whether example `i` is of the class; example `i`
+/// weighs `weights[i]` (its share of `C`).
 fn binary(
     xs: &[Sparse],
     norms: &[f32],
+    weights: &[f32],
     positive: &dyn Fn(usize) -> bool,
     dim: usize,
     spec: &SvmSpec,
     seed: u64,
 ) -> (Vec<f32>, f32) {
     let n = xs.len();
-    let diag = 1.0 / (2.0 * spec.c);
+    let diags: Vec<f32> = weights.iter().map(|w| 1.0 / (2.0 * spec.c * w.max(1e-3))).collect();
     let mut alpha = vec![0f32; n];
     let mut w = vec![0f32; dim];
     let mut b = 0f32;
@@ -73,6 +75,7 @@ fn binary(
         let mut worst = 0f32;
         for &i in &order {
             let y = if positive(i) { 1.0 } else { -1.0 };
+            let diag = diags[i];
             let g = y * (xs[i].dot(&w) + b) - 1.0 + diag * alpha[i];
             let pg = if alpha[i] == 0.0 { g.min(0.0) } else { g };
             worst = worst.max(pg.abs());
@@ -95,9 +98,17 @@ fn binary(
     (w, b)
 }
 
-/// Train one SVM per class on `xs` (features) and `labels` (class ids below `classes`);
-/// `threads` classes are trained at once.
-pub fn train(xs: &[Sparse], labels: &[usize], classes: usize, dim: usize, spec: &SvmSpec, threads: usize) -> Weights {
+/// Train one SVM per class on `xs` (features) and `labels` (class ids below `classes`), each
+/// example weighing `weights[i]`; `threads` classes are trained at once.
+pub fn train(
+    xs: &[Sparse],
+    labels: &[usize],
+    weights: &[f32],
+    classes: usize,
+    dim: usize,
+    spec: &SvmSpec,
+    threads: usize,
+) -> Weights {
     let norms: Vec<f32> = xs.iter().map(Sparse::norm2).collect();
     let mut used: Vec<u32> = xs.iter().flat_map(|x| x.index.iter().copied()).collect();
     used.sort_unstable();
@@ -108,13 +119,14 @@ pub fn train(xs: &[Sparse], labels: &[usize], classes: usize, dim: usize, spec: 
     let per_class: Vec<(usize, Vec<f32>, f32)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (xs, labels, norms) = (xs, labels, &norms);
+                let (xs, labels, norms, weights) = (xs, labels, &norms, weights);
                 scope.spawn(move || {
                     (t..classes)
                         .step_by(threads)
                         .map(|c| {
                             let positive = |i: usize| labels[i] == c;
-                            let (w, b) = binary(xs, norms, &positive, dim, spec, 0x9e37_79b9_7f4a_7c15 ^ c as u64);
+                            let (w, b) =
+                                binary(xs, norms, weights, &positive, dim, spec, 0x9e37_79b9_7f4a_7c15 ^ c as u64);
                             (c, w, b)
                         })
                         .collect::<Vec<_>>()

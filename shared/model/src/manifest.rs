@@ -127,6 +127,10 @@ pub struct Manifest {
     /// corpus or index) are resolved against it. Not part of the YAML.
     #[serde(skip)]
     pub base_dir: Option<std::path::PathBuf>,
+    /// The file the manifest was loaded from (its trained router sits beside it, with the
+    /// extension `.router`). Not part of the YAML.
+    #[serde(skip)]
+    pub source: Option<std::path::PathBuf>,
 }
 
 /// One tier of agents: its own queue, timeout, retries and fallback (the E2I design's timeout table).
@@ -651,6 +655,7 @@ impl Manifest {
             problems: vec![Problem { path: String::new(), line: None, message: format!("cannot read the file: {e}") }],
         })?;
         let mut manifest = Manifest::from_yaml(&text, &file)?;
+        manifest.source = Some(path.to_path_buf());
         manifest.base_dir =
             path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p }.to_path_buf());
         Ok(manifest)

@@ -3,13 +3,28 @@
 
 use super::*;
 use entities::EntityExtractor;
+use std::sync::Arc;
+use switchyard_intents::Router;
 use switchyard_model::manifest::Manifest;
 use text::{tokenize, trigrams};
 
 impl Classifier {
-    /// Learns the classifier from the manifest: term statistics, the nearest-utterance index,
-    /// the typo index, the entity gazetteers and patterns, and the calibration temperature.
+    /// The classifier of `manifest` with its trained router: the artifact when current, else
+    /// trained in-process ([`crate::router::load_or_train`]).
     pub fn new(manifest: &Manifest) -> Classifier {
+        Classifier::with_router(manifest, crate::router::load_or_train(manifest))
+    }
+
+    /// The classifier of `manifest` by its vocabulary alone, without a trained router.
+    pub fn lexical(manifest: &Manifest) -> Classifier {
+        Classifier::with_router(manifest, None)
+    }
+
+    /// Learns the classifier from the manifest: term statistics, the nearest-utterance index,
+    /// the typo index, the entity gazetteers and patterns, and the calibration temperature;
+    /// `router` (trained on this manifest's intents, in its order) decides scope and weighs the
+    /// intents. A router of other intents is not used.
+    pub fn with_router(manifest: &Manifest, router: Option<Arc<Router>>) -> Classifier {
         let settings = manifest.classifier.clone();
         let intents: Vec<String> = manifest.intents.iter().map(|i| i.id.clone()).collect();
         let k = intents.len();
@@ -75,8 +90,7 @@ impl Classifier {
             refused_phrases: scope_score::RefusedPhrases::new(&manifest.classifier.scope.refuse),
             entities: EntityExtractor::new(manifest, common_words),
             continuation: None,
-            intent_model: None,
-            intent_columns: std::sync::OnceLock::new(),
+            router: None,
         };
 
         let mut example_terms: Vec<(usize, Vec<u32>, Option<u32>)> = Vec::new();
@@ -215,6 +229,7 @@ impl Classifier {
         classifier.domain_weight =
             scope_score::domain_weights(&classifier, &named_words, &negative_counts, negative_total);
         classifier.temperature = classifier.fit_temperature();
+        classifier.router = router.filter(|r| r.intents == classifier.intents);
         classifier.cause_intent = classifier.intent_for_causes();
         classifier
     }

@@ -60,6 +60,9 @@ const ANSWER_PRIOR: f64 = 0.75;
 /// A follow-up that is out of scope alone counts as in scope when its scope score reaches this
 /// share of `classifier.scope.threshold`.
 const FOLLOW_UP_SCOPE_SHARE: f64 = 0.7;
+/// How far below its threshold the trained router's scope margin may be for a follow-up whose
+/// words the manifest's vocabulary accounts for to count as in scope.
+const CONVERSATION_ROUTER_SLACK: f64 = 0.5;
 /// At most this many entities are carried over from an earlier turn.
 const MAX_CARRIED_ENTITIES: usize = 20;
 /// Prior probability that "why did that happen?" asks for the manifest's intent for causes.
@@ -551,7 +554,12 @@ impl Classifier {
             if self.refuses(text) {
                 return c;
             }
-            let follows = cues.continuation || cues.refers_back || cues.bare_question || !c.entities.is_empty();
+            // A turn the lexical gate keeps and the trained router refuses by a little is read
+            // in the conversation's favour: after an in-scope turn, the next is likely in scope.
+            let router_close = c.router_margin.is_some_and(|m| m >= -CONVERSATION_ROUTER_SLACK)
+                && c.scope_score >= self.settings.scope.threshold;
+            let follows =
+                router_close || cues.continuation || cues.refers_back || cues.bare_question || !c.entities.is_empty();
             // "what about the same stretch last year": a continuation that names an entity or
             // a period (or breaks the answer down, or corrects it: "break that out by month") and
             // at most one word besides is close whatever that word is.
@@ -564,6 +572,7 @@ impl Classifier {
                 // that request, once any word of it is the domain's ("and only tell me about
                 // the weather" has none).
                 || ((cues.restricts || cues.breakdown) && c.scope_score > 0.0)
+                || router_close
                 || c.scope_score >= self.settings.scope.threshold * FOLLOW_UP_SCOPE_SHARE;
             if !(follows && close) {
                 return c;

@@ -369,7 +369,7 @@ fn a_turn_with_no_intent_evidence_takes_the_carry_prior_as_its_confidence() {
     let q1 = "What caused the drop in Fabhalta conversion rate in Q2 2026?";
     let first = c.classify(q1);
     let alone = c.classify("And in Q1?");
-    assert!(!alone.in_scope && alone.confidence == 0.0, "alone it is nothing: {alone:?}");
+    assert!(!alone.in_scope && alone.confidence < 0.5, "alone it is nothing: {alone:?}");
     let next = c.classify_in_context("And in Q1?", &[turn(q1, &first)]);
     assert_eq!((next.intent.as_str(), next.in_scope), ("causal_impact", true));
     assert!((next.confidence - 0.97).abs() < 1e-9, "the continuation prior, got {}", next.confidence);
@@ -521,10 +521,10 @@ fn a_refused_phrase_puts_a_question_out_of_scope_at_the_start_of_a_word_only() {
     let q1 = "I want a refund for my order";
     let next = c.classify_in_context("and what about a chargeback?", &[turn(q1, &c.classify(q1))]);
     assert!(!next.in_scope && next.follow_up.is_none(), "{next:?}");
-    // The check is off with the scope check.
+    // Refused phrases are policy: they refuse whatever the scope threshold.
     let off = yaml.replace("  scope:\n    refuse:", "  scope:\n    threshold: 0\n    refuse:");
     let c = Classifier::new(&Manifest::from_yaml(&off, "support.yaml").expect("valid manifest"));
-    assert!(c.classify("How do I file a chargeback for my refund?").in_scope);
+    assert!(!c.classify("How do I file a chargeback for my refund?").in_scope);
 }
 
 #[test]

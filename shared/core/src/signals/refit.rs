@@ -165,7 +165,7 @@ pub fn refit(
         examples.iter().partition(|e| is_check(&e.signal_id, options.check_every));
     let check_pairs: Vec<(String, String)> = check.iter().map(|e| (e.query.clone(), e.intent.clone())).collect();
     let own = own_utterances(&manifest);
-    let before = Classifier::new(&manifest);
+    let before = Classifier::lexical(&manifest);
     let own_before = accuracy(&before, &own).unwrap_or(0.0);
     let check_before = accuracy(&before, &check_pairs);
 
@@ -192,7 +192,7 @@ pub fn refit(
         if let Some(i) = trial.intents.iter_mut().find(|i| i.id == intent) {
             i.utterances.push(query.clone());
         }
-        let own_trial = accuracy(&Classifier::new(&trial), &own).unwrap_or(0.0);
+        let own_trial = accuracy(&Classifier::lexical(&trial), &own).unwrap_or(0.0);
         if own_trial + 1e-12 >= own_before {
             current = trial;
             added.push((intent, query));
@@ -200,7 +200,7 @@ pub fn refit(
             dropped.push((intent, query));
         }
     }
-    let after = Classifier::new(&current);
+    let after = Classifier::lexical(&current);
     let mut report = RefitReport {
         signals: records.len(),
         without_text,

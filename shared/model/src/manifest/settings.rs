@@ -139,15 +139,24 @@ pub struct ClassifierSettings {
     pub synonyms: BTreeMap<String, Vec<String>>,
     /// Whether a question belongs to this manifest's domain at all (see [`ScopeSettings`]).
     pub scope: ScopeSettings,
+    /// Labelled example files the router also learns from, relative to the manifest's folder:
+    /// JSON Lines, one `{"query": "...", "intent": "<intent id>"}` per line (`text` may stand
+    /// for `query`). Feedback corrections exported by `switchyard signals export` have this
+    /// shape. `switchyard train` reads them; a deployed function needs only the artifact.
+    pub examples: Vec<String>,
 }
 
-/// The scope check of the embedded classifier: a question whose scope score (how much of it
-/// the manifest's vocabulary and entities account for, 0.0 – 1.0) is below `threshold` is out
-/// of scope and ends politely without an agent (`final_reason: out_of_scope`).
+/// The scope check of the embedded classifier. The trained router decides it: a question whose
+/// best intent does not lead the background of off-domain questions by the margin calibrated
+/// on the manifest's held-out examples is out of scope and ends politely without an agent
+/// (`final_reason: out_of_scope`). On top of that, as explicit policy: the refused phrases, and
+/// a lexical gate when `threshold` is above 0 (the question's scope score, how much of it the
+/// manifest's vocabulary and entities account for, 0.0 – 1.0, must reach it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScopeSettings {
-    /// Least scope score of an in-scope question; 0 turns the check off.
+    /// Least scope score of an in-scope question (the lexical gate); 0, the default, leaves
+    /// scope to the trained router.
     pub threshold: f64,
     /// Width of the band below `threshold` whose questions go to the cascaded classifier
     /// (`classifier.llm`) before being rejected; without one they are out of scope.
@@ -164,7 +173,7 @@ pub struct ScopeSettings {
 }
 
 /// Default [`ScopeSettings::threshold`].
-pub const DEFAULT_SCOPE_THRESHOLD: f64 = 0.35;
+pub const DEFAULT_SCOPE_THRESHOLD: f64 = 0.0;
 /// Default [`ScopeSettings::borderline`].
 pub const DEFAULT_SCOPE_BORDERLINE: f64 = 0.15;
 
@@ -188,6 +197,7 @@ impl Default for ClassifierSettings {
             llm: None,
             synonyms: BTreeMap::new(),
             scope: ScopeSettings::default(),
+            examples: Vec::new(),
         }
     }
 }

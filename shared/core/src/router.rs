@@ -1,0 +1,407 @@
+//! A manifest's trained router: what it learns from, where its artifact lives, and whether the
+//! artifact is current.
+//!
+//! The router ([`switchyard_intents::Router`]) learns, with one method for every manifest:
+//! - per intent, its id (as words), description, each keyword and each utterance;
+//! - the labelled example files `classifier.examples` names (JSON Lines: `query` or `text`,
+//!   and `intent`; in an export of the signals loop, only lines whose `correct_intent` a
+//!   caller gave, with that intent);
+//! - as "none of the intents", the general background of everyday off-domain questions that
+//!   ships with the trainer, text that is no question (keyboard mashes, digits, symbols: made
+//!   up by the trainer) and the manifest's `classifier.scope.negative_examples`.
+//!
+//! `switchyard train` writes it beside the manifest (`routing.yaml` → `routing.router`), and
+//! the build compiles the shipped manifest's artifact into the binaries ([`EMBEDDED`]), as it
+//! does the manifest. The artifact's header holds two hashes: of what the manifest itself
+//! teaches (checked at every start: a function never starts on a router of another manifest)
+//! and of the example files' contents (checked by `switchyard validate` and `train`, where the
+//! files are at hand).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use switchyard_intents::artifact::{self, Header};
+use switchyard_intents::{Embedder, FeatureSpec, Router, TrainError, TrainSpec, TrainingSet};
+use switchyard_model::manifest::Manifest;
+
+/// The shipped manifest's router, compiled in by the build from `routing.router` beside
+/// `routing.yaml` (empty when that file was missing at build time).
+pub static EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/routing.router"));
+
+/// The file extension of a router artifact.
+pub const EXTENSION: &str = "router";
+
+/// Longest line of an example file, in bytes.
+const MAX_EXAMPLE_LINE: usize = 8 * 1024;
+
+/// What a router learns from, with the hashes its artifact records.
+#[derive(Debug, Clone)]
+pub struct Training {
+    /// The examples.
+    pub set: TrainingSet,
+    /// Hash of what the manifest itself teaches ([`manifest_hash`]).
+    pub manifest_hash: u64,
+    /// Hash of the example files' contents, in the order the manifest names them.
+    pub examples_hash: u64,
+}
+
+/// Why a router could not be trained.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterError {
+    /// An example file could not be read.
+    #[error("classifier.examples: {path}: {reason}")]
+    ExampleFile {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A line of an example file is unusable.
+    #[error("classifier.examples: {path}:{line}: {reason}")]
+    ExampleLine {
+        /// The file.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// The rule it broke.
+        reason: String,
+    },
+    /// The trainer refused the examples.
+    #[error("the router cannot be trained: {0}")]
+    Train(#[from] TrainError),
+}
+
+/// Whether a manifest's artifact can be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArtifactState {
+    /// Trained from this manifest by this trainer.
+    Current,
+    /// No artifact where it belongs.
+    Missing,
+    /// Trained from another manifest, other example files or by another trainer.
+    Stale(String),
+    /// Not a router artifact, or damaged.
+    Unreadable(String),
+}
+
+impl ArtifactState {
+    /// One line for `validate` and start-up errors.
+    pub fn describe(&self) -> String {
+        match self {
+            ArtifactState::Current => "current".into(),
+            ArtifactState::Missing => "missing".into(),
+            ArtifactState::Stale(why) => format!("stale: {why}"),
+            ArtifactState::Unreadable(why) => format!("unreadable: {why}"),
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn text(&mut self, s: &str) {
+        for &b in s.as_bytes().iter().chain(std::iter::once(&0x1e)) {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// The texts the manifest itself gives each intent, in manifest order.
+fn manifest_documents(manifest: &Manifest) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, intent) in manifest.intents.iter().enumerate() {
+        out.push((i, intent.id.replace(['_', '-'], " ")));
+        if !intent.description.trim().is_empty() {
+            out.push((i, intent.description.clone()));
+        }
+        out.extend(intent.keywords.iter().map(|k| (i, k.clone())));
+        out.extend(intent.utterances.iter().map(|u| (i, u.clone())));
+    }
+    out
+}
+
+/// Hash of what the manifest itself teaches its router (intents with their texts, negative
+/// examples, the names of the example files) and of the trainer's background: a change to
+/// any of them makes an artifact stale; a change elsewhere in the manifest does not.
+pub fn manifest_hash(manifest: &Manifest) -> u64 {
+    let mut h = Fnv::new();
+    for intent in &manifest.intents {
+        h.text(&intent.id);
+    }
+    h.text("");
+    for (i, text) in manifest_documents(manifest) {
+        h.text(&i.to_string());
+        h.text(&text);
+    }
+    h.text("");
+    for n in &manifest.classifier.scope.negative_examples {
+        h.text(n);
+    }
+    h.text("");
+    for file in &manifest.classifier.examples {
+        h.text(file);
+    }
+    h.text(switchyard_intents::BACKGROUND);
+    h.text(&switchyard_intents::NOISE_LINES.to_string());
+    h.0
+}
+
+/// Everything the router of `manifest` learns from, with the hashes its artifact records.
+pub fn training(manifest: &Manifest) -> Result<Training, RouterError> {
+    let intents: Vec<String> = manifest.intents.iter().map(|i| i.id.clone()).collect();
+    let mut examples = manifest_documents(manifest);
+    let mut files = Fnv::new();
+    for name in &manifest.classifier.examples {
+        let path = manifest.resolve(name);
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| RouterError::ExampleFile { path: shown.clone(), reason: e.to_string() })?;
+        files.text(&text);
+        examples.extend(example_lines(&text, &shown, &intents)?);
+    }
+    let mut background: Vec<String> =
+        switchyard_intents::background().map(str::to_string).chain(switchyard_intents::noise()).collect();
+    background.extend(manifest.classifier.scope.negative_examples.iter().cloned());
+    Ok(Training {
+        set: TrainingSet { intents, examples: examples.into_iter().map(|(i, t)| (t, i)).collect(), background },
+        manifest_hash: manifest_hash(manifest),
+        examples_hash: files.0,
+    })
+}
+
+/// The labelled lines of one example file.
+fn example_lines(text: &str, path: &str, intents: &[String]) -> Result<Vec<(usize, String)>, RouterError> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let bad = |reason: String| RouterError::ExampleLine { path: path.to_string(), line: n + 1, reason };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line.len() > MAX_EXAMPLE_LINE {
+            return Err(bad(format!("longer than {MAX_EXAMPLE_LINE} bytes")));
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| bad(format!("not a JSON object: {e}")))?;
+        let Some(object) = value.as_object() else { return Err(bad("not a JSON object".into())) };
+        let query = object.get("query").or_else(|| object.get("text")).and_then(|v| v.as_str());
+        let Some(query) = query.filter(|q| !q.trim().is_empty()) else {
+            return Err(bad("`query` (or `text`) must be a non-empty string".into()));
+        };
+        // An export of the signals loop: only the corrections a caller gave are labels.
+        let intent = if object.contains_key("correct_intent") {
+            match object.get("correct_intent").and_then(|v| v.as_str()) {
+                Some(intent) => intent,
+                None => continue,
+            }
+        } else {
+            object.get("intent").and_then(|v| v.as_str()).ok_or_else(|| bad("`intent` must be a string".into()))?
+        };
+        let Some(index) = intents.iter().position(|i| i == intent) else {
+            return Err(bad(format!("`intent` {intent:?} is not an intent of the manifest")));
+        };
+        out.push((index, query.to_string()));
+    }
+    Ok(out)
+}
+
+/// The static word vectors the classifier ships (64 dimensions distilled from
+/// all-MiniLM-L6-v2, docs/scope.md#word-vectors) as the router's dense block: the mean vector
+/// of a text's content words, unit length.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WordVectors;
+
+/// [`WordVectors`]' name in an artifact.
+pub const WORD_VECTORS: &str = "minilm-word-vectors-64";
+
+impl Embedder for WordVectors {
+    fn name(&self) -> &str {
+        WORD_VECTORS
+    }
+    fn dims(&self) -> usize {
+        crate::classify::EMBEDDING_DIMS
+    }
+    fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        crate::classify::text_embedding(text).map(|v| v.to_vec())
+    }
+}
+
+/// Length of the dense block next to the two unit-length n-gram blocks; chosen among 0 – 2 on
+/// CLINC150's validation split with 5 and 10 examples per intent (docs/performance.md).
+pub const DENSE_WEIGHT: f32 = 1.0;
+
+/// How the router is trained: the general method, with the threads this machine has.
+pub fn train_spec() -> TrainSpec {
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8);
+    let features = FeatureSpec { dense_weight: DENSE_WEIGHT, ..FeatureSpec::default() };
+    TrainSpec { threads, features, ..TrainSpec::default() }
+}
+
+/// Route `text` with `router`, its dense block read from [`WordVectors`] when it has one (what
+/// the classifier does inside a classification, without the vocabulary's blend).
+pub fn route(router: &Router, text: &str) -> switchyard_intents::Routed {
+    let vector = (router.features.dense_dims > 0).then(|| WordVectors.embed(text)).flatten();
+    router.route_with(text, vector.as_deref())
+}
+
+/// Train a router on `set` the general way (n-grams and [`WordVectors`]).
+pub fn train_set(set: &TrainingSet) -> Result<Router, TrainError> {
+    let spec = train_spec();
+    if spec.features.dense_weight > 0.0 {
+        Router::train_with(set, &spec, Some(&WordVectors))
+    } else {
+        Router::train(set, &spec)
+    }
+}
+
+/// Train the router of `manifest`; the artifact's bytes with it.
+pub fn train(manifest: &Manifest) -> Result<(Router, Vec<u8>), RouterError> {
+    let t = training(manifest)?;
+    let router = train_set(&t.set)?;
+    let bytes = artifact::encode(&router, &Header::new(t.manifest_hash, t.examples_hash));
+    Ok((router, bytes))
+}
+
+/// Where the artifact of a manifest loaded from a file belongs: beside it, `.router` for its
+/// extension. `None` for the embedded manifest, whose artifact is compiled in.
+pub fn artifact_path(manifest: &Manifest) -> Option<PathBuf> {
+    manifest.source.as_ref().map(|p| p.with_extension(EXTENSION))
+}
+
+/// The artifact's bytes: the file beside the manifest, or the compiled-in one.
+fn artifact_bytes(manifest: &Manifest) -> Result<Vec<u8>, ArtifactState> {
+    match artifact_path(manifest) {
+        Some(path) => match std::fs::read(&path) {
+            Ok(bytes) => Ok(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ArtifactState::Missing),
+            Err(e) => Err(ArtifactState::Unreadable(format!("{}: {e}", path.display()))),
+        },
+        None if EMBEDDED.is_empty() => Err(ArtifactState::Missing),
+        None => Ok(EMBEDDED.to_vec()),
+    }
+}
+
+/// Whether `header` fits `manifest` (and, when `examples_hash` is given, its example files).
+fn check(header: &Header, manifest: &Manifest, examples_hash: Option<u64>) -> ArtifactState {
+    if header.trainer != artifact::TRAINER {
+        return ArtifactState::Stale(format!("trained by {}, this is {}", header.trainer, artifact::TRAINER));
+    }
+    if header.manifest_hash != manifest_hash(manifest) {
+        return ArtifactState::Stale("the manifest's intents, examples or negative examples changed".into());
+    }
+    if examples_hash.is_some_and(|h| h != header.examples_hash) {
+        return ArtifactState::Stale("an example file named in classifier.examples changed".into());
+    }
+    ArtifactState::Current
+}
+
+/// The router of `manifest` from its artifact, checked against the manifest (not the example
+/// files: a deployed function has only the artifact).
+pub fn load(manifest: &Manifest) -> Result<Router, ArtifactState> {
+    let bytes = artifact_bytes(manifest)?;
+    let (header, router) = artifact::decode(&bytes).map_err(|e| ArtifactState::Unreadable(e.to_string()))?;
+    match check(&header, manifest, None) {
+        ArtifactState::Current if !router.embedding.is_empty() && router.embedding != WORD_VECTORS => {
+            Err(ArtifactState::Stale(format!("its dense block is {}, this build has {WORD_VECTORS}", router.embedding)))
+        }
+        ArtifactState::Current if router.intents.len() == manifest.intents.len() => Ok(router),
+        ArtifactState::Current => Err(ArtifactState::Stale("its intents are not the manifest's".into())),
+        other => Err(other),
+    }
+}
+
+/// The state of `manifest`'s artifact, the example files included when they can be read
+/// (what `switchyard validate` reports).
+pub fn state(manifest: &Manifest) -> ArtifactState {
+    let bytes = match artifact_bytes(manifest) {
+        Ok(bytes) => bytes,
+        Err(state) => return state,
+    };
+    let header = match artifact::header(&bytes) {
+        Ok(header) => header,
+        Err(e) => return ArtifactState::Unreadable(e.to_string()),
+    };
+    let examples = training(manifest).ok().map(|t| t.examples_hash);
+    match check(&header, manifest, examples) {
+        ArtifactState::Current => match artifact::decode(&bytes) {
+            Ok(_) => ArtifactState::Current,
+            Err(e) => ArtifactState::Unreadable(e.to_string()),
+        },
+        other => other,
+    }
+}
+
+/// The command that trains `manifest`'s router.
+pub fn train_command(manifest: &Manifest) -> String {
+    match &manifest.source {
+        Some(path) => format!("switchyard train --manifest {}", path.display()),
+        None => "switchyard train".into(),
+    }
+}
+
+/// Routers trained in this process, by manifest hash: tests and `serve` build many
+/// classifiers of one manifest.
+fn trained() -> &'static Mutex<Vec<(u64, Arc<Router>)>> {
+    static TRAINED: OnceLock<Mutex<Vec<(u64, Arc<Router>)>>> = OnceLock::new();
+    TRAINED.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// The router of `manifest`: its artifact when current; otherwise trained here, once per
+/// process and manifest, with a one-line notice naming the command that compiles it ahead
+/// (the embedded default and `serve`). `None` for a manifest the trainer refuses (fewer than
+/// two intents, or an unreadable example file, reported in the notice): such a manifest is
+/// classified by its vocabulary alone.
+pub fn load_or_train(manifest: &Manifest) -> Option<Arc<Router>> {
+    let state = match load(manifest) {
+        Ok(router) => return Some(Arc::new(router)),
+        Err(state) => state,
+    };
+    let hash = manifest_hash(manifest);
+    let mut cache = trained().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, router)) = cache.iter().find(|(h, _)| *h == hash) {
+        return Some(router.clone());
+    }
+    let started = std::time::Instant::now();
+    match train(manifest) {
+        Ok((router, _)) => {
+            tracing::warn!(
+                manifest = %manifest.name,
+                train_ms = started.elapsed().as_millis() as u64,
+                "the router artifact is {}; trained in-process (run `{}` to compile it ahead)",
+                state.describe(),
+                train_command(manifest)
+            );
+            let router = Arc::new(router);
+            cache.push((hash, router.clone()));
+            Some(router)
+        }
+        Err(e) => {
+            tracing::warn!(manifest = %manifest.name, error = %e, "no trained router; classifying by the manifest's vocabulary");
+            None
+        }
+    }
+}
+
+/// Why a deployed function must not start on `manifest`: its router artifact is not current.
+pub fn startup_problem(manifest: &Manifest) -> Option<String> {
+    match load(manifest) {
+        Ok(_) => None,
+        Err(state) => Some(format!(
+            "the router artifact of manifest `{}` is {}: run `{}` and build again",
+            manifest.name,
+            state.describe(),
+            train_command(manifest)
+        )),
+    }
+}
+
+/// `path`'s artifact written atomically (a temporary file renamed over it).
+pub fn write_artifact(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("{EXTENSION}.tmp"));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
