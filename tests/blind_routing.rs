@@ -105,11 +105,15 @@ fn follow_ups(c: &Classifier, path: &Path, s: &mut Score) {
 /// The shipped examples' blind sets: the floors (right %, refused % at most, off-domain
 /// refused %) per example, from the one scoring.
 const EXAMPLE_FLOORS: &[(&str, f64, f64, f64)] = &[
-    ("e2i", 0.0, 100.0, 0.0),
-    ("negotiation", 0.0, 100.0, 0.0),
-    ("rag-manager", 0.0, 100.0, 0.0),
-    ("research-assistant", 0.0, 100.0, 0.0),
-    ("unified-chat", 0.0, 100.0, 0.0),
+    // Scored once, 2026-11-26, with the router of n-grams, word vectors and the background:
+    // right 92.5 / 100 / 90.0 / 100 / 90.0 %, refused 5.8 / 0 / 10.0 / 0 / 6.7 %, off-domain
+    // refused 100 / 80 / 90 / 5 / 80 % (every one refused as out of scope before it for
+    // rag-manager and research-assistant's own questions).
+    ("e2i", 92.0, 6.0, 100.0),
+    ("negotiation", 100.0, 0.0, 80.0),
+    ("rag-manager", 90.0, 10.0, 90.0),
+    ("research-assistant", 100.0, 0.0, 5.0),
+    ("unified-chat", 90.0, 7.0, 80.0),
 ];
 
 #[test]
@@ -136,11 +140,14 @@ fn every_shipped_example_routes_its_blind_set() {
 /// The first-time users' manifests: floors (right %, refused % at most, off-domain refused %,
 /// follow-ups right %), from the one scoring.
 const NEW_USER_FLOORS: &[(&str, f64, f64, f64, f64)] = &[
-    ("bank", 0.0, 100.0, 0.0, 0.0),
-    ("university", 0.0, 100.0, 0.0, 0.0),
-    ("insurance", 0.0, 100.0, 0.0, 0.0),
-    ("food-delivery", 0.0, 100.0, 0.0, 0.0),
-    ("property", 0.0, 100.0, 0.0, 0.0),
+    // Scored once, 2026-11-26: right 86.9 % of 528 (87.0 / 93.8 / 86.7 / 85.4 / 82.4), refused
+    // 0.6 %, off-domain refused 50.5 % of 200, follow-ups 41 of 50. With the vocabulary alone
+    // such manifests refused 77 % of in-scope questions and routed 20 % right.
+    ("bank", 87.0, 1.0, 52.5, 90.0),
+    ("university", 93.0, 1.0, 47.5, 90.0),
+    ("insurance", 86.0, 2.0, 57.5, 90.0),
+    ("food-delivery", 85.0, 1.0, 47.5, 80.0),
+    ("property", 82.0, 1.0, 47.5, 60.0),
 ];
 
 #[test]
