@@ -9,9 +9,8 @@ use switchyard_engine::handlers::handle_http;
 async fn main() -> Result<(), Error> {
     switchyard_engine::telemetry::init("intake", switchyard_engine::telemetry::LogOutput::JsonStdout, "info");
     let system = AwsSystem::from_env(Default::default()).await?;
+    system.require_router()?;
     let deps = &system.deps;
-    // The classifier with its trained router, loaded (never trained) before the first request.
-    deps.classifier();
     run(service_fn(|event: LambdaEvent<ApiGatewayV2httpRequest>| async move {
         let response = Ok::<_, Error>(handle_http(deps, event.payload).await);
         // Spans leave before Lambda freezes the process (a no-op without OTLP export).

@@ -77,15 +77,22 @@ impl AwsSystem {
     /// queue URLs).
     pub async fn from_env(settings: EngineSettings) -> Result<AwsSystem, StartupError> {
         let manifest = Arc::new(manifest_from_env()?);
-        if let Some(problem) = switchyard_core::router::startup_problem(&manifest) {
-            return Err(StartupError::Router(problem));
-        }
         let system = AwsSystem::with_manifest(manifest, settings).await?;
         let problems = system.agents.problems();
         if problems.is_empty() {
             Ok(system)
         } else {
             Err(StartupError::Agents(problems))
+        }
+    }
+
+    /// Load the manifest's trained router for the classifier (intake's init: the one function
+    /// that classifies); refuses when the artifact is missing, stale or damaged, naming
+    /// `switchyard train`.
+    pub fn require_router(&self) -> Result<(), StartupError> {
+        match switchyard_core::router::startup_problem(&self.deps.manifest) {
+            None => Ok(()),
+            Some(problem) => Err(StartupError::Router(problem)),
         }
     }
 

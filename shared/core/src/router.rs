@@ -272,16 +272,16 @@ pub fn artifact_path(manifest: &Manifest) -> Option<PathBuf> {
     manifest.source.as_ref().map(|p| p.with_extension(EXTENSION))
 }
 
-/// The artifact's bytes: the file beside the manifest, or the compiled-in one.
-fn artifact_bytes(manifest: &Manifest) -> Result<Vec<u8>, ArtifactState> {
+/// The artifact's bytes: the file beside the manifest, or the compiled-in one (not copied).
+fn artifact_bytes(manifest: &Manifest) -> Result<std::borrow::Cow<'static, [u8]>, ArtifactState> {
     match artifact_path(manifest) {
         Some(path) => match std::fs::read(&path) {
-            Ok(bytes) => Ok(bytes),
+            Ok(bytes) => Ok(bytes.into()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ArtifactState::Missing),
             Err(e) => Err(ArtifactState::Unreadable(format!("{}: {e}", path.display()))),
         },
         None if EMBEDDED.is_empty() => Err(ArtifactState::Missing),
-        None => Ok(EMBEDDED.to_vec()),
+        None => Ok(EMBEDDED.into()),
     }
 }
 
@@ -343,7 +343,8 @@ pub fn train_command(manifest: &Manifest) -> String {
     }
 }
 
-/// Routers trained in this process, by manifest hash: tests and `serve` build many
+/// Routers loaded or trained in this process, by manifest hash: a function loads its router at
+/// init and builds the classifier on the first question; tests and `serve` build many
 /// classifiers of one manifest.
 fn trained() -> &'static Mutex<Vec<(u64, Arc<Router>)>> {
     static TRAINED: OnceLock<Mutex<Vec<(u64, Arc<Router>)>>> = OnceLock::new();
@@ -356,15 +357,19 @@ fn trained() -> &'static Mutex<Vec<(u64, Arc<Router>)>> {
 /// two intents, or an unreadable example file, reported in the notice): such a manifest is
 /// classified by its vocabulary alone.
 pub fn load_or_train(manifest: &Manifest) -> Option<Arc<Router>> {
-    let state = match load(manifest) {
-        Ok(router) => return Some(Arc::new(router)),
-        Err(state) => state,
-    };
     let hash = manifest_hash(manifest);
     let mut cache = trained().lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, router)) = cache.iter().find(|(h, _)| *h == hash) {
         return Some(router.clone());
     }
+    let state = match load(manifest) {
+        Ok(router) => {
+            let router = Arc::new(router);
+            cache.push((hash, router.clone()));
+            return Some(router);
+        }
+        Err(state) => state,
+    };
     let started = std::time::Instant::now();
     match train(manifest) {
         Ok((router, _)) => {
@@ -386,10 +391,18 @@ pub fn load_or_train(manifest: &Manifest) -> Option<Arc<Router>> {
     }
 }
 
-/// Why a deployed function must not start on `manifest`: its router artifact is not current.
+/// Load `manifest`'s router at a deployed function's init (kept for the classifier, built on
+/// the first question); why the function must not start when its artifact is not current.
 pub fn startup_problem(manifest: &Manifest) -> Option<String> {
     match load(manifest) {
-        Ok(_) => None,
+        Ok(router) => {
+            let mut cache = trained().lock().unwrap_or_else(|e| e.into_inner());
+            let hash = manifest_hash(manifest);
+            if !cache.iter().any(|(h, _)| *h == hash) {
+                cache.push((hash, Arc::new(router)));
+            }
+            None
+        }
         Err(state) => Some(format!(
             "the router artifact of manifest `{}` is {}: run `{}` and build again",
             manifest.name,
