@@ -181,6 +181,8 @@ async fn feedback_on_misrouted_questions_exported_from_aws_refits_a_manifest_tha
     let signals_file = dir.join("signals.jsonl");
     std::fs::write(&signals_file, exported.iter().map(|s| format!("{s}\n")).collect::<String>()).expect("write");
     let refitted = dir.join("routing.refit.yaml");
+    // The re-fitted manifest names the same example file, relative to itself.
+    std::fs::copy(repo().join("routing.examples.jsonl"), dir.join("routing.examples.jsonl")).expect("example file");
     let (code, out, err) = switchyard(
         &urls,
         &[
@@ -220,7 +222,12 @@ async fn feedback_on_misrouted_questions_exported_from_aws_refits_a_manifest_tha
     let (b, a) = (right(&before, &blind), right(&after, &blind));
     println!("new paraphrases of the misrouted questions routed right: {b} -> {a} of {}", blind.len());
     println!("all new paraphrases routed right: {} -> {} of {}", right(&before, &all), right(&after, &all), all.len());
-    assert!(a > b, "the re-fit routes new paraphrases of the corrected questions better ({b} -> {a})");
+    // Better, unless the trained router already routes every one of them right.
+    assert!(
+        a > b || b == blind.len(),
+        "the re-fit routes new paraphrases of the corrected questions better ({b} -> {a})"
+    );
+    assert!(right(&after, &all) >= right(&before, &all), "the re-fit routes no new paraphrase worse");
     let (own_before, own_after) =
         (own_utterance_accuracy(&manifest, &before), own_utterance_accuracy(&manifest, &after));
     println!("own-utterance accuracy: {:.1}% -> {:.1}%", own_before * 100.0, own_after * 100.0);

@@ -17,6 +17,7 @@
 //! and of the example files' contents (checked by `switchyard validate` and `train`, where the
 //! files are at hand).
 
+use crate::classify::Classifier;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use switchyard_intents::artifact::{self, Header};
@@ -340,6 +341,15 @@ pub fn train_command(manifest: &Manifest) -> String {
     match &manifest.source {
         Some(path) => format!("switchyard train --manifest {}", path.display()),
         None => "switchyard train".into(),
+    }
+}
+
+impl Classifier {
+    /// The classifier of `manifest` with its trained router: the artifact when current, else
+    /// trained in-process ([`load_or_train`]); by the vocabulary alone when the trainer
+    /// refuses the manifest.
+    pub fn new(manifest: &Manifest) -> Classifier {
+        Classifier::with_router(manifest, load_or_train(manifest))
     }
 }
 

@@ -9,12 +9,6 @@ use switchyard_model::manifest::Manifest;
 use text::{tokenize, trigrams};
 
 impl Classifier {
-    /// The classifier of `manifest` with its trained router: the artifact when current, else
-    /// trained in-process ([`crate::router::load_or_train`]).
-    pub fn new(manifest: &Manifest) -> Classifier {
-        Classifier::with_router(manifest, crate::router::load_or_train(manifest))
-    }
-
     /// The classifier of `manifest` by its vocabulary alone, without a trained router.
     pub fn lexical(manifest: &Manifest) -> Classifier {
         Classifier::with_router(manifest, None)
