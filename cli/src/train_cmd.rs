@@ -16,7 +16,7 @@ pub fn run(path: &Path, out: &mut impl Write) -> anyhow::Result<u8> {
     let before = router::state(&manifest);
     let training = router::training(&manifest)?;
     let started = Instant::now();
-    let (trained, bytes) = router::train(&manifest)?;
+    let (trained, bytes) = router::train_from(&training)?;
     let train_s = started.elapsed().as_secs_f64();
     router::write_artifact(&target, &bytes).map_err(|e| anyhow::anyhow!("{}: {e}", target.display()))?;
     let set = &training.set;

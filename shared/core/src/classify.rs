@@ -391,7 +391,8 @@ impl Classifier {
         if let Some(routed) = &routed {
             scope.in_scope = scope.in_scope && routed.in_scope;
         }
-        let router_margin = routed.as_ref().map(|r| f64::from(r.scope_margin - r.threshold));
+        let router_margin =
+            routed.as_ref().zip(self.router.as_ref()).map(|(r, router)| f64::from(r.scope_margin - router.threshold));
         let probabilities = match (lexical, &routed) {
             (Some(lexical), None) => Some(lexical),
             (Some(lexical), Some(routed)) => Some(blend(&lexical, &routed.probabilities)),

@@ -155,14 +155,9 @@ pub fn manifest_hash(manifest: &Manifest) -> u64 {
 pub fn training(manifest: &Manifest) -> Result<Training, RouterError> {
     let intents: Vec<String> = manifest.intents.iter().map(|i| i.id.clone()).collect();
     let mut examples = manifest_documents(manifest);
-    let mut files = Fnv::new();
-    for name in &manifest.classifier.examples {
-        let path = manifest.resolve(name);
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| RouterError::ExampleFile { path: shown.clone(), reason: e.to_string() })?;
-        files.text(&text);
-        examples.extend(example_lines(&text, &shown, &intents)?);
+    let files = example_files(manifest)?;
+    for (shown, text) in &files {
+        examples.extend(example_lines(text, shown, &intents)?);
     }
     let mut background: Vec<String> =
         switchyard_intents::background().map(str::to_string).chain(switchyard_intents::noise()).collect();
@@ -170,8 +165,33 @@ pub fn training(manifest: &Manifest) -> Result<Training, RouterError> {
     Ok(Training {
         set: TrainingSet { intents, examples: examples.into_iter().map(|(i, t)| (t, i)).collect(), background },
         manifest_hash: manifest_hash(manifest),
-        examples_hash: files.0,
+        examples_hash: files_hash(&files),
     })
+}
+
+/// The example files `classifier.examples` names, as `(path shown, text)`, in that order.
+fn example_files(manifest: &Manifest) -> Result<Vec<(String, String)>, RouterError> {
+    manifest
+        .classifier
+        .examples
+        .iter()
+        .map(|name| {
+            let shown = manifest.resolve(name).display().to_string();
+            match std::fs::read_to_string(&shown) {
+                Ok(text) => Ok((shown, text)),
+                Err(e) => Err(RouterError::ExampleFile { path: shown, reason: e.to_string() }),
+            }
+        })
+        .collect()
+}
+
+/// The hash of the example files' contents (what an artifact records).
+fn files_hash(files: &[(String, String)]) -> u64 {
+    let mut h = Fnv::new();
+    for (_, text) in files {
+        h.text(text);
+    }
+    h.0
 }
 
 /// The labelled lines of one example file.
@@ -261,7 +281,11 @@ pub fn train_set(set: &TrainingSet) -> Result<Router, TrainError> {
 
 /// Train the router of `manifest`; the artifact's bytes with it.
 pub fn train(manifest: &Manifest) -> Result<(Router, Vec<u8>), RouterError> {
-    let t = training(manifest)?;
+    train_from(&training(manifest)?)
+}
+
+/// Train the router on what [`training`] read; the artifact's bytes with it.
+pub fn train_from(t: &Training) -> Result<(Router, Vec<u8>), RouterError> {
     let router = train_set(&t.set)?;
     let bytes = artifact::encode(&router, &Header::new(t.manifest_hash, t.examples_hash));
     Ok((router, bytes))
@@ -326,7 +350,7 @@ pub fn state(manifest: &Manifest) -> ArtifactState {
         Ok(header) => header,
         Err(e) => return ArtifactState::Unreadable(e.to_string()),
     };
-    let examples = training(manifest).ok().map(|t| t.examples_hash);
+    let examples = example_files(manifest).ok().map(|files| files_hash(&files));
     match check(&header, manifest, examples) {
         ArtifactState::Current => match artifact::decode(&bytes) {
             Ok(_) => ArtifactState::Current,

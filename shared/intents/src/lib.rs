@@ -149,8 +149,6 @@ pub struct Routed {
     pub margin: f32,
     /// The best intent's score less the background's (the score without a background).
     pub scope_margin: f32,
-    /// The router's threshold on `scope_margin`.
-    pub threshold: f32,
     /// Whether the score's lead over the background class reached the threshold.
     pub in_scope: bool,
     /// Per intent, the probability that it is the one (softmax of the scores at the fitted
@@ -241,7 +239,6 @@ impl Router {
             score,
             margin: score - second,
             scope_margin: scope_margin(&scores, k),
-            threshold: self.threshold,
             in_scope: scope_margin(&scores, k) >= self.threshold,
             probabilities: softmax(&scores[..k], self.temperature),
         }
