@@ -2,8 +2,10 @@
 # Switchyard's test command (README; CI runs exactly this through .ci/run).
 #
 # From a fresh clone it builds the workspace (a warning fails the run), installs and starts a
-# local SQS + DynamoDB endpoint on 127.0.0.1 (moto, in its own venv), runs every test — unit,
-# handler, pipeline and the adapter / end-to-end tests against that endpoint — then the
+# local SQS + DynamoDB endpoint on 127.0.0.1 (moto, in its own venv) and a real model
+# (llama.cpp's llama-server serving SmolLM2-135M-Instruct, scripts/llama.sh: built from its
+# source package once per version), runs every test — unit, handler, pipeline, the adapter /
+# end-to-end tests against that endpoint and the real-model tests — then the
 # `switchyard serve` smoke test, the OpenAI-compatible endpoint with the official `openai` package
 # (in its own venv), the web console in headless Chromium (tests/console_chromium.sh
 # installs Debian's chromium and playwright-core when missing), `cargo lambda` invocation of the
@@ -30,6 +32,12 @@ source scripts/moto.sh
 moto_start
 trap moto_stop EXIT
 
+step "start a real model on loopback (llama-server + SmolLM2-135M; built once per version, cached)"
+# shellcheck source=scripts/llama.sh
+source scripts/llama.sh
+llama_start
+trap 'llama_stop; moto_stop' EXIT
+
 step "install the Python test tools (PyYAML, openapi-spec-validator, schemathesis)"
 # shellcheck source=scripts/pyapi.sh
 source scripts/pyapi.sh
@@ -46,6 +54,9 @@ bash tests/smoke_serve.sh
 
 step "the official openai Python package against switchyard serve (installs it into its own venv)"
 bash tests/openai_client.sh
+
+step "the OpenAI-compatible endpoint, live events and chat with the real model behind them"
+bash tests/real_model.sh
 
 step "schemathesis fuzzes switchyard serve against docs/openapi.json"
 bash tests/schemathesis.sh

@@ -16,7 +16,9 @@ pub const EXIT_OUTPUT_FAILED: u8 = 2;
 /// process exit code: 0 valid, 1 problems, 2 the report could not be written.
 pub fn run(path: &Path, out: &mut impl Write) -> u8 {
     let written = match Manifest::load(path) {
-        Ok(manifest) => summary(path, &manifest, out).and_then(|()| router(&manifest, out)),
+        Ok(manifest) => summary(path, &manifest, out)
+            .and_then(|()| schemas(path, &manifest, out))
+            .and_then(|()| router(&manifest, out)),
         Err(err) => problems(path, &err, out).map(|()| EXIT_INVALID),
     };
     let written = written.and_then(|code| portability(path, out).map(|()| code));
@@ -90,6 +92,21 @@ fn summary(path: &Path, m: &Manifest, out: &mut impl Write) -> io::Result<()> {
             })
             .collect();
         writeln!(out, "  {}: {}", pipeline.id, steps.join(" -> "))?;
+    }
+    Ok(())
+}
+
+/// Warnings (the exit code stays) for `llm` output schemas a server decoding by the schema
+/// cannot honour; see [`switchyard_agents::schema::grammar_warnings`].
+fn schemas(path: &Path, m: &Manifest, out: &mut impl Write) -> io::Result<()> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for (i, agent) in m.agents.iter().enumerate() {
+        let Some(llm) = &agent.llm else { continue };
+        let field = format!("agents[{i}].llm.output_schema.schema");
+        let at = locate(&text, &field).map(|l| format!(":{l}")).unwrap_or_default();
+        for warning in switchyard_agents::schema::grammar_warnings(&llm.output_schema.schema) {
+            writeln!(out, "{}{at}: warning: {field} (agent `{}`): {warning}", path.display(), agent.id)?;
+        }
     }
     Ok(())
 }

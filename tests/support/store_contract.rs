@@ -146,6 +146,7 @@ pub fn output(query_id: &str) -> OrchestratorOutput {
             result: serde_json::json!({"effect": -0.12}),
             confidence: 0.85,
             latency_ms: 12,
+            attempt_latency_ms: 12,
             error: None,
             attempts: 1,
             dispatch_id: "d-1".into(),

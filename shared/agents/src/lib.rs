@@ -118,7 +118,7 @@ impl AgentRuntime for Agents {
             AgentKind::Builtin | AgentKind::Scripted => ManifestAgents.run(agent, dispatch, attempt).await,
             AgentKind::Llm => {
                 let settings = agent.llm.as_ref().ok_or_else(|| missing(agent))?;
-                Box::pin(self.llm.run(agent, settings, dispatch)).await
+                Box::pin(self.llm.run(agent, settings, dispatch, attempt)).await
             }
             AgentKind::Http => {
                 let settings = agent.http.as_ref().ok_or_else(|| missing(agent))?;
@@ -145,7 +145,7 @@ impl AgentRuntime for Agents {
         match agent.kind {
             AgentKind::Llm => {
                 let settings = agent.llm.as_ref().ok_or_else(|| missing(agent))?;
-                Box::pin(self.llm.run_streaming(agent, settings, dispatch, tokens)).await
+                Box::pin(self.llm.run_streaming(agent, settings, dispatch, attempt, tokens)).await
             }
             _ => self.run(agent, dispatch, attempt).await,
         }

@@ -20,12 +20,15 @@ pub use crate::provider::{ModelProvider, ModelRequest, ModelResponse, OnText, Pr
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_engine::http_client::HttpClient;
 use switchyard_engine::ports::{AgentError, AgentReply, TokenSink};
 use switchyard_model::contracts::{AgentDispatch, Evidence};
-use switchyard_model::manifest::{Agent, LlmSettings, Manifest, Provider, ProviderKind, ScriptedModelReply};
+use switchyard_model::manifest::{
+    Agent, LlmSettings, Manifest, Provider, ProviderKind, ScriptedModelReply, StructuredOutput, UNKNOWN_CONFIDENCE,
+};
 
 /// Environment variable naming a provider every `llm` agent on a `scripted` provider uses
 /// instead (run the offline examples against a real model).
@@ -108,35 +111,100 @@ impl ModelProvider for ScriptedModel {
 // ------------------------------------------------------------------------------------------
 
 /// Any OpenAI-compatible chat-completions endpoint.
+///
+/// The answer's JSON shape is asked for as the provider's `structured_output` says. With
+/// `auto`, a server that refuses `json_schema` (an error answer naming `response_format` or
+/// the form) is asked again at once in the next form (`json_object`, then `prompt`), and the
+/// form that worked is kept for this provider's later calls. A refused form is not a
+/// retryable server error: asking again the same way cannot work.
 #[derive(Debug, Clone)]
 pub struct OpenAiCompatible {
     http: HttpClient,
     base_url: String,
     api_key: Option<String>,
     timeout: Duration,
+    structured: StructuredOutput,
+    /// The form in use: the configured one, or what `auto` settled on (index into `FORMS`).
+    form: Arc<AtomicU8>,
 }
 
+/// The forms `auto` tries, in order.
+const FORMS: [StructuredOutput; 3] =
+    [StructuredOutput::JsonSchema, StructuredOutput::JsonObject, StructuredOutput::Prompt];
+
 impl OpenAiCompatible {
-    /// A client for `base_url` (e.g. `https://api.openai.com/v1`) with an optional API key.
+    /// A client for `base_url` (e.g. `https://api.openai.com/v1`) with an optional API key,
+    /// asking for structured output the `auto` way.
     pub fn new(http: HttpClient, base_url: &str, api_key: Option<String>, timeout: Duration) -> OpenAiCompatible {
-        OpenAiCompatible { http, base_url: base_url.trim_end_matches('/').to_string(), api_key, timeout }
+        OpenAiCompatible {
+            http,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+            timeout,
+            structured: StructuredOutput::Auto,
+            form: Arc::new(AtomicU8::new(0)),
+        }
     }
-}
 
-impl OpenAiCompatible {
-    fn body(request: &ModelRequest) -> Value {
+    /// Ask for structured output this way (`auto`: try the forms in turn).
+    pub fn with_structured_output(mut self, structured: StructuredOutput) -> OpenAiCompatible {
+        let start = FORMS.iter().position(|f| *f == structured).unwrap_or(0);
+        self.structured = structured;
+        self.form = Arc::new(AtomicU8::new(start as u8));
+        self
+    }
+
+    /// The form the next request uses.
+    pub fn form(&self) -> StructuredOutput {
+        FORMS[usize::from(self.form.load(Ordering::Relaxed)).min(FORMS.len() - 1)]
+    }
+
+    /// After `refused` was refused: move to the next form if `auto` allows one (true), or
+    /// stay (false: the refusal is the call's error).
+    fn fall_back(&self, refused: StructuredOutput) -> bool {
+        if self.structured != StructuredOutput::Auto {
+            return false;
+        }
+        let Some(at) = FORMS.iter().position(|f| *f == refused) else { return false };
+        if at + 1 >= FORMS.len() {
+            return false;
+        }
+        // Another call may have moved on already; never move back.
+        self.form.fetch_max((at + 1) as u8, Ordering::Relaxed);
+        tracing::info!(
+            refused = refused.as_str(),
+            now = FORMS[at + 1].as_str(),
+            "the provider refused this structured-output form; using the next one from now on"
+        );
+        true
+    }
+
+    fn body(request: &ModelRequest, form: StructuredOutput) -> Value {
+        let system = match form {
+            StructuredOutput::JsonSchema | StructuredOutput::Auto => request.system.clone(),
+            StructuredOutput::JsonObject | StructuredOutput::Prompt => format!(
+                "{}\n\nAnswer with one JSON object and nothing else. It must match this JSON Schema:\n{}",
+                request.system, request.schema
+            ),
+        };
         let mut body = json!({
             "model": request.model,
             "messages": [
-                { "role": "system", "content": request.system },
+                { "role": "system", "content": system },
                 { "role": "user", "content": request.prompt },
             ],
             "max_tokens": request.max_tokens,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": { "name": request.schema_name, "schema": request.schema, "strict": false },
-            },
         });
+        match form {
+            StructuredOutput::JsonSchema | StructuredOutput::Auto => {
+                body["response_format"] = json!({
+                    "type": "json_schema",
+                    "json_schema": { "name": request.schema_name, "schema": request.schema, "strict": false },
+                });
+            }
+            StructuredOutput::JsonObject => body["response_format"] = json!({ "type": "json_object" }),
+            StructuredOutput::Prompt => {}
+        }
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
         }
@@ -150,60 +218,15 @@ impl OpenAiCompatible {
         }
         headers
     }
-}
 
-/// What an OpenAI-compatible stream said so far.
-#[derive(Debug, Default)]
-struct ChunkState {
-    text: String,
-    model: Option<String>,
-    input_tokens: u64,
-    output_tokens: u64,
-    cached_tokens: u64,
-    finished: bool,
-    done: bool,
-    error: Option<String>,
-}
-
-impl ChunkState {
-    /// Take one `data:` payload of the stream.
-    fn take(&mut self, data: &str, on_text: OnText<'_>) {
-        if data.trim() == "[DONE]" {
-            self.done = true;
-            return;
-        }
-        let Ok(v) = serde_json::from_str::<Value>(data) else {
-            self.error.get_or_insert_with(|| "a stream chunk is not JSON".into());
-            return;
-        };
-        if let Some(e) = v.get("error") {
-            let message = e.get("message").and_then(Value::as_str).unwrap_or("error");
-            self.error.get_or_insert_with(|| format!("the stream reported an error: {message}"));
-            return;
-        }
-        if let Some(m) = v.get("model").and_then(Value::as_str) {
-            self.model.get_or_insert_with(|| m.to_string());
-        }
-        if let Some(piece) = v.pointer("/choices/0/delta/content").and_then(Value::as_str) {
-            self.text.push_str(piece);
-            on_text(piece);
-        }
-        if v.pointer("/choices/0/finish_reason").is_some_and(|r| !r.is_null()) {
-            self.finished = true;
-        }
-        if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
-            let n = |p: &str| usage.pointer(p).and_then(Value::as_u64).unwrap_or(0);
-            self.input_tokens = n("/prompt_tokens");
-            self.output_tokens = n("/completion_tokens");
-            self.cached_tokens = n("/prompt_tokens_details/cached_tokens");
-        }
-    }
-}
-
-#[async_trait]
-impl ModelProvider for OpenAiCompatible {
-    async fn stream(&self, request: &ModelRequest, on_text: OnText<'_>) -> Result<ModelResponse, ProviderError> {
-        let mut body = OpenAiCompatible::body(request);
+    /// One streamed exchange in `form`.
+    async fn stream_once(
+        &self,
+        request: &ModelRequest,
+        form: StructuredOutput,
+        on_text: OnText<'_>,
+    ) -> Result<ModelResponse, ProviderError> {
+        let mut body = OpenAiCompatible::body(request, form);
         body["stream"] = json!(true);
         body["stream_options"] = json!({ "include_usage": true });
         let url = format!("{}/chat/completions", self.base_url);
@@ -222,8 +245,7 @@ impl ModelProvider for OpenAiCompatible {
             return Err(ProviderError::Throttled { retry_after: reply.retry_after });
         }
         if !(200..300).contains(&reply.status) {
-            let text = String::from_utf8_lossy(&reply.body);
-            return Err(ProviderError::Status { status: reply.status, body: text.chars().take(500).collect() });
+            return Err(ProviderError::from_status(reply.status, &reply.body, form.as_str()));
         }
         if let Some(data) = sse.finish() {
             state.take(&data, on_text);
@@ -231,7 +253,10 @@ impl ModelProvider for OpenAiCompatible {
         if let Some(error) = state.error {
             return Err(ProviderError::Decode(error));
         }
-        if !state.finished && !state.done {
+        if state.finish_reason.as_deref() == Some("length") {
+            return Err(ProviderError::Cut { max_tokens: request.max_tokens });
+        }
+        if state.finish_reason.is_none() && !state.done {
             return Err(ProviderError::Decode(format!(
                 "the stream ended after {} characters, before the answer was complete (no finish_reason, no [DONE])",
                 state.text.chars().count()
@@ -246,18 +271,26 @@ impl ModelProvider for OpenAiCompatible {
         })
     }
 
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        let body = OpenAiCompatible::body(request);
+    /// One buffered exchange in `form`.
+    async fn complete_once(
+        &self,
+        request: &ModelRequest,
+        form: StructuredOutput,
+    ) -> Result<ModelResponse, ProviderError> {
+        let body = OpenAiCompatible::body(request, form);
         let url = format!("{}/chat/completions", self.base_url);
         let reply = self.http.post_json(&url, &self.headers(), body.to_string().into_bytes(), self.timeout).await?;
         if reply.status == 429 {
             return Err(ProviderError::Throttled { retry_after: reply.retry_after });
         }
-        let text = String::from_utf8_lossy(&reply.body).into_owned();
         if !(200..300).contains(&reply.status) {
-            return Err(ProviderError::Status { status: reply.status, body: text.chars().take(500).collect() });
+            return Err(ProviderError::from_status(reply.status, &reply.body, form.as_str()));
         }
-        let v: Value = serde_json::from_str(&text).map_err(|e| ProviderError::Decode(format!("not JSON: {e}")))?;
+        let v: Value =
+            serde_json::from_slice(&reply.body).map_err(|e| ProviderError::Decode(format!("not JSON: {e}")))?;
+        if v.pointer("/choices/0/finish_reason").and_then(Value::as_str) == Some("length") {
+            return Err(ProviderError::Cut { max_tokens: request.max_tokens });
+        }
         let content = v
             .pointer("/choices/0/message/content")
             .and_then(Value::as_str)
@@ -270,6 +303,79 @@ impl ModelProvider for OpenAiCompatible {
             output_tokens: usage("/usage/completion_tokens"),
             cache_hit: usage("/usage/prompt_tokens_details/cached_tokens") > 0,
         })
+    }
+}
+
+/// What an OpenAI-compatible stream said so far.
+#[derive(Debug, Default)]
+struct ChunkState {
+    text: String,
+    model: Option<String>,
+    input_tokens: u64,
+    output_tokens: u64,
+    cached_tokens: u64,
+    finish_reason: Option<String>,
+    done: bool,
+    error: Option<String>,
+}
+
+impl ChunkState {
+    /// Take one `data:` payload of the stream.
+    fn take(&mut self, data: &str, on_text: OnText<'_>) {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            self.error.get_or_insert_with(|| "a stream chunk is not JSON".into());
+            return;
+        };
+        if let Some(e) = v.get("error") {
+            let message = e.get("message").and_then(Value::as_str).unwrap_or("error");
+            tracing::warn!(detail = message, "the provider's stream reported an error");
+            self.error.get_or_insert_with(|| "the stream reported an error".into());
+            return;
+        }
+        if let Some(m) = v.get("model").and_then(Value::as_str) {
+            self.model.get_or_insert_with(|| m.to_string());
+        }
+        if let Some(piece) = v.pointer("/choices/0/delta/content").and_then(Value::as_str) {
+            self.text.push_str(piece);
+            on_text(piece);
+        }
+        if let Some(reason) = v.pointer("/choices/0/finish_reason").filter(|r| !r.is_null()) {
+            self.finish_reason = Some(reason.as_str().unwrap_or("stop").to_string());
+        }
+        if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
+            let n = |p: &str| usage.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+            self.input_tokens = n("/prompt_tokens");
+            self.output_tokens = n("/completion_tokens");
+            self.cached_tokens = n("/prompt_tokens_details/cached_tokens");
+        }
+    }
+}
+
+#[async_trait]
+impl ModelProvider for OpenAiCompatible {
+    async fn stream(&self, request: &ModelRequest, on_text: OnText<'_>) -> Result<ModelResponse, ProviderError> {
+        loop {
+            let form = self.form();
+            match self.stream_once(request, form, on_text).await {
+                // A refusal answers before any text: asking again in the next form is safe.
+                Err(ProviderError::FormRefused { .. }) if self.fall_back(form) => continue,
+                other => return other,
+            }
+        }
+    }
+
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        loop {
+            let form = self.form();
+            match self.complete_once(request, form).await {
+                Err(ProviderError::FormRefused { .. }) if self.fall_back(form) => continue,
+                other => return other,
+            }
+        }
     }
 }
 
@@ -331,7 +437,10 @@ impl LlmAgents {
                         Some(base) => {
                             let key = p.api_key_env.as_deref().and_then(env);
                             Built::Ready(
-                                Arc::new(OpenAiCompatible::new(http.clone(), &base, key, timeout)),
+                                Arc::new(
+                                    OpenAiCompatible::new(http.clone(), &base, key, timeout)
+                                        .with_structured_output(p.structured_output),
+                                ),
                                 Box::new(p.clone()),
                             )
                         }
@@ -407,26 +516,28 @@ impl LlmAgents {
         }
     }
 
-    /// Run one attempt of an `llm` agent.
+    /// Run attempt `attempt` (from 1) of an `llm` agent.
     pub async fn run(
         &self,
         agent: &Agent,
         settings: &LlmSettings,
         dispatch: &AgentDispatch,
+        attempt: u32,
     ) -> Result<AgentReply, AgentError> {
-        self.call(agent, settings, dispatch, None).await
+        self.call(agent, settings, dispatch, attempt, None).await
     }
 
-    /// Run one attempt of an `llm` agent, streaming the text of its `stream` field to
+    /// Run attempt `attempt` of an `llm` agent, streaming the text of its `stream` field to
     /// `tokens` as the model writes it (an agent without `stream` answers as [`Self::run`]).
     pub async fn run_streaming(
         &self,
         agent: &Agent,
         settings: &LlmSettings,
         dispatch: &AgentDispatch,
+        attempt: u32,
         tokens: &TokenSink,
     ) -> Result<AgentReply, AgentError> {
-        self.call(agent, settings, dispatch, Some(tokens)).await
+        self.call(agent, settings, dispatch, attempt, Some(tokens)).await
     }
 
     async fn call(
@@ -434,6 +545,7 @@ impl LlmAgents {
         agent: &Agent,
         settings: &LlmSettings,
         dispatch: &AgentDispatch,
+        attempt: u32,
         tokens: Option<&TokenSink>,
     ) -> Result<AgentReply, AgentError> {
         let (client, provider) = self.provider_for(settings)?;
@@ -443,7 +555,7 @@ impl LlmAgents {
             prompt: render_prompt(settings.prompt.as_deref(), &prompt_fields(dispatch)),
             schema_name: settings.output_schema.name.clone(),
             schema: settings.output_schema.schema.clone(),
-            max_tokens: settings.max_tokens,
+            max_tokens: answer_budget(settings, attempt),
             temperature: settings.temperature,
         };
         let streamed = match (tokens, &settings.stream) {
@@ -473,9 +585,7 @@ impl LlmAgents {
                     tokio::time::sleep(retry_after.unwrap_or(wait)).await;
                     wait = wait.saturating_mul(2);
                 }
-                Err(e) => {
-                    return Err(AgentError { message: format!("{}: {e}", provider.id), recoverable: e.is_retryable() })
-                }
+                Err(e) => return Err(call_error(agent, settings, provider, attempt, &e)),
             }
         };
         tracing::info!(
@@ -486,7 +596,57 @@ impl LlmAgents {
             streamed = streamed.is_some(),
             "model call"
         );
-        Ok(reply_from(settings, response))
+        Ok(reply_from(agent, settings, response))
+    }
+}
+
+/// The answer budget of attempt `attempt`: `max_tokens`, doubled on each later attempt up to
+/// `max_tokens_limit` when the manifest sets one (a cut answer gets room on its retry).
+fn answer_budget(settings: &LlmSettings, attempt: u32) -> u32 {
+    let Some(limit) = settings.max_tokens_limit else { return settings.max_tokens };
+    let doublings = attempt.saturating_sub(1).min(16);
+    settings.max_tokens.saturating_mul(1 << doublings).min(limit.max(settings.max_tokens))
+}
+
+/// A failed model call as the agent's error: Switchyard's words for the caller, the
+/// provider's own (its error body, the transport's causes) in the log, with the ids.
+fn call_error(
+    agent: &Agent,
+    settings: &LlmSettings,
+    provider: &Provider,
+    attempt: u32,
+    e: &ProviderError,
+) -> AgentError {
+    tracing::warn!(
+        agent = %agent.id,
+        provider = %provider.id,
+        attempt,
+        error = %e,
+        detail = %e.detail(),
+        "model call failed"
+    );
+    match e {
+        ProviderError::Cut { max_tokens } => {
+            let budget = answer_budget(settings, attempt + 1);
+            if budget > *max_tokens {
+                AgentError {
+                    message: format!(
+                        "{}: {e}; the next attempt may use up to {budget} (max_tokens_limit)",
+                        provider.id
+                    ),
+                    recoverable: true,
+                }
+            } else {
+                AgentError {
+                    message: format!(
+                        "{}: {e}; raise `max_tokens` of agent `{}` (or set `max_tokens_limit` so a retry gets more)",
+                        provider.id, agent.id
+                    ),
+                    recoverable: false,
+                }
+            }
+        }
+        other => AgentError { message: format!("{}: {other}", provider.id), recoverable: other.is_retryable() },
     }
 }
 
@@ -535,32 +695,48 @@ pub fn render_prompt(template: Option<&str>, context: &Value) -> String {
     out
 }
 
-/// The model's text as an answer: parsed, checked against the schema, with its usage.
-fn reply_from(settings: &LlmSettings, response: ModelResponse) -> AgentReply {
+/// The model's text as an answer: parsed, checked against the schema (a `confidence` field
+/// must be a number in [0, 1]), with its usage. An answer without a confidence takes the
+/// agent's `confidence`, or, when the manifest sets none, [`UNKNOWN_CONFIDENCE`] with a caveat
+/// saying so: an answer never rates itself high by saying nothing.
+fn reply_from(agent: &Agent, settings: &LlmSettings, response: ModelResponse) -> AgentReply {
     let Some(parsed) = schema::extract_json(&response.text) else {
         return AgentReply::Malformed(response.text);
     };
-    if let Err(problem) = schema::check(&settings.output_schema.schema, &parsed) {
+    let confidence_problem = match parsed.get("confidence") {
+        None | Some(Value::Null) => None,
+        Some(c) => match c.as_f64() {
+            Some(n) if (0.0..=1.0).contains(&n) => None,
+            _ => Some(format!("$.confidence is {c}, not a number between 0 and 1")),
+        },
+    };
+    if let Some(problem) = schema::check(&settings.output_schema.schema, &parsed).err().or(confidence_problem) {
         return AgentReply::Malformed(format!(
             "{} (schema `{}`: {problem})",
             response.text, settings.output_schema.name
         ));
     }
-    let confidence = parsed
-        .get("confidence")
-        .and_then(Value::as_f64)
-        .filter(|c| (0.0..=1.0).contains(c))
-        .unwrap_or(settings.confidence);
+    let mut caveats: Vec<String> = parsed
+        .get("caveats")
+        .and_then(Value::as_array)
+        .map(|c| c.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
+    let confidence = match (parsed.get("confidence").and_then(Value::as_f64), settings.confidence) {
+        (Some(reported), _) => reported,
+        (None, Some(default)) => default,
+        (None, None) => {
+            caveats.push(format!(
+                "no confidence was reported; the answer is rated {UNKNOWN_CONFIDENCE} (set `confidence` of agent `{}` to rate it)",
+                agent.id
+            ));
+            UNKNOWN_CONFIDENCE
+        }
+    };
     let evidence = parsed
         .get("evidence")
         .and_then(|e| serde_json::from_value::<Vec<Evidence>>(e.clone()).ok())
         .map(|e| serde_json::to_value(e).unwrap_or_else(|_| json!([])))
         .unwrap_or_else(|| json!([]));
-    let caveats: Vec<String> = parsed
-        .get("caveats")
-        .and_then(Value::as_array)
-        .map(|c| c.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        .unwrap_or_default();
     AgentReply::Answer(json!({
         "status": "success",
         "primary_output": parsed,
@@ -638,12 +814,16 @@ mod tests {
         assert_eq!(state.error.as_deref(), Some("a stream chunk is not JSON"));
         let mut state = ChunkState::default();
         state.take(r#"{"error":{"message":"overloaded","type":"server_error"}}"#, &ignore);
-        assert_eq!(state.error.as_deref(), Some("the stream reported an error: overloaded"));
+        assert_eq!(
+            state.error.as_deref(),
+            Some("the stream reported an error"),
+            "the provider's words stay in the log"
+        );
         let mut state = ChunkState::default();
         state.take(r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":null}"#, &ignore);
         state.take(r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#, &ignore);
         state.take("[DONE]", &ignore);
-        assert!(state.finished && state.done && state.error.is_none());
+        assert!(state.finish_reason.as_deref() == Some("length") && state.done && state.error.is_none());
         assert_eq!((state.input_tokens, state.output_tokens), (7, 3));
     }
 

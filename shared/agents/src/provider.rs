@@ -40,7 +40,9 @@ pub struct ModelResponse {
     pub cache_hit: bool,
 }
 
-/// Why a model call failed.
+/// Why a model call failed. The text of each error is Switchyard's own words, safe to show
+/// a caller; what the provider itself said (its error body) is kept apart, for the logs
+/// ([`ProviderError::detail`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
     /// 429 / throttling: wait and retry.
@@ -50,12 +52,37 @@ pub enum ProviderError {
         retry_after: Option<Duration>,
     },
     /// The provider answered with an error status; retryable for 5xx.
-    #[error("provider answered {status}: {body}")]
+    #[error("the provider answered HTTP {status}")]
     Status {
         /// HTTP status.
         status: u16,
-        /// The error body (truncated).
+        /// The error body (truncated), for the logs only.
         body: String,
+    },
+    /// The server does not accept this way of asking for structured output (its
+    /// `response_format`); another form may work, the same one never will.
+    #[error("the provider does not accept `structured_output: {form}` (HTTP {status})")]
+    FormRefused {
+        /// The refused form.
+        form: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// The error body (truncated), for the logs only.
+        body: String,
+    },
+    /// The prompt does not fit the model's context; retrying cannot help.
+    #[error("the prompt is longer than the model's context (HTTP {status})")]
+    ContextOverflow {
+        /// HTTP status.
+        status: u16,
+        /// The error body (truncated), for the logs only.
+        body: String,
+    },
+    /// The model stopped because it reached the answer budget (`finish_reason: length`).
+    #[error("the answer was cut at max_tokens={max_tokens}")]
+    Cut {
+        /// The budget it reached.
+        max_tokens: u32,
     },
     /// The provider's answer is not the API's shape; a retry may help.
     #[error("unexpected provider response: {0}")]
@@ -86,9 +113,54 @@ impl ProviderError {
         match self {
             ProviderError::Throttled { .. } | ProviderError::Decode(_) => true,
             ProviderError::Status { status, .. } => *status >= 500 || *status == 408,
+            ProviderError::FormRefused { .. } | ProviderError::ContextOverflow { .. } | ProviderError::Cut { .. } => {
+                false
+            }
             ProviderError::Config(_) => false,
             ProviderError::Http(e) => e.is_retryable(),
             ProviderError::Sdk { retryable, .. } => *retryable,
+        }
+    }
+
+    /// What the provider said, for the logs: its error body, or the error's causes.
+    pub fn detail(&self) -> String {
+        match self {
+            ProviderError::Status { body, .. }
+            | ProviderError::FormRefused { body, .. }
+            | ProviderError::ContextOverflow { body, .. } => body.clone(),
+            other => {
+                let mut text = String::new();
+                let mut source = std::error::Error::source(other);
+                while let Some(e) = source {
+                    if !text.is_empty() {
+                        text.push_str(": ");
+                    }
+                    text.push_str(&e.to_string());
+                    source = e.source();
+                }
+                text
+            }
+        }
+    }
+
+    /// The error for an HTTP error answer: a refusal of the structured-output `form` (the
+    /// body names `response_format` or the form), a context overflow, or a plain status.
+    pub fn from_status(status: u16, body: &[u8], form: &'static str) -> ProviderError {
+        let body: String = String::from_utf8_lossy(body).chars().take(2_000).collect();
+        let lower = body.to_lowercase();
+        let about_context = ["exceed_context_size", "context length", "context_length", "maximum context", "n_ctx"]
+            .iter()
+            .any(|k| lower.contains(k));
+        let about_form = lower.contains("response_format")
+            || (form != "prompt" && lower.contains(form))
+            || lower.contains("json_object")
+            || lower.contains("'text'");
+        if about_context && (400..500).contains(&status) {
+            ProviderError::ContextOverflow { status, body }
+        } else if about_form && matches!(status, 400 | 422 | 500 | 501) {
+            ProviderError::FormRefused { form, status, body }
+        } else {
+            ProviderError::Status { status, body }
         }
     }
 }

@@ -106,16 +106,29 @@ impl HttpClient {
         Client::builder(TokioExecutor::new()).build(connector)
     }
 
-    /// Send `request` (a POST to `url`); a transport failure names the URL.
+    /// POST `body` to `url`. A failure after the connection was made and before any answer
+    /// (a pooled connection the server had already closed: "connection closed before
+    /// message completed", a reset) is sent once more, on a new connection, before it counts;
+    /// a failure to connect is not (nothing listens there). A transport failure names the
+    /// URL and keeps its cause ("connection refused", "reset by peer").
     async fn send(
         &self,
-        request: hyper::Request<Full<Bytes>>,
         url: &str,
+        headers: &[(String, String)],
+        body: Bytes,
+        accept: &str,
     ) -> Result<hyper::Response<hyper::body::Incoming>, HttpError> {
+        let first = self.client().request(json_post(url, headers, body.clone(), accept)?).await;
+        let error = match first {
+            Ok(response) => return Ok(response),
+            Err(e) if e.is_connect() => return Err(transport(format!("POST {url}"), e)),
+            Err(e) => e,
+        };
+        tracing::info!(url, error = %causes(&error), "the request failed before any answer; sending it once more on a new connection");
         self.client()
-            .request(request)
+            .request(json_post(url, headers, body, accept)?)
             .await
-            .map_err(|e| HttpError::Transport { message: format!("POST {url}"), source: Box::new(e) })
+            .map_err(|e| transport(format!("POST {url} (sent twice)"), e))
     }
 
     /// POST `body` as JSON to `url` with `headers`; the whole exchange within `timeout`.
@@ -126,19 +139,15 @@ impl HttpClient {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<HttpReply, HttpError> {
-        let request = json_post(url, headers, body, "application/json")?;
         let exchange = async {
-            let response = self.send(request, url).await?;
+            let response = self.send(url, headers, Bytes::from(body), "application/json").await?;
             let status = response.status().as_u16();
             let retry_after = retry_after(response.headers());
             let body = response
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| HttpError::Transport {
-                    message: format!("reading the response of {url}"),
-                    source: Box::new(e),
-                })?
+                .map_err(|e| transport(format!("reading the response of {url}"), e))?
                 .to_bytes();
             Ok(HttpReply { status, retry_after, body })
         };
@@ -156,18 +165,14 @@ impl HttpClient {
         timeout: Duration,
         on_chunk: &mut (dyn FnMut(&[u8]) + Send),
     ) -> Result<HttpReply, HttpError> {
-        let request = json_post(url, headers, body, "text/event-stream")?;
         let exchange = async {
-            let response = self.send(request, url).await?;
+            let response = self.send(url, headers, Bytes::from(body), "text/event-stream").await?;
             let status = response.status().as_u16();
             let retry_after = retry_after(response.headers());
             let mut incoming = response.into_body();
             let mut error_body = Vec::new();
             while let Some(frame) = incoming.frame().await {
-                let frame = frame.map_err(|e| HttpError::Transport {
-                    message: format!("reading the response of {url}"),
-                    source: Box::new(e),
-                })?;
+                let frame = frame.map_err(|e| transport(format!("reading the response of {url}"), e))?;
                 if let Ok(data) = frame.into_data() {
                     if (200..300).contains(&status) {
                         on_chunk(&data);
@@ -182,18 +187,38 @@ impl HttpClient {
     }
 }
 
+/// A transport error: what failed, with the chain of causes in its text.
+fn transport(what: String, e: impl std::error::Error + Send + Sync + 'static) -> HttpError {
+    HttpError::Transport { message: format!("{what}: {}", causes(&e)), source: Box::new(e) }
+}
+
+/// An error and its sources, each once: "client error (SendRequest): connection closed
+/// before message completed".
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(err) = next {
+        let text = err.to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = err.source();
+    }
+    parts.join(": ")
+}
+
 /// A POST of a JSON `body` to `url` with `headers`, accepting `accept`.
 fn json_post(
     url: &str,
     headers: &[(String, String)],
-    body: Vec<u8>,
+    body: Bytes,
     accept: &str,
 ) -> Result<hyper::Request<Full<Bytes>>, HttpError> {
     let mut request = hyper::Request::post(url).header("content-type", "application/json").header("accept", accept);
     for (k, v) in headers {
         request = request.header(k.as_str(), v.as_str());
     }
-    request.body(Full::new(Bytes::from(body))).map_err(|e| HttpError::Invalid(e.to_string()))
+    request.body(Full::new(body)).map_err(|e| HttpError::Invalid(e.to_string()))
 }
 
 /// A `retry-after` header in seconds (a finite, non-negative number), if the reply has one.

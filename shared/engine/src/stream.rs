@@ -287,6 +287,14 @@ async fn run_synthesis_agent(
         .as_ref()
         .and_then(|l| l.stream.clone())
         .ok_or_else(|| format!("agent `{}` names no streamed field", agent.id))?;
+    // A fallback template's text is the manifest's own words for "no agent could answer":
+    // a model rewriting it can only make it worse.
+    let is_template = |r: &&switchyard_model::contracts::AgentResult| {
+        handoffs.iter().any(|h| h.handoff.dispatch_id == r.dispatch_id && h.handoff.metadata.model_used == "template")
+    };
+    if !output.agent_results.iter().filter(|r| r.status.is_usable()).any(|r| !is_template(&r)) {
+        return Err("only fallback templates answered; their text stands as written".into());
+    }
     let answers: Vec<Value> = output
         .agent_results
         .iter()

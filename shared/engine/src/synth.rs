@@ -410,7 +410,14 @@ pub fn build_output(
             status: hf.execution.status,
             result: hf.result.primary_output.clone(),
             confidence: hf.result.confidence,
-            latency_ms: hf.execution.latency_ms,
+            // The agent's whole time: from its dispatch to this answer, every attempt, queue
+            // wait and retry backoff included (never less than the last attempt alone).
+            latency_ms: (hf.execution.completed_at - d.dispatch.metadata.dispatched_at)
+                .num_milliseconds()
+                .max(0)
+                .unsigned_abs()
+                .max(hf.execution.latency_ms),
+            attempt_latency_ms: hf.execution.latency_ms,
             error: hf.errors.error_message.clone().filter(|_| !hf.execution.status.is_usable()),
             attempts: h.attempts,
             dispatch_id: hf.dispatch_id.clone(),

@@ -191,8 +191,12 @@ pub struct AgentResult {
     pub result: Value,
     /// The agent's confidence.
     pub confidence: f64,
-    /// Wall time of the attempt that produced this result.
+    /// Wall time from the dispatch to this result, across every attempt (queue waits and
+    /// retry backoff included).
     pub latency_ms: u64,
+    /// Extension: wall time of the attempt that produced this result alone.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub attempt_latency_ms: u64,
     /// Error text when the agent did not succeed.
     pub error: Option<String>,
     /// Extension: attempts made (1 = first try succeeded).

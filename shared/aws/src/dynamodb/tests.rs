@@ -108,6 +108,7 @@ fn output() -> OrchestratorOutput {
             result: serde_json::json!({"effect": -0.12}),
             confidence: 0.83,
             latency_ms: 1_000,
+            attempt_latency_ms: 1_000,
             error: None,
             attempts: 1,
             dispatch_id: "d-1".into(),

@@ -55,6 +55,9 @@ pub struct Provider {
     /// `openai`: environment variable holding the API key (never the key itself).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// `openai`: how the answer's JSON shape is asked for (default `auto`).
+    #[serde(default)]
+    pub structured_output: StructuredOutput,
     /// `bedrock`: AWS region (default: the environment's).
     #[serde(default)]
     pub region: Option<String>,
@@ -78,6 +81,36 @@ pub struct Provider {
     /// offline runs show the timing of a real model.
     #[serde(default)]
     pub pace: Option<Dur>,
+}
+
+/// How an OpenAI-compatible provider is asked for JSON of the agent's output schema.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// `json_schema` first; when the server refuses that form of `response_format`, the next
+    /// form (`json_object`, then `prompt`) once, and the form that worked is kept for the
+    /// provider's later calls in the process.
+    #[default]
+    Auto,
+    /// `response_format: {type: json_schema, json_schema: {…}}` (constrained decoding where
+    /// the server supports it).
+    JsonSchema,
+    /// `response_format: {type: json_object}` with the schema in the system prompt.
+    JsonObject,
+    /// No `response_format`: the schema in the system prompt only.
+    Prompt,
+}
+
+impl StructuredOutput {
+    /// The name written in the manifest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StructuredOutput::Auto => "auto",
+            StructuredOutput::JsonSchema => "json_schema",
+            StructuredOutput::JsonObject => "json_object",
+            StructuredOutput::Prompt => "prompt",
+        }
+    }
 }
 
 fn default_throttle_retries() -> u32 {
@@ -146,12 +179,18 @@ pub struct LlmSettings {
     /// Longest answer, in tokens.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
+    /// When an answer is cut at `max_tokens`, the call is repeated with twice the budget, up
+    /// to this many tokens. Without it, a cut answer fails, naming `max_tokens`.
+    #[serde(default)]
+    pub max_tokens_limit: Option<u32>,
     /// Sampling temperature.
     #[serde(default)]
     pub temperature: Option<f64>,
-    /// Confidence of the handoff when the answer carries no `confidence` field.
-    #[serde(default = "default_llm_confidence")]
-    pub confidence: f64,
+    /// Confidence of the handoff when the answer carries no `confidence` field. Without it,
+    /// such an answer's confidence is unknown: it is rated [`UNKNOWN_CONFIDENCE`] with a
+    /// caveat saying so, never `confidence_high`.
+    #[serde(default)]
+    pub confidence: Option<f64>,
     /// A top-level string field of the output (e.g. `answer`) whose text is streamed into
     /// the query's event log as `token` events while the model writes it. Without it the
     /// call is not streamed.
@@ -163,9 +202,9 @@ fn default_max_tokens() -> u32 {
     1_024
 }
 
-fn default_llm_confidence() -> f64 {
-    0.8
-}
+/// The confidence of an `llm` answer that reports none when the manifest sets no default:
+/// the lower bound of `confidence_low_partial`, so the answer is given with its limitation.
+pub const UNKNOWN_CONFIDENCE: f64 = 0.5;
 
 /// An `http` agent: the dispatch is POSTed as JSON; the response body is the handoff.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

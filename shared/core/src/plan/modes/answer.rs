@@ -167,13 +167,17 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[Arc<HandoffRecord>], 
     }
     let all = verdicts(plan, handoffs);
     if !all.is_empty() {
-        let rounds: Vec<Value> = all
-            .iter()
-            .map(|(a, c, s)| json!({ "verdict": if *a { "accept" } else { "reject" }, "critique": c, "summary": s }))
-            .collect();
-        let accepted = all.last().is_some_and(|(a, _, _)| *a);
+        let rounds: Vec<Value> =
+            all.iter().map(|(v, c, s)| json!({ "verdict": v.as_str(), "critique": c, "summary": s })).collect();
+        let last = all.last().map(|(v, _, _)| *v);
+        let accepted = last == Some(Verdict::Accept);
         let summary = all.iter().rev().find_map(|(_, c, s)| s.clone().or_else(|| (!c.is_empty()).then(|| c.clone())));
-        if !accepted {
+        if last == Some(Verdict::Failed) {
+            shaped.caveats.push(format!(
+                "The critic did not answer after {} revision(s); the answer was not reviewed",
+                all.len() - 1
+            ));
+        } else if !accepted {
             shaped.caveats.push(format!(
                 "The critic still had reservations after {} revision(s): {}",
                 all.len() - 1,
@@ -182,7 +186,7 @@ pub fn shape(manifest: &Manifest, plan: &Plan, handoffs: &[Arc<HandoffRecord>], 
         }
         orch.insert(
             "critique".into(),
-            json!({ "rounds": rounds, "revisions": all.len() - 1, "accepted": accepted, "summary": summary }),
+            json!({ "rounds": rounds, "revisions": all.len() - 1, "accepted": accepted, "failed": last == Some(Verdict::Failed), "summary": summary }),
         );
     }
     if let Some(s) = plan.stages.iter().find(|s| is_step(s, step::GUARD_OUT)) {

@@ -253,13 +253,14 @@ pub fn next_step(
             let c = route.critic.as_ref().ok_or_else(|| PlanError::UnknownIntent(intent.id.clone()))?;
             let all = verdicts(plan, handoffs);
             let revisions = plan.stages.iter().filter(|s| is_step(s, step::REVISE)).count() as u32;
-            let (accepted, critique, summary) = all.last().cloned().unwrap_or((true, String::new(), None));
+            let (verdict, critique, summary) = all.last().cloned().unwrap_or((Verdict::Failed, String::new(), None));
             next.events.push((
                 EventKind::Critique,
                 "critique",
-                json!({ "round": all.len(), "verdict": if accepted { "accept" } else { "reject" }, "critique": critique, "summary": summary }),
+                json!({ "round": all.len(), "verdict": verdict.as_str(), "critique": critique, "summary": summary }),
             ));
-            if !accepted && revisions < c.max_retries {
+            // Only a rejection is revised: a critic that failed leaves the answer unreviewed.
+            if verdict == Verdict::Reject && revisions < c.max_retries {
                 let mut revision = revise(manifest, plan, handoffs, &critique, now)?;
                 if let Some(m) = route.merge.as_ref().filter(|m| m.lazy) {
                     hydrate(m, manifest, parsed, plan, handoffs, &mut revision, &mut next);

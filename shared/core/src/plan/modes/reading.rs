@@ -106,9 +106,31 @@ pub(crate) fn answer_of<'a>(plan: &'a Plan, handoffs: &'a [Arc<HandoffRecord>]) 
     (text, answered)
 }
 
-/// Critic verdicts so far: `(accepted, critique, summary)`; a critic that did not answer
-/// accepts.
-pub(crate) fn verdicts(plan: &Plan, handoffs: &[Arc<HandoffRecord>]) -> Vec<(bool, String, Option<String>)> {
+/// What a critic said of the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The answer stands.
+    Accept,
+    /// The answer should be revised.
+    Reject,
+    /// The critic gave no usable answer (failed, timed out, malformed): the answer stands
+    /// unreviewed, and the output says so.
+    Failed,
+}
+
+impl Verdict {
+    /// The word the events and the output use.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Accept => "accept",
+            Verdict::Reject => "reject",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
+/// Critic verdicts so far: `(verdict, critique, summary)`.
+pub(crate) fn verdicts(plan: &Plan, handoffs: &[Arc<HandoffRecord>]) -> Vec<(Verdict, String, Option<String>)> {
     plan.stages
         .iter()
         .filter(|s| is_step(s, step::CRITIC))
@@ -119,12 +141,12 @@ pub(crate) fn verdicts(plan: &Plan, handoffs: &[Arc<HandoffRecord>]) -> Vec<(boo
                     None => out.get("accepted").and_then(Value::as_bool).unwrap_or(true),
                 };
                 (
-                    accepted,
+                    if accepted { Verdict::Accept } else { Verdict::Reject },
                     out.get("critique").and_then(Value::as_str).unwrap_or_default().to_string(),
                     out.get("summary").and_then(Value::as_str).map(str::to_string),
                 )
             }
-            None => (true, "the critic did not answer; the answer stands unreviewed".into(), None),
+            None => (Verdict::Failed, "the critic did not answer; the answer stands unreviewed".into(), None),
         })
         .collect()
 }

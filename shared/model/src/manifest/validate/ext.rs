@@ -54,7 +54,20 @@ impl Check<'_> {
             if llm.max_tokens == 0 {
                 self.report(at("max_tokens"), "`max_tokens` is 0, so the model could not answer; set a positive limit");
             }
-            self.unit_interval(at("confidence"), "confidence", llm.confidence);
+            if let Some(c) = llm.confidence {
+                self.unit_interval(at("confidence"), "confidence", c);
+            }
+            if let Some(limit) = llm.max_tokens_limit {
+                if limit < llm.max_tokens {
+                    self.report(
+                        at("max_tokens_limit"),
+                        format!(
+                            "`max_tokens_limit` {limit} is below `max_tokens` {}; the limit is the most a cut answer may be given on a retry",
+                            llm.max_tokens
+                        ),
+                    );
+                }
+            }
             if let Some(t) = llm.temperature {
                 if !(0.0..=2.0).contains(&t) {
                     self.report(at("temperature"), format!("temperature {t} is outside 0.0 – 2.0"));

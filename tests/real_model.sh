@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The HTTP surfaces with a real model behind them: `switchyard serve` with examples/unified-chat
+# on the llama-server that scripts/test.sh started (SWITCHYARD_LLAMA_URL), its `llm` agents
+# switched to the `openai` provider through SWITCHYARD_MODEL_PROVIDER; then
+# tests/real_model_client.py drives /v1/chat/completions with the official `openai` package
+# (buffered and streamed) and follows a query's live SSE event stream, and `switchyard chat`
+# holds a two-turn conversation. Mechanics, not wisdom: answers parse, tokens join to the
+# answer, usage is counted, every query ends.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${SWITCHYARD_LLAMA_URL:?start the model first (scripts/llama.sh; scripts/test.sh does)}"
+venv="${SWITCHYARD_VENV_DIR:-$HOME/.cache/switchyard}/venv-openai" # installed by tests/openai_client.sh
+bin=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/debug/switchyard}
+export SWITCHYARD_MODEL_PROVIDER=openai OPENAI_BASE_URL="$SWITCHYARD_LLAMA_URL"
+unset OPENAI_API_KEY
+log=$(mktemp)
+"$bin" serve --port 0 --manifest examples/unified-chat/routing.yaml >"$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true; rm -f "$log"' EXIT
+for _ in $(seq 1 100); do
+  grep -q '^listening on ' "$log" && break
+  sleep 0.1
+done
+base=$(sed -n 's/^listening on //p' "$log" | head -1)
+[ -n "$base" ] || { echo "real_model.sh: serve did not start" >&2; cat "$log" >&2; exit 1; }
+"$venv/bin/python" tests/real_model_client.py "$base"
+
+started=$(date +%s)
+err=$(mktemp)
+out=$(printf 'How many vacation days can I carry over?\nand for part-time staff?\n' \
+  | timeout 300 "$bin" chat --json --manifest examples/unified-chat/routing.yaml 2>"$err") \
+  || { echo "real_model.sh: switchyard chat failed:" >&2; cat "$err" >&2; exit 1; }
+printf '%s\n' "$out" | python3 -c '
+import json, sys
+turns = [json.loads(line) for line in sys.stdin if line.strip()]
+assert len(turns) == 2, f"{len(turns)} turns answered"
+assert turns[0]["session_id"] == turns[1]["session_id"], "one session"
+for t in turns:
+    assert t["status"] in ("success", "partial"), (t["status"], t.get("caveats"))
+    assert "transport error" not in json.dumps(t), t.get("caveats")
+'
+rm -f "$err"
+echo "real_model: switchyard chat held two turns with the model in $(( $(date +%s) - started )) s"
