@@ -143,6 +143,29 @@ async fn the_critic_rejects_the_first_draft_then_accepts_the_revision() {
     assert_eq!(usage.attempts, 1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_critic_that_fails_is_recorded_as_failed_with_a_caveat_and_the_draft_stands_unrevised() {
+    // The critic's model has no answer for it: it fails, and the tier's template stands in.
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/unified-chat/routing.yaml");
+    let text =
+        std::fs::read_to_string(&path).expect("example").replace("      evaluate_answer:\n", "      unused_schema:\n");
+    let h = Harness::start(Manifest::from_yaml(&text, "<unified-chat without a critic model>").expect("manifest"));
+    let output = ask_as(&h, "How many vacation days can I carry over?", "").await;
+    let critique = orchestration(&output, "critique");
+    assert_eq!(critique["rounds"][0]["verdict"], "failed", "{critique:#}");
+    assert_eq!((critique["accepted"].as_bool(), critique["failed"].as_bool()), (Some(false), Some(true)));
+    assert!(
+        output.caveats.iter().any(|c| c.starts_with("The critic did not answer after 0 revision(s)")),
+        "{:#?}",
+        output.caveats
+    );
+    assert_eq!(output.agents_dispatched, ["policy_answerer", "answer_critic"], "a failed review revises nothing");
+    let log = events(&h, &output).await;
+    let verdicts: Vec<&Value> =
+        log.iter().filter(|e| e.kind == EventKind::Critique).map(|e| &e.detail["verdict"]).collect();
+    assert_eq!(verdicts, [&json!("failed")]);
+}
+
 // ---- rag manager (docs/origins.md#rag-manager) ----------------------------------------------
 
 #[tokio::test(start_paused = true)]

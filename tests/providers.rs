@@ -297,6 +297,28 @@ async fn a_bedrock_answer_in_prose_is_malformed_with_the_raw_text() {
 }
 
 #[tokio::test]
+async fn a_bedrock_answer_stopped_at_max_tokens_or_over_the_context_fails_saying_so_without_the_service_text() {
+    let cut = fixture_text("providers/bedrock-converse.json")
+        .replace(r#""stopReason": "end_turn""#, r#""stopReason": "max_tokens""#);
+    let (base, _) = serve(vec![ok(cut)]).await;
+    let m = manifest(&base, "2s");
+    let error = run(&bedrock_agents(&m, &base), &m, "critic_bedrock", 2_000).await.expect_err("cut");
+    assert!(!error.recoverable && error.message.contains("the answer was cut at max_tokens=1024"), "{error:?}");
+    let too_long = Recorded {
+        status: 400,
+        headers: vec![("x-amzn-errortype", "ValidationException")],
+        body: r#"{"message":"Input is too long for requested model. (account 123456789012)"}"#.into(),
+        delay: Duration::ZERO,
+    };
+    let (base, _) = serve(vec![too_long]).await;
+    let m = manifest(&base, "2s");
+    let error = run(&bedrock_agents(&m, &base), &m, "critic_bedrock", 2_000).await.expect_err("too long");
+    assert!(!error.recoverable, "{error:?}");
+    assert!(error.message.ends_with("the prompt is longer than the model's context (HTTP 400)"), "{error:?}");
+    assert!(!error.message.contains("123456789012"), "the service's text stays in the logs: {error:?}");
+}
+
+#[tokio::test]
 async fn a_bedrock_throttling_exception_is_backed_off_and_the_retried_request_succeeds() {
     let throttled = Recorded {
         status: 429,

@@ -12,12 +12,12 @@
 
 use crate::provider::{ModelProvider, ModelRequest, ModelResponse, OnText, ProviderError};
 use async_trait::async_trait;
-use aws_sdk_bedrockruntime::error::SdkError;
+use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::operation::converse::ConverseError;
 use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
 use aws_sdk_bedrockruntime::types::ConverseStreamOutput as StreamEvent;
 use aws_sdk_bedrockruntime::types::{
-    ContentBlock, ConversationRole, InferenceConfiguration, Message, SystemContentBlock,
+    ContentBlock, ConversationRole, InferenceConfiguration, Message, StopReason, SystemContentBlock,
 };
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -79,7 +79,11 @@ fn sdk_error(e: SdkError<ConverseError>) -> ProviderError {
                 || err.is_service_unavailable_exception()
                 || err.is_model_not_ready_exception()
                 || err.is_model_timeout_exception();
-            let message = format!("Bedrock Converse: {}", aws_sdk_bedrockruntime::error::DisplayErrorContext(&e));
+            if let Some(overflow) = context_overflow(err.code(), err.message()) {
+                return overflow;
+            }
+            // The service's own message stays in the error's source, for the logs.
+            let message = format!("Bedrock Converse: the service answered {}", err.code().unwrap_or("an error"));
             ProviderError::Sdk { message, retryable, source: Box::new(e) }
         }
         _ => {
@@ -87,6 +91,15 @@ fn sdk_error(e: SdkError<ConverseError>) -> ProviderError {
             ProviderError::Sdk { message, retryable: true, source: Box::new(e) }
         }
     }
+}
+
+/// A validation error that says the input is too long for the model: a context overflow,
+/// which no retry can fix.
+fn context_overflow(code: Option<&str>, message: Option<&str>) -> Option<ProviderError> {
+    let message = message.unwrap_or_default();
+    let lower = message.to_lowercase();
+    (code == Some("ValidationException") && (lower.contains("too long") || lower.contains("context")))
+        .then(|| ProviderError::ContextOverflow { status: 400, body: message.chars().take(2_000).collect() })
 }
 
 /// The system prompt (with the schema stated) and the message of a request.
@@ -115,6 +128,10 @@ fn stream_error(e: SdkError<ConverseStreamError>) -> ProviderError {
             if err.is_throttling_exception() {
                 return ProviderError::Throttled { retry_after: None };
             }
+            if let Some(overflow) = context_overflow(err.code(), err.message()) {
+                return overflow;
+            }
+            let message = format!("Bedrock ConverseStream: the service answered {}", err.code().unwrap_or("an error"));
             let retryable = err.is_internal_server_exception()
                 || err.is_service_unavailable_exception()
                 || err.is_model_not_ready_exception()
@@ -149,6 +166,9 @@ impl ModelProvider for Bedrock {
             .and_then(|o| o.as_message().ok())
             .map(|m| m.content().iter().filter_map(|b| b.as_text().ok()).cloned().collect::<Vec<_>>().join(""))
             .ok_or_else(|| ProviderError::Decode("Converse returned no message".into()))?;
+        if output.stop_reason() == &StopReason::MaxTokens {
+            return Err(ProviderError::Cut { max_tokens: request.max_tokens });
+        }
         let usage = output.usage();
         Ok(ModelResponse {
             text,
@@ -179,7 +199,7 @@ impl ModelProvider for Bedrock {
                 output_tokens: 0,
                 cache_hit: false,
             };
-            let mut stopped = false;
+            let mut stopped = None;
             loop {
                 let event = output.stream.recv().await.map_err(|e| ProviderError::Sdk {
                     message: format!(
@@ -198,7 +218,7 @@ impl ModelProvider for Bedrock {
                             on_text(piece);
                         }
                     }
-                    Some(StreamEvent::MessageStop(_)) => stopped = true,
+                    Some(StreamEvent::MessageStop(stop)) => stopped = Some(stop.stop_reason().clone()),
                     Some(StreamEvent::Metadata(meta)) => {
                         if let Some(u) = meta.usage() {
                             response.input_tokens = u.input_tokens().max(0) as u64;
@@ -209,13 +229,14 @@ impl ModelProvider for Bedrock {
                     Some(_) => {}
                 }
             }
-            if !stopped {
-                return Err(ProviderError::Decode(format!(
+            match stopped {
+                None => Err(ProviderError::Decode(format!(
                     "the ConverseStream ended after {} characters, before messageStop",
                     response.text.chars().count()
-                )));
+                ))),
+                Some(StopReason::MaxTokens) => Err(ProviderError::Cut { max_tokens: request.max_tokens }),
+                Some(_) => Ok(response),
             }
-            Ok(response)
         };
         tokio::time::timeout(self.timeout, exchange).await.map_err(|_| timed_out(self.timeout))?
     }

@@ -135,13 +135,22 @@ pub(crate) fn verdicts(plan: &Plan, handoffs: &[Arc<HandoffRecord>]) -> Vec<(Ver
         .iter()
         .filter(|s| is_step(s, step::CRITIC))
         .map(|s| match single(s, handoffs) {
+            // A fallback template stood in for the critic, or it said neither `verdict` nor
+            // `accepted`: no review happened.
+            Some(out) if out.get("template") == Some(&Value::Bool(true)) => {
+                (Verdict::Failed, "the critic did not answer; a fallback template stood in".into(), None)
+            }
             Some(out) => {
-                let accepted = match out.get("verdict").and_then(Value::as_str) {
-                    Some(v) => v.eq_ignore_ascii_case("accept") || v.eq_ignore_ascii_case("approved"),
-                    None => out.get("accepted").and_then(Value::as_bool).unwrap_or(true),
+                let verdict = match (out.get("verdict").and_then(Value::as_str), out.get("accepted")) {
+                    (Some(v), _) if v.eq_ignore_ascii_case("accept") || v.eq_ignore_ascii_case("approved") => {
+                        Verdict::Accept
+                    }
+                    (Some(_), _) | (None, Some(Value::Bool(false))) => Verdict::Reject,
+                    (None, Some(Value::Bool(true))) => Verdict::Accept,
+                    (None, _) => Verdict::Failed,
                 };
                 (
-                    if accepted { Verdict::Accept } else { Verdict::Reject },
+                    verdict,
                     out.get("critique").and_then(Value::as_str).unwrap_or_default().to_string(),
                     out.get("summary").and_then(Value::as_str).map(str::to_string),
                 )
