@@ -128,13 +128,16 @@ fn answer(reply: Result<AgentReply, AgentError>) -> Value {
     }
 }
 
-/// llama-cpp-python's answer to a `json_schema` response format.
+/// llama-cpp-python's answer to a `json_schema` response format, as recorded from its server
+/// (0.3.36, tests/fixtures/providers/llama-cpp-python-exchange.jsonl: the refusal, then the
+/// streamed and buffered answers to `json_object` with the schema): HTTP 500, its own file
+/// paths in the body.
 fn refused_json_schema() -> Reply {
-    Reply::Json {
-        status: 500,
-        body: json!({ "error": { "message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}]", "type": "internal_server_error" } }),
-        keep_alive: false,
-    }
+    let recorded = switchyard_tests::fixture_text("providers/llama-cpp-python-exchange.jsonl");
+    let first: Value = serde_json::from_str(recorded.lines().next().expect("a line")).expect("json");
+    assert_eq!(first["request"]["response_format"]["type"], "json_schema");
+    let body = serde_json::from_str(first["response"].as_str().expect("body")).expect("json body");
+    Reply::Json { status: first["status"].as_u64().expect("status") as u16, body, keep_alive: false }
 }
 
 #[tokio::test]
@@ -148,6 +151,7 @@ async fn a_server_that_refuses_json_schema_is_asked_once_more_with_json_object_a
     let bodies = received.lock().expect("log").clone();
     let forms: Vec<&str> = bodies.iter().map(|b| b["response_format"]["type"].as_str().unwrap_or("none")).collect();
     assert_eq!(forms, ["json_schema", "json_object", "json_object"], "one refusal, then the kept choice");
+    assert_eq!(bodies[1]["response_format"]["schema"]["required"], json!(["answer"]), "json_object carries the schema");
     let system = bodies[1]["messages"][0]["content"].as_str().expect("system prompt");
     assert!(system.starts_with("You answer questions.") && system.contains(r#""required":["answer"]"#), "{system}");
 }

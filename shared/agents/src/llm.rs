@@ -113,24 +113,56 @@ impl ModelProvider for ScriptedModel {
 /// Any OpenAI-compatible chat-completions endpoint.
 ///
 /// The answer's JSON shape is asked for as the provider's `structured_output` says. With
-/// `auto`, a server that refuses `json_schema` (an error answer naming `response_format` or
-/// the form) is asked again at once in the next form (`json_object`, then `prompt`), and the
-/// form that worked is kept for this provider's later calls. A refused form is not a
-/// retryable server error: asking again the same way cannot work.
+/// `auto`, a server that refuses a form (an error answer naming `response_format` or the
+/// form) is asked again at once in the next one: `json_schema`; `json_object` carrying the
+/// schema (servers such as llama-cpp-python's decode by it); plain `json_object`; the schema
+/// in the prompt alone. The form that worked is kept for this provider's later calls. A
+/// refused form is not a retryable server error: asking again the same way cannot work.
 #[derive(Debug, Clone)]
 pub struct OpenAiCompatible {
     http: HttpClient,
     base_url: String,
     api_key: Option<String>,
     timeout: Duration,
-    structured: StructuredOutput,
-    /// The form in use: the configured one, or what `auto` settled on (index into `FORMS`).
+    /// The forms this provider may use, in order (one unless `auto`).
+    forms: &'static [Form],
+    /// The form in use: an index into `forms`, moved on by refusals.
     form: Arc<AtomicU8>,
 }
 
-/// The forms `auto` tries, in order.
-const FORMS: [StructuredOutput; 3] =
-    [StructuredOutput::JsonSchema, StructuredOutput::JsonObject, StructuredOutput::Prompt];
+/// One way of asking for the schema, as sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// `response_format: {type: json_schema, json_schema: {name, schema}}`.
+    JsonSchema,
+    /// `response_format: {type: json_object, schema}`, the schema in the system prompt too.
+    JsonObjectWithSchema,
+    /// `response_format: {type: json_object}`, the schema in the system prompt.
+    JsonObject,
+    /// No `response_format`; the schema in the system prompt.
+    Prompt,
+}
+
+impl Form {
+    /// The `structured_output` setting this form belongs to.
+    fn setting(self) -> &'static str {
+        match self {
+            Form::JsonSchema => "json_schema",
+            Form::JsonObjectWithSchema | Form::JsonObject => "json_object",
+            Form::Prompt => "prompt",
+        }
+    }
+}
+
+/// The forms of each `structured_output` setting, in the order they are tried.
+fn forms_of(setting: StructuredOutput) -> &'static [Form] {
+    match setting {
+        StructuredOutput::Auto => &[Form::JsonSchema, Form::JsonObjectWithSchema, Form::JsonObject, Form::Prompt],
+        StructuredOutput::JsonSchema => &[Form::JsonSchema],
+        StructuredOutput::JsonObject => &[Form::JsonObject],
+        StructuredOutput::Prompt => &[Form::Prompt],
+    }
+}
 
 impl OpenAiCompatible {
     /// A client for `base_url` (e.g. `https://api.openai.com/v1`) with an optional API key,
@@ -141,48 +173,42 @@ impl OpenAiCompatible {
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
             timeout,
-            structured: StructuredOutput::Auto,
+            forms: forms_of(StructuredOutput::Auto),
             form: Arc::new(AtomicU8::new(0)),
         }
     }
 
     /// Ask for structured output this way (`auto`: try the forms in turn).
     pub fn with_structured_output(mut self, structured: StructuredOutput) -> OpenAiCompatible {
-        let start = FORMS.iter().position(|f| *f == structured).unwrap_or(0);
-        self.structured = structured;
-        self.form = Arc::new(AtomicU8::new(start as u8));
+        self.forms = forms_of(structured);
+        self.form = Arc::new(AtomicU8::new(0));
         self
     }
 
     /// The form the next request uses.
-    pub fn form(&self) -> StructuredOutput {
-        FORMS[usize::from(self.form.load(Ordering::Relaxed)).min(FORMS.len() - 1)]
+    fn form(&self) -> Form {
+        self.forms[usize::from(self.form.load(Ordering::Relaxed)).min(self.forms.len() - 1)]
     }
 
-    /// After `refused` was refused: move to the next form if `auto` allows one (true), or
-    /// stay (false: the refusal is the call's error).
-    fn fall_back(&self, refused: StructuredOutput) -> bool {
-        if self.structured != StructuredOutput::Auto {
-            return false;
-        }
-        let Some(at) = FORMS.iter().position(|f| *f == refused) else { return false };
-        if at + 1 >= FORMS.len() {
-            return false;
-        }
+    /// After `refused` was refused: move to the next form when there is one (true), or stay
+    /// (false: the refusal is the call's error).
+    fn fall_back(&self, refused: Form) -> bool {
+        let Some(at) = self.forms.iter().position(|f| *f == refused) else { return false };
+        let Some(next) = self.forms.get(at + 1) else { return false };
         // Another call may have moved on already; never move back.
         self.form.fetch_max((at + 1) as u8, Ordering::Relaxed);
         tracing::info!(
-            refused = refused.as_str(),
-            now = FORMS[at + 1].as_str(),
+            refused = ?refused,
+            now = ?next,
             "the provider refused this structured-output form; using the next one from now on"
         );
         true
     }
 
-    fn body(request: &ModelRequest, form: StructuredOutput) -> Value {
+    fn body(request: &ModelRequest, form: Form) -> Value {
         let system = match form {
-            StructuredOutput::JsonSchema | StructuredOutput::Auto => request.system.clone(),
-            StructuredOutput::JsonObject | StructuredOutput::Prompt => format!(
+            Form::JsonSchema => request.system.clone(),
+            Form::JsonObjectWithSchema | Form::JsonObject | Form::Prompt => format!(
                 "{}\n\nAnswer with one JSON object and nothing else. It must match this JSON Schema:\n{}",
                 request.system, request.schema
             ),
@@ -196,14 +222,17 @@ impl OpenAiCompatible {
             "max_tokens": request.max_tokens,
         });
         match form {
-            StructuredOutput::JsonSchema | StructuredOutput::Auto => {
+            Form::JsonSchema => {
                 body["response_format"] = json!({
                     "type": "json_schema",
                     "json_schema": { "name": request.schema_name, "schema": request.schema, "strict": false },
                 });
             }
-            StructuredOutput::JsonObject => body["response_format"] = json!({ "type": "json_object" }),
-            StructuredOutput::Prompt => {}
+            Form::JsonObjectWithSchema => {
+                body["response_format"] = json!({ "type": "json_object", "schema": request.schema })
+            }
+            Form::JsonObject => body["response_format"] = json!({ "type": "json_object" }),
+            Form::Prompt => {}
         }
         if let Some(t) = request.temperature {
             body["temperature"] = json!(t);
@@ -223,7 +252,7 @@ impl OpenAiCompatible {
     async fn stream_once(
         &self,
         request: &ModelRequest,
-        form: StructuredOutput,
+        form: Form,
         on_text: OnText<'_>,
     ) -> Result<ModelResponse, ProviderError> {
         let mut body = OpenAiCompatible::body(request, form);
@@ -245,7 +274,7 @@ impl OpenAiCompatible {
             return Err(ProviderError::Throttled { retry_after: reply.retry_after });
         }
         if !(200..300).contains(&reply.status) {
-            return Err(ProviderError::from_status(reply.status, &reply.body, form.as_str()));
+            return Err(ProviderError::from_status(reply.status, &reply.body, form.setting()));
         }
         if let Some(data) = sse.finish() {
             state.take(&data, on_text);
@@ -272,11 +301,7 @@ impl OpenAiCompatible {
     }
 
     /// One buffered exchange in `form`.
-    async fn complete_once(
-        &self,
-        request: &ModelRequest,
-        form: StructuredOutput,
-    ) -> Result<ModelResponse, ProviderError> {
+    async fn complete_once(&self, request: &ModelRequest, form: Form) -> Result<ModelResponse, ProviderError> {
         let body = OpenAiCompatible::body(request, form);
         let url = format!("{}/chat/completions", self.base_url);
         let reply = self.http.post_json(&url, &self.headers(), body.to_string().into_bytes(), self.timeout).await?;
@@ -284,7 +309,7 @@ impl OpenAiCompatible {
             return Err(ProviderError::Throttled { retry_after: reply.retry_after });
         }
         if !(200..300).contains(&reply.status) {
-            return Err(ProviderError::from_status(reply.status, &reply.body, form.as_str()));
+            return Err(ProviderError::from_status(reply.status, &reply.body, form.setting()));
         }
         let v: Value =
             serde_json::from_slice(&reply.body).map_err(|e| ProviderError::Decode(format!("not JSON: {e}")))?;
