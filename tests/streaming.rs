@@ -254,6 +254,27 @@ async fn a_synthesis_agent_whose_answer_breaks_its_schema_leaves_the_determinist
     assert!(synthesis_block(&output)["fallback_reason"].as_str().is_some_and(|r| r.contains("schema")));
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_synthesis_agent_never_rewrites_an_answer_that_only_a_fallback_template_gave() {
+    let template = "The handbook is unavailable right now; please try again later.";
+    let yaml = manifest_yaml(r#"{answer: "Five days [handbook#4.2]."}"#, "0ms", "synthesis: {agent: writer, timeout: 5s}")
+        .replace("fallback: none}", &format!("fallback: {{template: \"{template}\"}}}}"))
+        .replace(
+            "    kind: builtin\n    builtin:\n      response: Up to five unused days carry over and expire on March 31.\n      confidence: 0.9\n      evidence:\n        - {source_type: document, source_id: \"handbook#4.2\", text: Up to five days carry over.}\n",
+            "    kind: scripted\n    scripted: {fail_times: 9, recoverable: false}\n",
+        );
+    let h = Harness::start(Manifest::from_yaml(&yaml, "<template only>").unwrap_or_else(|e| panic!("{e}")));
+    let id = submit(&h, "How many vacation days can I carry over?").await;
+    let (_, _, output) = follow(&h, &id).await;
+    assert_eq!(output.response_text, template, "{output:#?}");
+    let block = synthesis_block(&output);
+    assert_eq!(block["answered_by"], "deterministic");
+    assert!(
+        block["fallback_reason"].as_str().is_some_and(|r| r.contains("only fallback templates answered")),
+        "{block}"
+    );
+}
+
 // ---- manifest checks --------------------------------------------------------------------------
 
 fn problems(top: &str) -> String {
