@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The HTTP surfaces with a real model behind them: `switchyard serve` with examples/unified-chat
 # on the llama-server that scripts/test.sh started (SWITCHYARD_LLAMA_URL), its `llm` agents
-# switched to the `openai` provider through SWITCHYARD_MODEL_PROVIDER; then
+# switched to the `openai` provider through SWITCHYARD_MODEL_PROVIDER (temperature 0, at most
+# 200 tokens); then
 # tests/real_model_client.py drives /v1/chat/completions with the official `openai` package
 # (buffered and streamed) and follows a query's live SSE event stream, and `switchyard chat`
 # holds a two-turn conversation. Mechanics, not wisdom: answers parse, tokens join to the
@@ -13,10 +14,24 @@ venv="${SWITCHYARD_VENV_DIR:-$HOME/.cache/switchyard}/venv-openai" # installed b
 bin=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/debug/switchyard}
 export SWITCHYARD_MODEL_PROVIDER=openai OPENAI_BASE_URL="$SWITCHYARD_LLAMA_URL"
 unset OPENAI_API_KEY
+# The example as shipped, its `llm` agents at temperature 0 with at most 200 tokens (its
+# router artifact beside it: the intents are unchanged, so it stays current).
+dir=$(mktemp -d)
+cp examples/unified-chat/routing.router "$dir/"
+"${SWITCHYARD_PYTHON:-python3}" - examples/unified-chat/routing.yaml "$dir/routing.yaml" <<'PY'
+import sys, yaml
+m = yaml.safe_load(open(sys.argv[1]))
+for agent in m["agents"]:
+    if "llm" in agent:
+        agent["llm"]["temperature"] = 0
+        agent["llm"]["max_tokens"] = min(agent["llm"].get("max_tokens", 1024), 200)
+yaml.safe_dump(m, open(sys.argv[2], "w"), sort_keys=False, allow_unicode=True)
+PY
+manifest="$dir/routing.yaml"
 log=$(mktemp)
-"$bin" serve --port 0 --manifest examples/unified-chat/routing.yaml >"$log" 2>&1 &
+"$bin" serve --port 0 --manifest "$manifest" >"$log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -f "$log"' EXIT
+trap 'kill $pid 2>/dev/null || true; rm -rf "$log" "$dir"' EXIT
 for _ in $(seq 1 100); do
   grep -q '^listening on ' "$log" && break
   sleep 0.1
@@ -28,7 +43,7 @@ base=$(sed -n 's/^listening on //p' "$log" | head -1)
 started=$(date +%s)
 err=$(mktemp)
 out=$(printf 'How many vacation days can I carry over?\nand for part-time staff?\n' \
-  | timeout 300 "$bin" chat --json --manifest examples/unified-chat/routing.yaml 2>"$err") \
+  | timeout 300 "$bin" chat --json --manifest "$manifest" 2>"$err") \
   || { echo "real_model.sh: switchyard chat failed:" >&2; cat "$err" >&2; exit 1; }
 printf '%s\n' "$out" | python3 -c '
 import json, sys
