@@ -86,7 +86,7 @@ enum Command {
         /// `all`.
         #[arg(default_value = "classify")]
         suite: String,
-        /// Manifest for `classify` (default: the embedded routing.yaml).
+        /// Manifest for `classify` and `cold-start` (default: the embedded routing.yaml).
         #[arg(long)]
         manifest: Option<PathBuf>,
         /// Print one JSON object per row instead of tables.

@@ -28,9 +28,15 @@ pub struct InitRow {
 pub const BARE_LAMBDA: &str = "bare-lambda";
 
 /// The environment a function gets from the SAM template, with dummy values: init reads it but
-/// makes no AWS call.
-pub(crate) fn function_env(bin: &str, api: &str) -> anyhow::Result<Vec<(String, String)>> {
-    let manifest = Manifest::embedded().map_err(|e| anyhow::anyhow!("{e}"))?;
+/// makes no AWS call. With `manifest`, the function loads that file (`SWITCHYARD_MANIFEST`, its
+/// router artifact beside it) instead of the embedded one.
+pub(crate) fn function_env(bin: &str, api: &str, manifest: Option<&Path>) -> anyhow::Result<Vec<(String, String)>> {
+    let loaded = match manifest {
+        Some(path) => Manifest::load(path),
+        None => Manifest::embedded(),
+    };
+    let manifest_file = manifest.map(std::path::absolute).transpose()?;
+    let manifest = loaded.map_err(|e| anyhow::anyhow!("{e}"))?;
     let topology = Topology::for_manifest(&manifest);
     let mut env: Vec<(String, String)> = vec![
         ("AWS_LAMBDA_RUNTIME_API".into(), api.into()),
@@ -47,6 +53,9 @@ pub(crate) fn function_env(bin: &str, api: &str) -> anyhow::Result<Vec<(String, 
         ("SWITCHYARD_TABLE".into(), "switchyard-bench".into()),
         ("RUST_LOG".into(), "warn".into()),
     ];
+    if let Some(file) = manifest_file {
+        env.push((switchyard_model::topology::ENV_MANIFEST.into(), file.display().to_string()));
+    }
     if let Some(tier) = manifest.tiers.first() {
         env.push(("SWITCHYARD_TIER".into(), tier.tier.to_string()));
     }
@@ -65,11 +74,11 @@ pub(crate) fn function_env(bin: &str, api: &str) -> anyhow::Result<Vec<(String, 
 }
 
 /// Start `binary` once; (spawn → first `GET /2018-06-01/runtime/invocation/next`, VmHWM kB).
-pub(crate) fn start_once(binary: &Path, bin: &str) -> anyhow::Result<(Duration, u64)> {
+pub(crate) fn start_once(binary: &Path, bin: &str, manifest: Option<&Path>) -> anyhow::Result<(Duration, u64)> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
     let api = listener.local_addr()?.to_string();
-    let env = function_env(bin, &api)?;
+    let env = function_env(bin, &api, manifest)?;
     let started = Instant::now();
     let mut child = std::process::Command::new(binary)
         .env_clear()
@@ -147,7 +156,7 @@ pub(crate) fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
             );
             return Ok(1);
         }
-        start_once(&binary, bin)?; // page cache warm, as on a Lambda host that has the code
+        start_once(&binary, bin, options.manifest.as_deref())?; // page cache warm, as on a Lambda host that has the code
         binaries.push(binary);
     }
     // Round by round, every binary once per round (the bare one first): a change in the
@@ -158,7 +167,7 @@ pub(crate) fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
     let mut hwms: Vec<Vec<f64>> = (0..bins.len()).map(|_| Vec::with_capacity(repeat)).collect();
     for _ in 0..repeat {
         for (i, (bin, binary)) in bins.iter().zip(&binaries).enumerate() {
-            let (init, hwm) = start_once(binary, bin)?;
+            let (init, hwm) = start_once(binary, bin, options.manifest.as_deref())?;
             inits[i].push(init.as_secs_f64() * 1e3);
             hwms[i].push(hwm as f64 / 1024.0);
         }
@@ -189,9 +198,10 @@ pub(crate) fn cold_start(options: &BenchOptions) -> anyhow::Result<u8> {
     }
     if !options.json {
         println!(
-            "function init through a local Lambda Runtime API ({} starts each, one of each binary per round; spawn → first GET …/invocation/next; binaries in {})",
+            "function init through a local Lambda Runtime API ({} starts each, one of each binary per round; spawn → first GET …/invocation/next; binaries in {}; manifest {})",
             repeat,
-            dir.display()
+            dir.display(),
+            options.manifest.as_ref().map_or("embedded".to_string(), |p| p.display().to_string())
         );
         println!(
             "{:<13} {:>10} {:>10} {:>8} {:>14} {:>11} {:>15}",

@@ -128,6 +128,8 @@ const NEAREST_WEIGHT: f64 = 2.0;
 /// confidence 0.75–0.9 were right 99 % of the time). 0.85 was chosen on 936 labelled questions
 /// (docs/scope.md#calibration): 88.6 % of them at confidence >= 0.9, 99.4 % of those right.
 const LOO_SHARPENING: f64 = 0.85;
+/// At most this many utterances are scored to fit the temperature (every one below it).
+const TEMPERATURE_SAMPLE: usize = 1_000;
 /// Pseudo-count shrinking the vote of rarely seen terms: a term seen in n documents votes
 /// with weight n / (n + SUPPORT_PRIOR).
 const SUPPORT_PRIOR: f64 = 1.0;
@@ -766,7 +768,11 @@ impl Classifier {
         if self.intents.len() < 2 {
             return 1.0;
         }
+        // A fixed, evenly spread sample: the fit settles long before every utterance of a
+        // large manifest is scored, and building the classifier stays bounded.
+        let stride = self.examples.len().div_ceil(TEMPERATURE_SAMPLE).max(1);
         let held_out: Vec<(usize, Vec<f64>)> = (0..self.examples.len())
+            .step_by(stride)
             .map(|e| {
                 let features: Vec<(u32, f64)> = self.examples[e].terms.clone();
                 (self.examples[e].intent, self.scores(&features, Some(e)))
