@@ -393,3 +393,30 @@ pub mod scope_sets {
     ];
     pub const BLIND_OUT: [&str; 1] = ["out_of_scope_blind9.jsonl"];
 }
+
+/// A dispatch of `intent` to `agent` with `context` as its fields, `timeout_ms` its budget
+/// (the ids are fixed: tests that run one agent directly need no unique ones).
+pub fn agent_dispatch(
+    agent: &str,
+    intent: &str,
+    context: Value,
+    timeout_ms: u64,
+) -> switchyard_model::contracts::AgentDispatch {
+    use switchyard_model::contracts::{
+        AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting,
+    };
+    AgentDispatch {
+        dispatch_id: "6f1c2a7e-0000-4000-8000-000000000001".into(),
+        query_id: "6f1c2a7e-0000-4000-8000-000000000002".into(),
+        target_agent: agent.into(),
+        target_tier: 2,
+        payload: DispatchPayload {
+            intent: intent.into(),
+            entities: vec![],
+            context,
+            constraints: DispatchConstraints { max_latency_ms: timeout_ms, required_confidence: 0.5 },
+        },
+        routing: DispatchRouting { priority: 1, timeout_ms, retry_count: 1, fallback_agent: None },
+        metadata: DispatchMetadata { dispatched_at: chrono::Utc::now(), correlation_id: "c".into() },
+    }
+}

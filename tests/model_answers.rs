@@ -12,9 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_agents::Agents;
 use switchyard_engine::ports::{AgentError, AgentReply, AgentRuntime};
-use switchyard_model::contracts::{
-    AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting,
-};
+use switchyard_model::contracts::AgentDispatch;
 use switchyard_model::manifest::Manifest;
 use tokio::io::AsyncWriteExt;
 
@@ -101,20 +99,12 @@ intents:
 }
 
 fn dispatch() -> AgentDispatch {
-    AgentDispatch {
-        dispatch_id: "6f1c2a7e-0000-4000-8000-000000000001".into(),
-        query_id: "6f1c2a7e-0000-4000-8000-000000000002".into(),
-        target_agent: "answerer".into(),
-        target_tier: 2,
-        payload: DispatchPayload {
-            intent: "ask".into(),
-            entities: vec![],
-            context: json!({ "question": "How many vacation days carry over?" }),
-            constraints: DispatchConstraints { max_latency_ms: 5_000, required_confidence: 0.5 },
-        },
-        routing: DispatchRouting { priority: 1, timeout_ms: 5_000, retry_count: 1, fallback_agent: None },
-        metadata: DispatchMetadata { dispatched_at: chrono::Utc::now(), correlation_id: "c".into() },
-    }
+    switchyard_tests::agent_dispatch(
+        "answerer",
+        "ask",
+        json!({ "question": "How many vacation days carry over?" }),
+        5_000,
+    )
 }
 
 async fn run(agents: &Agents, m: &Manifest, attempt: u32) -> Result<AgentReply, AgentError> {

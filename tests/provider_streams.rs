@@ -11,9 +11,7 @@ use std::time::Duration;
 use switchyard_agents::llm::LlmAgents;
 use switchyard_agents::{Agents, Bedrock};
 use switchyard_engine::ports::{AgentReply, AgentRuntime, EventKind, TokenSink};
-use switchyard_model::contracts::{
-    AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting, OutputStatus,
-};
+use switchyard_model::contracts::{AgentDispatch, OutputStatus};
 use switchyard_model::manifest::Manifest;
 use switchyard_tests::*;
 use tokio::io::AsyncWriteExt;
@@ -152,20 +150,7 @@ fn bedrock_agents(m: &Manifest, base: &str) -> Agents {
 }
 
 fn dispatch() -> AgentDispatch {
-    AgentDispatch {
-        dispatch_id: "6f1c2a7e-0000-4000-8000-000000000001".into(),
-        query_id: "6f1c2a7e-0000-4000-8000-000000000002".into(),
-        target_agent: "answerer".into(),
-        target_tier: 2,
-        payload: DispatchPayload {
-            intent: "policy_question".into(),
-            entities: vec![],
-            context: json!({ "question": "How many vacation days carry over?" }),
-            constraints: DispatchConstraints { max_latency_ms: 5_000, required_confidence: 0.5 },
-        },
-        routing: DispatchRouting { priority: 1, timeout_ms: 5_000, retry_count: 1, fallback_agent: None },
-        metadata: DispatchMetadata { dispatched_at: chrono::Utc::now(), correlation_id: "c".into() },
-    }
+    agent_dispatch("answerer", "policy_question", json!({ "question": "How many vacation days carry over?" }), 5_000)
 }
 
 /// Run the agent streaming; the reply, and the pieces the sink received with the time each

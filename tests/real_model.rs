@@ -16,10 +16,7 @@ use std::time::{Duration, Instant};
 use switchyard_agents::Agents;
 use switchyard_engine::ports::{AgentReply, AgentRuntime, Event, EventKind, TokenSink};
 use switchyard_engine::synth::band;
-use switchyard_model::contracts::{
-    AgentDispatch, ConfidenceBand, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting,
-    OrchestratorOutput, OutputStatus,
-};
+use switchyard_model::contracts::{AgentDispatch, ConfidenceBand, OrchestratorOutput, OutputStatus};
 use switchyard_model::manifest::Manifest;
 use switchyard_tests::*;
 
@@ -164,20 +161,12 @@ async fn the_synthesis_agent_writes_the_final_answer_with_a_real_model() {
 
 /// One dispatch to unified-chat's answerer.
 fn dispatch() -> AgentDispatch {
-    AgentDispatch {
-        dispatch_id: "6f1c2a7e-0000-4000-8000-000000000001".into(),
-        query_id: "6f1c2a7e-0000-4000-8000-000000000002".into(),
-        target_agent: "policy_answerer".into(),
-        target_tier: 2,
-        payload: DispatchPayload {
-            intent: "policy_question".into(),
-            entities: vec![],
-            context: serde_json::json!({ "question": "How many vacation days carry over?", "policy_excerpts": "§4.2: up to five days carry over." }),
-            constraints: DispatchConstraints { max_latency_ms: 60_000, required_confidence: 0.5 },
-        },
-        routing: DispatchRouting { priority: 1, timeout_ms: 60_000, retry_count: 1, fallback_agent: None },
-        metadata: DispatchMetadata { dispatched_at: chrono::Utc::now(), correlation_id: "c".into() },
-    }
+    agent_dispatch(
+        "policy_answerer",
+        "policy_question",
+        serde_json::json!({ "question": "How many vacation days carry over?", "policy_excerpts": "§4.2: up to five days carry over." }),
+        60_000,
+    )
 }
 
 /// Run the answerer once, streamed or not; the reply and the streamed pieces joined.
