@@ -762,40 +762,6 @@ impl Classifier {
         Some(UtteranceSimilarity { per_intent, nearest: f64::from(nearest) })
     }
 
-    /// Leave-one-out over the utterances: the temperature minimising the negative
-    /// log-likelihood of the true intents. 1.0 when there is nothing to fit on.
-    fn fit_temperature(&self) -> f64 {
-        if self.intents.len() < 2 {
-            return 1.0;
-        }
-        // A fixed, evenly spread sample: the fit settles long before every utterance of a
-        // large manifest is scored, and building the classifier stays bounded.
-        let stride = self.examples.len().div_ceil(TEMPERATURE_SAMPLE).max(1);
-        let held_out: Vec<(usize, Vec<f64>)> = (0..self.examples.len())
-            .step_by(stride)
-            .map(|e| {
-                let features: Vec<(u32, f64)> = self.examples[e].terms.clone();
-                (self.examples[e].intent, self.scores(&features, Some(e)))
-            })
-            .filter(|(_, s)| s.iter().any(|x| *x > 0.0))
-            .collect();
-        if held_out.is_empty() {
-            return 1.0;
-        }
-        let mut best = (f64::INFINITY, 1.0);
-        for step in 0..80 {
-            let t = 0.02 * 1.08f64.powi(step);
-            let nll: f64 = held_out
-                .iter()
-                .map(|(truth, s)| softmax(s, t).map(|p| -(p[*truth].max(1e-12)).ln()).unwrap_or(0.0))
-                .sum();
-            if nll < best.0 {
-                best = (nll, t);
-            }
-        }
-        best.1 * LOO_SHARPENING
-    }
-
     /// Leave-one-out accuracy on the manifest's utterances: how well the manifest teaches
     /// itself (a quick check when editing utterances).
     pub fn self_check(&self) -> f64 {
