@@ -15,30 +15,8 @@ if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.vers
   "$venv/bin/python" -m pip install --quiet "openai==$OPENAI_VERSION"
 fi
 
-bin=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/debug/switchyard}
-pids=()
-logs=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for l in "${logs[@]}"; do rm -f "$l"; done
-}
-trap cleanup EXIT
-# Start `switchyard serve` with the given arguments; its base URL goes into the variable $1.
-serve() {
-  local var=$1 log base
-  shift
-  log=$(mktemp)
-  logs+=("$log")
-  "$bin" serve --port 0 "$@" >"$log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 1 100); do
-    grep -q '^listening on ' "$log" && break
-    sleep 0.1
-  done
-  base=$(sed -n 's/^listening on //p' "$log" | head -1)
-  [ -n "$base" ] || { echo "openai_client.sh: serve $* did not start" >&2; cat "$log" >&2; exit 1; }
-  printf -v "$var" '%s' "$base"
-}
+# shellcheck source=tests/serve_lib.sh
+source tests/serve_lib.sh
 serve default_base
 serve live_base --manifest tests/fixtures/manifests/chat-live.yaml
 serve critic_base --manifest examples/unified-chat/routing.yaml

@@ -10,9 +10,7 @@ use switchyard_agents::llm::LlmAgents;
 use switchyard_agents::remote::LambdaAgents;
 use switchyard_agents::{Agents, Bedrock};
 use switchyard_engine::ports::{AgentReply, AgentRuntime};
-use switchyard_model::contracts::{
-    AgentDispatch, DispatchConstraints, DispatchMetadata, DispatchPayload, DispatchRouting,
-};
+use switchyard_model::contracts::AgentDispatch;
 use switchyard_model::manifest::Manifest;
 use switchyard_tests::fixture_text;
 use tokio::io::AsyncWriteExt;
@@ -118,20 +116,7 @@ intents:
 }
 
 fn dispatch(agent: &str, timeout_ms: u64) -> AgentDispatch {
-    AgentDispatch {
-        dispatch_id: "6f1c2a7e-0000-4000-8000-000000000001".into(),
-        query_id: "6f1c2a7e-0000-4000-8000-000000000002".into(),
-        target_agent: agent.into(),
-        target_tier: 2,
-        payload: DispatchPayload {
-            intent: "review".into(),
-            entities: vec![],
-            context: json!({ "question": "Is the draft grounded?" }),
-            constraints: DispatchConstraints { max_latency_ms: timeout_ms, required_confidence: 0.7 },
-        },
-        routing: DispatchRouting { priority: 1, timeout_ms, retry_count: 1, fallback_agent: None },
-        metadata: DispatchMetadata { dispatched_at: chrono::Utc::now(), correlation_id: "c".into() },
-    }
+    switchyard_tests::agent_dispatch(agent, "review", json!({ "question": "Is the draft grounded?" }), timeout_ms)
 }
 
 async fn run(

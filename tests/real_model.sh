@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${SWITCHYARD_LLAMA_URL:?start the model first (scripts/llama.sh; scripts/test.sh does)}"
 venv="${SWITCHYARD_VENV_DIR:-$HOME/.cache/switchyard}/venv-openai" # installed by tests/openai_client.sh
-bin=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/debug/switchyard}
+# shellcheck source=tests/serve_lib.sh
+source tests/serve_lib.sh
 export SWITCHYARD_MODEL_PROVIDER=openai OPENAI_BASE_URL="$SWITCHYARD_LLAMA_URL"
 unset OPENAI_API_KEY
 # The example as shipped, its `llm` agents at temperature 0 with at most 200 tokens (its
@@ -28,22 +29,14 @@ for agent in m["agents"]:
 yaml.safe_dump(m, open(sys.argv[2], "w"), sort_keys=False, allow_unicode=True)
 PY
 manifest="$dir/routing.yaml"
-log=$(mktemp)
-"$bin" serve --port 0 --manifest "$manifest" >"$log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -rf "$log" "$dir"' EXIT
-for _ in $(seq 1 100); do
-  grep -q '^listening on ' "$log" && break
-  sleep 0.1
-done
-base=$(sed -n 's/^listening on //p' "$log" | head -1)
-[ -n "$base" ] || { echo "real_model.sh: serve did not start" >&2; cat "$log" >&2; exit 1; }
+trap 'serve_stop; rm -rf "$dir"' EXIT
+serve base --manifest "$manifest"
 "$venv/bin/python" tests/real_model_client.py "$base"
 
 started=$(date +%s)
 err=$(mktemp)
 out=$(printf 'How many vacation days can I carry over?\nand for part-time staff?\n' \
-  | timeout 300 "$bin" chat --json --manifest "$manifest" 2>"$err") \
+  | timeout 300 "$serve_bin" chat --json --manifest "$manifest" 2>"$err") \
   || { echo "real_model.sh: switchyard chat failed:" >&2; cat "$err" >&2; exit 1; }
 printf '%s\n' "$out" | python3 -c '
 import json, sys

@@ -15,22 +15,25 @@ pub const EXIT_OUTPUT_FAILED: u8 = 2;
 /// Validate the manifest at `path`, write a summary or the problems to `out`, and return the
 /// process exit code: 0 valid, 1 problems, 2 the report could not be written.
 pub fn run(path: &Path, out: &mut impl Write) -> u8 {
+    // The text once, for line numbers and the portability scan (the loader reads its own).
+    let text = std::fs::read_to_string(path).ok();
+    let lines = text.as_deref().unwrap_or_default();
     let written = match Manifest::load(path) {
         Ok(manifest) => summary(path, &manifest, out)
-            .and_then(|()| schemas(path, &manifest, out))
+            .and_then(|()| schemas(path, lines, &manifest, out))
             .and_then(|()| router(&manifest, out)),
-        Err(err) => problems(path, &err, out).map(|()| EXIT_INVALID),
+        Err(err) => problems(lines, &err, out).map(|()| EXIT_INVALID),
     };
-    let written = written.and_then(|code| portability(path, out).map(|()| code));
+    let written = written.and_then(|code| portability(path, text.as_deref(), out).map(|()| code));
     written.unwrap_or(EXIT_OUTPUT_FAILED)
 }
 
 /// Warnings (not problems: the exit code stays) for plain scalars other YAML parsers read
 /// differently; see [`crate::portable`].
-fn portability(path: &Path, out: &mut impl Write) -> io::Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+fn portability(path: &Path, text: Option<&str>, out: &mut impl Write) -> io::Result<()> {
+    let Some(text) = text else { return Ok(()) };
     let file = path.display();
-    match crate::portable::scan(&text) {
+    match crate::portable::scan(text) {
         Ok(warnings) => {
             for w in warnings {
                 writeln!(out, "{file}:{}:{}: warning: `{}`: {}", w.line, w.column, w.value, w.rule)?;
@@ -98,12 +101,11 @@ fn summary(path: &Path, m: &Manifest, out: &mut impl Write) -> io::Result<()> {
 
 /// Warnings (the exit code stays) for `llm` output schemas a server decoding by the schema
 /// cannot honour; see [`switchyard_agents::schema::grammar_warnings`].
-fn schemas(path: &Path, m: &Manifest, out: &mut impl Write) -> io::Result<()> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+fn schemas(path: &Path, text: &str, m: &Manifest, out: &mut impl Write) -> io::Result<()> {
     for (i, agent) in m.agents.iter().enumerate() {
         let Some(llm) = &agent.llm else { continue };
         let field = format!("agents[{i}].llm.output_schema.schema");
-        let at = locate(&text, &field).map(|l| format!(":{l}")).unwrap_or_default();
+        let at = locate(text, &field).map(|l| format!(":{l}")).unwrap_or_default();
         for warning in switchyard_agents::schema::grammar_warnings(&llm.output_schema.schema) {
             writeln!(out, "{}{at}: warning: {field} (agent `{}`): {warning}", path.display(), agent.id)?;
         }
@@ -135,12 +137,11 @@ fn fallback(f: &Fallback) -> String {
     }
 }
 
-fn problems(path: &Path, err: &ManifestError, out: &mut impl Write) -> io::Result<()> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+fn problems(text: &str, err: &ManifestError, out: &mut impl Write) -> io::Result<()> {
     let count = err.problems.len();
     writeln!(out, "{}: {count} problem{}", err.file, if count == 1 { "" } else { "s" })?;
     for problem in &err.problems {
-        let line = problem.line.or_else(|| locate(&text, &problem.path));
+        let line = problem.line.or_else(|| locate(text, &problem.path));
         let at = line.map(|l| format!(":{l}")).unwrap_or_default();
         let field = if problem.path.is_empty() { String::new() } else { format!(" {}:", problem.path) };
         writeln!(out, "{}{at}:{field} {}", err.file, problem.message)?;

@@ -128,18 +128,7 @@ impl ProviderError {
             ProviderError::Status { body, .. }
             | ProviderError::FormRefused { body, .. }
             | ProviderError::ContextOverflow { body, .. } => body.clone(),
-            other => {
-                let mut text = String::new();
-                let mut source = std::error::Error::source(other);
-                while let Some(e) = source {
-                    if !text.is_empty() {
-                        text.push_str(": ");
-                    }
-                    text.push_str(&e.to_string());
-                    source = e.source();
-                }
-                text
-            }
+            other => switchyard_engine::http_client::causes(other),
         }
     }
 

@@ -290,7 +290,9 @@ async fn run_synthesis_agent(
     // A fallback template's text is the manifest's own words for "no agent could answer":
     // a model rewriting it can only make it worse.
     let is_template = |r: &&switchyard_model::contracts::AgentResult| {
-        handoffs.iter().any(|h| h.handoff.dispatch_id == r.dispatch_id && h.handoff.metadata.model_used == "template")
+        handoffs.iter().any(|h| {
+            h.handoff.dispatch_id == r.dispatch_id && h.handoff.metadata.model_used == super::worker::TEMPLATE_MODEL
+        })
     };
     if !output.agent_results.iter().filter(|r| r.status.is_usable()).any(|r| !is_template(&r)) {
         return Err("only fallback templates answered; their text stands as written".into());
