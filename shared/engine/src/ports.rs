@@ -24,6 +24,9 @@ pub use switchyard_model::records::{
     SignalPage, SignalPageRequest,
 };
 
+/// `metadata.model_used` of a handoff a tier's fallback template wrote.
+pub const TEMPLATE_MODEL: &str = "template";
+
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

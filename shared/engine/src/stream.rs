@@ -291,7 +291,7 @@ async fn run_synthesis_agent(
     // a model rewriting it can only make it worse.
     let is_template = |r: &&switchyard_model::contracts::AgentResult| {
         handoffs.iter().any(|h| {
-            h.handoff.dispatch_id == r.dispatch_id && h.handoff.metadata.model_used == super::worker::TEMPLATE_MODEL
+            h.handoff.dispatch_id == r.dispatch_id && h.handoff.metadata.model_used == crate::ports::TEMPLATE_MODEL
         })
     };
     if !output.agent_results.iter().filter(|r| r.status.is_usable()).any(|r| !is_template(&r)) {

@@ -37,9 +37,6 @@ use switchyard_model::limits::{MAX_ATTEMPT_TIMEOUT_MS, MAX_RECEIVE_COUNT};
 use switchyard_model::manifest::{Agent, Fallback, Manifest};
 use tracing::{info, instrument, warn};
 
-/// `metadata.model_used` of a handoff a tier's fallback template wrote.
-pub const TEMPLATE_MODEL: &str = "template";
-
 /// Largest serialized handoff the engine records whole; a larger one has its outputs replaced
 /// by a note and a caveat (DynamoDB items stop at 400 KB).
 pub const MAX_HANDOFF_BYTES: usize = 300 * 1024;
@@ -468,7 +465,7 @@ async fn give_up(
                 evidence: Vec::new(),
                 caveats: Vec::new(),
             };
-            handoff.metadata.model_used = TEMPLATE_MODEL.into();
+            handoff.metadata.model_used = crate::ports::TEMPLATE_MODEL.into();
             record.engine_caveats.push(format!(
                 "{} did not answer ({}); a template response stands in",
                 planned.dispatch.target_agent, f.message
