@@ -38,7 +38,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use switchyard_core::classify::{Classification, Classifier, ContinuationModel, ContinuationTrainer, PriorTurn};
+use switchyard_core::classify::{Classification, Classifier, ContinuationModel, ContinuationTrainer, PriorTurn, Words};
 use switchyard_model::contracts::EntityType;
 use switchyard_model::manifest::Manifest;
 
@@ -253,7 +253,7 @@ fn pct(a: usize, b: usize) -> f64 {
     100.0 * a as f64 / b.max(1) as f64
 }
 
-/// The halves the shipped continuation model (shared/core/src/classify/continuation.tsv) is trained
+/// The halves the shipped manifest's continuation model (`routing.dialogues.jsonl`, in its router artifact) is trained
 /// on: the first this many of [`HALVES`]. The later ones judge it.
 const TRAINED_ON: usize = 40;
 /// The first half by an independent writer (the cross-validation's held-out halves start here).
@@ -271,7 +271,10 @@ fn labelled_follow_ups(
             dialogues
                 .iter()
                 .flat_map(|d| d.turns.windows(2))
-                .map(|pair| (c.continuation_features(&pair[1].text, &pair[0].intent), pair[1].intent == pair[0].intent))
+                .map(|pair| {
+                    let features = c.continuation_features(&pair[1].text, &pair[0].intent, Words::All);
+                    (features, pair[1].intent == pair[0].intent)
+                })
                 .collect()
         })
         .collect()
@@ -292,16 +295,79 @@ fn train(
     trainer
 }
 
-/// The shipped table is what the training halves and the shipped manifest give; with
-/// `SWITCHYARD_WRITE_CONTINUATION_MODEL=1` the test writes it instead (after changing the
-/// manifest, the classifier's cues or a training half).
+/// The conversations of `dialogues`, as the trainer reads them.
+fn conversations(dialogues: &[Dialogue]) -> Vec<Vec<(String, String)>> {
+    dialogues.iter().map(|d| d.turns.iter().map(|t| (t.text.clone(), t.intent.clone())).collect()).collect()
+}
+
+/// The first-time manifests whose first follow-up sets (scored once, then trained on) also
+/// teach the general model: conversations of other domains than the shipped manifest's.
+const FIRST_TIME_MANIFESTS: [&str; 5] = ["bank", "university", "insurance", "food-delivery", "property"];
+
+/// The two continuation models and what they are trained on:
+/// - the shipped manifest's own, in its router artifact, from `routing.dialogues.jsonl` (named
+///   by `classifier.dialogues`), which holds the training halves;
+/// - the general one (shared/core/src/classify/continuation.tsv, language words only) from the
+///   training halves and the first-time manifests' first follow-up sets, each read with its
+///   own manifest's classifier.
+///
+/// With `SWITCHYARD_WRITE_CONTINUATION_MODEL=1` the test writes `routing.dialogues.jsonl` and
+/// the general table instead (after changing the manifest, the classifier's cues or a training
+/// half); `switchyard train` then trains the artifact.
 #[test]
-fn the_shipped_continuation_model_is_trained_on_the_training_halves() {
-    let (_, c) = classifier();
+fn the_continuation_models_are_trained_on_the_training_halves() {
+    let (manifest, c) = classifier();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let halves: Vec<Vec<Dialogue>> = HALVES[..TRAINED_ON].iter().map(|h| load(h.1)).collect();
-    let table = train(&labelled_follow_ups(&c, &halves), None).to_table();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/core/src/classify/continuation.tsv");
-    if std::env::var_os("SWITCHYARD_WRITE_CONTINUATION_MODEL").is_some() {
+    let halves: Vec<Vec<(String, String)>> = halves.iter().flat_map(|h| conversations(h)).collect();
+    let write = std::env::var_os("SWITCHYARD_WRITE_CONTINUATION_MODEL").is_some();
+
+    let jsonl: String = halves
+        .iter()
+        .map(|turns| {
+            // Text before intent, as people read a turn.
+            let string = |s: &str| serde_json::Value::from(s).to_string();
+            let turns: Vec<String> = turns
+                .iter()
+                .map(|(text, intent)| format!("{{\"text\":{},\"intent\":{}}}", string(text), string(intent)))
+                .collect();
+            format!("{{\"turns\":[{}]}}\n", turns.join(","))
+        })
+        .collect();
+    assert_eq!(manifest.classifier.dialogues, ["routing.dialogues.jsonl"], "routing.yaml names its dialogues");
+    let path = root.join("routing.dialogues.jsonl");
+    if write {
+        std::fs::write(&path, &jsonl).expect("write routing.dialogues.jsonl");
+    }
+    assert!(
+        std::fs::read_to_string(&path).ok().as_deref() == Some(jsonl.as_str()),
+        "routing.dialogues.jsonl is not the training halves: run SWITCHYARD_WRITE_CONTINUATION_MODEL=1 cargo test -p switchyard-tests --test follow_ups, then switchyard train"
+    );
+    let mut own = ContinuationTrainer::new(Words::All);
+    c.train_continuation(&halves, &mut own);
+    let loaded = switchyard_core::router::load(&manifest).expect("routing.router is current (switchyard train)");
+    assert!(
+        loaded.continuation.as_deref() == Some(&own.model()),
+        "routing.router's continuation model is not what routing.dialogues.jsonl gives: run switchyard train"
+    );
+
+    let mut general = ContinuationTrainer::new(Words::Language);
+    c.train_continuation(&halves, &mut general);
+    for name in FIRST_TIME_MANIFESTS {
+        let dir = root.join("tests/fixtures/blind/newuser").join(name);
+        let m = Manifest::load(&dir.join("routing.yaml")).expect("first-time manifest loads");
+        let text = std::fs::read_to_string(dir.join("follow_ups.yaml")).expect("follow_ups.yaml");
+        let set: FirstTimeSet = serde_yaml::from_str(&text).expect("follow_ups.yaml parses");
+        let set: Vec<Vec<(String, String)>> = set
+            .dialogues
+            .iter()
+            .map(|d| d.turns.iter().map(|t| (t.text.clone(), t.intent.clone())).collect())
+            .collect();
+        Classifier::new(&m).train_continuation(&set, &mut general);
+    }
+    let table = general.to_table();
+    let path = root.join("shared/core/src/classify/continuation.tsv");
+    if write {
         std::fs::write(&path, &table).expect("write continuation.tsv");
     }
     let shipped = std::fs::read_to_string(&path).expect("continuation.tsv");
@@ -310,9 +376,26 @@ fn the_shipped_continuation_model_is_trained_on_the_training_halves() {
         "shared/core/src/classify/continuation.tsv is stale: run SWITCHYARD_WRITE_CONTINUATION_MODEL=1 cargo test -p switchyard-tests --test follow_ups"
     );
     assert!(
-        ContinuationModel::parse(&table).as_ref() == Ok(ContinuationModel::shipped()),
+        ContinuationModel::parse(&table).as_ref() == Ok(ContinuationModel::general()),
         "the compiled-in model is not the table (rebuild after writing it)"
     );
+}
+
+/// A first-time manifest's follow-up set (`id` and turns of `text` and `intent`).
+#[derive(serde::Deserialize)]
+struct FirstTimeSet {
+    dialogues: Vec<FirstTimeDialogue>,
+}
+
+#[derive(serde::Deserialize)]
+struct FirstTimeDialogue {
+    turns: Vec<FirstTimeTurn>,
+}
+
+#[derive(serde::Deserialize)]
+struct FirstTimeTurn {
+    text: String,
+    intent: String,
 }
 
 /// Leave one half out: for each half by an independent writer, a model trained on every other

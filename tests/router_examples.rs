@@ -174,7 +174,8 @@ fn every_shipped_example_has_a_current_router() {
     assert!(checked >= 5, "only {checked} examples");
 }
 
-/// A copy of a manifest in a scratch folder (with its example file), removed on drop.
+/// A copy of a manifest in a scratch folder (with its example and dialogue files), removed on
+/// drop.
 struct Scratch(PathBuf);
 
 impl Scratch {
@@ -182,7 +183,9 @@ impl Scratch {
         let dir = std::env::temp_dir().join(format!("switchyard-router-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("scratch folder");
         std::fs::write(dir.join("routing.yaml"), yaml).expect("manifest");
-        std::fs::copy(root().join("routing.examples.jsonl"), dir.join("routing.examples.jsonl")).expect("examples");
+        for file in ["routing.examples.jsonl", "routing.dialogues.jsonl"] {
+            std::fs::copy(root().join(file), dir.join(file)).expect(file);
+        }
         Scratch(dir)
     }
     fn manifest(&self) -> Manifest {
@@ -237,7 +240,76 @@ fn an_artifact_is_missing_current_stale_or_unreadable_and_a_deployed_function_st
         "{\"query\": \"forecast TRx\", \"intent\": \"prediction\"}\n",
     )
     .expect("rewrites");
-    assert!(matches!(router::state(&m), router::ArtifactState::Stale(why) if why.contains("example file")));
+    assert!(matches!(router::state(&m), router::ArtifactState::Stale(why) if why.contains("classifier.examples")));
+}
+
+/// The manifest's own continuation model: trained from the dialogue files into the artifact,
+/// loaded with the router; a changed dialogue file makes the artifact stale, an artifact without
+/// the model does not serve a manifest that names conversations, and a bad line is named with
+/// its file, line and rule.
+#[test]
+fn dialogue_files_train_the_manifests_continuation_model_into_its_artifact() {
+    let yaml = std::fs::read_to_string(root().join("routing.yaml")).expect("routing.yaml");
+    let scratch = Scratch::new("dialogues", &yaml);
+    let m = scratch.manifest();
+    let file = scratch.0.join("routing.dialogues.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            "{\"turns\": [{\"text\": \"forecast TRx for Kisqali\", \"intent\": \"prediction\"}, {\"text\": \"and for Leqvio?\", \"intent\": \"prediction\"}]}\n",
+            "{\"turns\": [{\"text\": \"forecast TRx\", \"intent\": \"prediction\"}, {\"text\": \"and for Leqvio?\", \"intent\": \"prediction\"}, {\"text\": \"now design a test\", \"intent\": \"experiment_design\"}]}\n",
+        ),
+    )
+    .expect("writes");
+    let t = router::training(&m).expect("reads the dialogues");
+    assert_eq!(t.conversations.len(), 2);
+    assert_eq!(t.conversations[1][2], ("now design a test".to_string(), "experiment_design".to_string()));
+    let (trained, bytes) = router::train_from(&m, &t).expect("trains");
+    let model = trained.continuation.expect("a manifest with dialogues gets its own model");
+    assert_eq!(model.words(), switchyard_core::classify::Words::All);
+    let path = router::artifact_path(&m).expect("beside the manifest");
+    router::write_artifact(&path, &bytes).expect("writes");
+    assert_eq!(router::state(&m), router::ArtifactState::Current);
+    let loaded = router::load(&m).expect("loads");
+    assert_eq!(loaded.continuation.as_deref(), Some(&*model));
+
+    // Another conversation: stale where the file is at hand.
+    std::fs::write(
+        &file,
+        "{\"turns\": [{\"text\": \"a\", \"intent\": \"prediction\"}, {\"text\": \"b\", \"intent\": \"prediction\"}]}\n",
+    )
+    .expect("rewrites");
+    assert!(matches!(router::state(&m), router::ArtifactState::Stale(why) if why.contains("classifier.dialogues")));
+
+    // A router without the model (trained with no dialogues) does not serve this manifest.
+    let mut no_dialogues = router::training(&m).expect("reads");
+    no_dialogues.conversations.clear();
+    let (_, no_model) = router::train_from(&m, &no_dialogues).expect("trains");
+    router::write_artifact(&path, &no_model).expect("writes");
+    assert!(
+        matches!(router::load(&m), Err(router::ArtifactState::Stale(why)) if why.contains("no continuation model")),
+        "{:?}",
+        router::load(&m).err()
+    );
+
+    for (line, rule) in [
+        ("{\"turns\": [{\"text\": \"only one turn\", \"intent\": \"prediction\"}]}", "at least two turns"),
+        ("{\"turns\": [{\"text\": \"a\", \"intent\": \"prediction\"}, {\"text\": \"b\", \"intent\": \"nope\"}]}", "turn 2: `intent` \"nope\" is not an intent"),
+        ("{\"turns\": [{\"text\": \"\", \"intent\": \"prediction\"}, {\"text\": \"b\", \"intent\": \"prediction\"}]}", "turn 1: `text` must be a non-empty string"),
+        ("{\"turns\": [{\"text\": \"a\"}, {\"text\": \"b\", \"intent\": \"prediction\"}]}", "turn 1: `intent` must be a string"),
+        ("[1, 2]", "`turns` must be an array"),
+        ("not json", "not a JSON object"),
+    ] {
+        std::fs::write(&file, format!("\n{line}\n")).expect("writes");
+        let err = router::training(&m).expect_err(line).to_string();
+        assert!(
+            err.starts_with("classifier.dialogues: ") && err.contains("routing.dialogues.jsonl:2: ") && err.contains(rule),
+            "{line}: {err}"
+        );
+    }
+    std::fs::remove_file(&file).expect("removes");
+    let err = router::training(&m).expect_err("missing file").to_string();
+    assert!(err.starts_with("classifier.dialogues: ") && err.contains("routing.dialogues.jsonl"), "{err}");
 }
 
 /// A bad line of an example file is refused with its file, line and rule.

@@ -16,7 +16,7 @@ pub fn run(path: &Path, out: &mut impl Write) -> anyhow::Result<u8> {
     let before = router::state(&manifest);
     let training = router::training(&manifest)?;
     let started = Instant::now();
-    let (trained, bytes) = router::train_from(&training)?;
+    let (trained, bytes) = router::train_from(&manifest, &training)?;
     let train_s = started.elapsed().as_secs_f64();
     router::write_artifact(&target, &bytes).map_err(|e| anyhow::anyhow!("{}: {e}", target.display()))?;
     let set = &training.set;
@@ -35,12 +35,22 @@ pub fn run(path: &Path, out: &mut impl Write) -> anyhow::Result<u8> {
         set.examples.len() - manifest_examples(&manifest),
         set.background.len()
     )?;
+    if let Some(model) = &trained.continuation {
+        let turns: usize = training.conversations.iter().map(|c| c.len().saturating_sub(1)).sum();
+        writeln!(
+            out,
+            "  continuation model: {} follow-ups of {} conversations from classifier.dialogues ({} features)",
+            turns,
+            training.conversations.len(),
+            model.len()
+        )?;
+    }
     writeln!(
         out,
         "  artifact {:.1} KB, threshold {:.3}, temperature {:.3}; before: {}",
         bytes.len() as f64 / 1e3,
-        trained.threshold,
-        trained.temperature,
+        trained.router.threshold,
+        trained.router.temperature,
         before.describe()
     )?;
     Ok(0)

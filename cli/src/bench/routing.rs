@@ -103,8 +103,8 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<u8> {
     let started = Instant::now();
     let router = switchyard_core::router::train_set(&set)?;
     let train_s = started.elapsed().as_secs_f64();
-    let bytes = artifact::encode(&router, &artifact::Header::new(0, 0));
-    let (_, loaded) = artifact::decode(&bytes)?;
+    let bytes = artifact::encode(&router, &artifact::Header::new(0, 0), &[]);
+    let (_, loaded, _) = artifact::decode(&bytes)?;
     anyhow::ensure!(loaded == router, "the artifact did not read back as the router it was written from");
     let mut loads: Vec<f64> = (0..5)
         .map(|_| {

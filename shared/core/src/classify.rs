@@ -78,7 +78,7 @@ pub(crate) mod scope_score;
 mod text;
 mod vectors;
 
-pub use continuation::{ContinuationModel, ContinuationTrainer, Features as ContinuationFeatures};
+pub use continuation::{ContinuationModel, ContinuationTrainer, Features as ContinuationFeatures, Words};
 use entities::EntityExtractor;
 pub use followup::{FollowUp, PriorTurn};
 use serde::Serialize;
@@ -279,9 +279,10 @@ pub struct Classifier {
     /// `classifier.scope.refuse`, compiled.
     refused_phrases: scope_score::RefusedPhrases,
     entities: EntityExtractor,
-    /// The learned continuation model follow-ups are weighed with; `None` is the shipped one
-    /// ([`ContinuationModel::shipped`]).
-    continuation: Option<std::sync::Arc<ContinuationModel>>,
+    /// The learned continuation model follow-ups are weighed with: the manifest's own (from its
+    /// router artifact, `crate::router`) or one set by hand; `None` is the general one
+    /// ([`ContinuationModel::general`]).
+    pub(crate) continuation: Option<std::sync::Arc<ContinuationModel>>,
     /// The manifest's trained router ([`crate::router`]): it decides scope and its
     /// probabilities are blended with the vocabulary's.
     router: Option<std::sync::Arc<switchyard_intents::Router>>,
@@ -353,7 +354,7 @@ impl Classifier {
     fn continuation_model(&self) -> &ContinuationModel {
         match &self.continuation {
             Some(model) => model,
-            None => ContinuationModel::shipped(),
+            None => ContinuationModel::general(),
         }
     }
 

@@ -10,6 +10,11 @@
 //!   ships with the trainer, text that is no question (keyboard mashes, digits, symbols: made
 //!   up by the trainer) and the manifest's `classifier.scope.negative_examples`.
 //!
+//! With the router, the same artifact holds the manifest's own continuation model when
+//! `classifier.dialogues` names labelled conversations (`crate::classify::continuation`): it
+//! is trained after the router, on the classifier the router makes, and weighs follow-ups in
+//! place of the general model.
+//!
 //! `switchyard train` writes it beside the manifest (`routing.yaml` → `routing.router`), and
 //! the build compiles the shipped manifest's artifact into the binaries ([`EMBEDDED`]), as it
 //! does the manifest. The artifact's header holds two hashes: of what the manifest itself
@@ -17,10 +22,10 @@
 //! and of the example files' contents (checked by `switchyard validate` and `train`, where the
 //! files are at hand).
 
-use crate::classify::Classifier;
+use crate::classify::{Classifier, ContinuationModel, ContinuationTrainer, Words};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-use switchyard_intents::artifact::{self, Header};
+use switchyard_intents::artifact::{self, Header, Section};
 use switchyard_intents::{Embedder, FeatureSpec, Router, TrainError, TrainSpec, TrainingSet};
 use switchyard_model::manifest::Manifest;
 
@@ -33,6 +38,19 @@ pub const EXTENSION: &str = "router";
 
 /// Longest line of an example file, in bytes.
 const MAX_EXAMPLE_LINE: usize = 8 * 1024;
+/// Longest line (one conversation) of a dialogue file, in bytes.
+const MAX_DIALOGUE_LINE: usize = 64 * 1024;
+/// The artifact section holding the manifest's own continuation model (its table's text).
+pub const CONTINUATION_SECTION: &str = "continuation";
+
+/// What a manifest's artifact gives its classifier.
+#[derive(Debug, Clone)]
+pub struct Trained {
+    /// The router.
+    pub router: Arc<Router>,
+    /// The manifest's own continuation model, when it names labelled conversations.
+    pub continuation: Option<Arc<ContinuationModel>>,
+}
 
 /// What a router learns from, with the hashes its artifact records.
 #[derive(Debug, Clone)]
@@ -41,24 +59,31 @@ pub struct Training {
     pub set: TrainingSet,
     /// Hash of what the manifest itself teaches ([`manifest_hash`]).
     pub manifest_hash: u64,
-    /// Hash of the example files' contents, in the order the manifest names them.
+    /// Hash of the example and dialogue files' contents, in the order the manifest names them.
     pub examples_hash: u64,
+    /// The labelled conversations of the files `classifier.dialogues` names: per conversation
+    /// its `(text, intent)` turns in order.
+    pub conversations: Vec<Vec<(String, String)>>,
 }
 
 /// Why a router could not be trained.
 #[derive(Debug, thiserror::Error)]
 pub enum RouterError {
-    /// An example file could not be read.
-    #[error("classifier.examples: {path}: {reason}")]
+    /// An example or dialogue file could not be read.
+    #[error("{key}: {path}: {reason}")]
     ExampleFile {
+        /// The manifest key that names it (`classifier.examples`, `classifier.dialogues`).
+        key: &'static str,
         /// The file.
         path: String,
         /// What went wrong.
         reason: String,
     },
-    /// A line of an example file is unusable.
-    #[error("classifier.examples: {path}:{line}: {reason}")]
+    /// A line of an example or dialogue file is unusable.
+    #[error("{key}: {path}:{line}: {reason}")]
     ExampleLine {
+        /// The manifest key that names the file.
+        key: &'static str,
         /// The file.
         path: String,
         /// 1-based line.
@@ -69,6 +94,9 @@ pub enum RouterError {
     /// The trainer refused the examples.
     #[error("the router cannot be trained: {0}")]
     Train(#[from] TrainError),
+    /// The continuation model's table did not read back (a trainer defect).
+    #[error("the continuation model cannot be trained: {0}")]
+    Continuation(String),
 }
 
 /// Whether a manifest's artifact can be used.
@@ -146,6 +174,10 @@ pub fn manifest_hash(manifest: &Manifest) -> u64 {
     for file in &manifest.classifier.examples {
         h.text(file);
     }
+    h.text("");
+    for file in &manifest.classifier.dialogues {
+        h.text(file);
+    }
     h.text(switchyard_intents::BACKGROUND);
     h.text(&switchyard_intents::NOISE_LINES.to_string());
     h.0
@@ -155,9 +187,14 @@ pub fn manifest_hash(manifest: &Manifest) -> u64 {
 pub fn training(manifest: &Manifest) -> Result<Training, RouterError> {
     let intents: Vec<String> = manifest.intents.iter().map(|i| i.id.clone()).collect();
     let mut examples = manifest_documents(manifest);
-    let files = example_files(manifest)?;
+    let files = read_files(manifest, EXAMPLES, &manifest.classifier.examples)?;
     for (shown, text) in &files {
         examples.extend(example_lines(text, shown, &intents)?);
+    }
+    let dialogue_files = read_files(manifest, DIALOGUES, &manifest.classifier.dialogues)?;
+    let mut conversations = Vec::new();
+    for (shown, text) in &dialogue_files {
+        conversations.extend(dialogue_lines(text, shown, &intents)?);
     }
     let mut background: Vec<String> =
         switchyard_intents::background().map(str::to_string).chain(switchyard_intents::noise()).collect();
@@ -165,28 +202,32 @@ pub fn training(manifest: &Manifest) -> Result<Training, RouterError> {
     Ok(Training {
         set: TrainingSet { intents, examples: examples.into_iter().map(|(i, t)| (t, i)).collect(), background },
         manifest_hash: manifest_hash(manifest),
-        examples_hash: files_hash(&files),
+        examples_hash: files_hash(files.iter().chain(&dialogue_files)),
+        conversations,
     })
 }
 
-/// The example files `classifier.examples` names, as `(path shown, text)`, in that order.
-fn example_files(manifest: &Manifest) -> Result<Vec<(String, String)>, RouterError> {
-    manifest
-        .classifier
-        .examples
+/// The manifest key naming the example files.
+const EXAMPLES: &str = "classifier.examples";
+/// The manifest key naming the dialogue files.
+const DIALOGUES: &str = "classifier.dialogues";
+
+/// The files `key` names (`names`), as `(path shown, text)`, in that order.
+fn read_files(manifest: &Manifest, key: &'static str, names: &[String]) -> Result<Vec<(String, String)>, RouterError> {
+    names
         .iter()
         .map(|name| {
             let shown = manifest.resolve(name).display().to_string();
             match std::fs::read_to_string(&shown) {
                 Ok(text) => Ok((shown, text)),
-                Err(e) => Err(RouterError::ExampleFile { path: shown, reason: e.to_string() }),
+                Err(e) => Err(RouterError::ExampleFile { key, path: shown, reason: e.to_string() }),
             }
         })
         .collect()
 }
 
-/// The hash of the example files' contents (what an artifact records).
-fn files_hash(files: &[(String, String)]) -> u64 {
+/// The hash of the example and dialogue files' contents (what an artifact records).
+fn files_hash<'a>(files: impl Iterator<Item = &'a (String, String)>) -> u64 {
     let mut h = Fnv::new();
     for (_, text) in files {
         h.text(text);
@@ -194,11 +235,58 @@ fn files_hash(files: &[(String, String)]) -> u64 {
     h.0
 }
 
+/// The hash of `manifest`'s example and dialogue files, `None` when one cannot be read.
+fn manifest_files_hash(manifest: &Manifest) -> Option<u64> {
+    let examples = read_files(manifest, EXAMPLES, &manifest.classifier.examples).ok()?;
+    let dialogues = read_files(manifest, DIALOGUES, &manifest.classifier.dialogues).ok()?;
+    Some(files_hash(examples.iter().chain(&dialogues)))
+}
+
+/// The conversations of one dialogue file: one JSON object a line, `{"turns": [{"text":
+/// "...", "intent": "<intent id>"}, ...]}`, at least two turns.
+fn dialogue_lines(text: &str, path: &str, intents: &[String]) -> Result<Vec<Vec<(String, String)>>, RouterError> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let bad =
+            |reason: String| RouterError::ExampleLine { key: DIALOGUES, path: path.to_string(), line: n + 1, reason };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line.len() > MAX_DIALOGUE_LINE {
+            return Err(bad(format!("longer than {MAX_DIALOGUE_LINE} bytes")));
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| bad(format!("not a JSON object: {e}")))?;
+        let turns = value.get("turns").and_then(|t| t.as_array());
+        let Some(turns) = turns.filter(|t| t.len() >= 2) else {
+            return Err(bad("`turns` must be an array of at least two turns".into()));
+        };
+        let mut conversation = Vec::with_capacity(turns.len());
+        for (t, turn) in turns.iter().enumerate() {
+            let text = turn.get("text").and_then(|v| v.as_str()).filter(|q| !q.trim().is_empty());
+            let Some(text) = text else {
+                return Err(bad(format!("turn {}: `text` must be a non-empty string", t + 1)));
+            };
+            let Some(intent) = turn.get("intent").and_then(|v| v.as_str()) else {
+                return Err(bad(format!("turn {}: `intent` must be a string", t + 1)));
+            };
+            if !intents.iter().any(|i| i == intent) {
+                return Err(bad(format!("turn {}: `intent` {intent:?} is not an intent of the manifest", t + 1)));
+            }
+            conversation.push((text.to_string(), intent.to_string()));
+        }
+        out.push(conversation);
+    }
+    Ok(out)
+}
+
 /// The labelled lines of one example file.
 fn example_lines(text: &str, path: &str, intents: &[String]) -> Result<Vec<(usize, String)>, RouterError> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        let bad = |reason: String| RouterError::ExampleLine { path: path.to_string(), line: n + 1, reason };
+        let bad =
+            |reason: String| RouterError::ExampleLine { key: EXAMPLES, path: path.to_string(), line: n + 1, reason };
         let line = line.trim();
         if line.is_empty() {
             continue;
@@ -279,16 +367,28 @@ pub fn train_set(set: &TrainingSet) -> Result<Router, TrainError> {
     }
 }
 
-/// Train the router of `manifest`; the artifact's bytes with it.
-pub fn train(manifest: &Manifest) -> Result<(Router, Vec<u8>), RouterError> {
-    train_from(&training(manifest)?)
+/// Train the router of `manifest` (and its continuation model); the artifact's bytes with it.
+pub fn train(manifest: &Manifest) -> Result<(Trained, Vec<u8>), RouterError> {
+    train_from(manifest, &training(manifest)?)
 }
 
-/// Train the router on what [`training`] read; the artifact's bytes with it.
-pub fn train_from(t: &Training) -> Result<(Router, Vec<u8>), RouterError> {
-    let router = train_set(&t.set)?;
-    let bytes = artifact::encode(&router, &Header::new(t.manifest_hash, t.examples_hash));
-    Ok((router, bytes))
+/// Train `manifest`'s router on what [`training`] read, then, when it names conversations, its
+/// continuation model on the classifier that router makes; the artifact's bytes with them.
+pub fn train_from(manifest: &Manifest, t: &Training) -> Result<(Trained, Vec<u8>), RouterError> {
+    let router = Arc::new(train_set(&t.set)?);
+    let mut sections = Vec::new();
+    let continuation = if t.conversations.is_empty() {
+        None
+    } else {
+        let classifier = Classifier::with_router(manifest, Some(router.clone()));
+        let mut trainer = ContinuationTrainer::new(Words::All);
+        classifier.train_continuation(&t.conversations, &mut trainer);
+        let table = trainer.to_table();
+        sections.push(Section { name: CONTINUATION_SECTION.into(), bytes: table.clone().into_bytes() });
+        Some(Arc::new(ContinuationModel::parse(&table).map_err(RouterError::Continuation)?))
+    };
+    let bytes = artifact::encode(&router, &Header::new(t.manifest_hash, t.examples_hash), &sections);
+    Ok((Trained { router, continuation }, bytes))
 }
 
 /// Where the artifact of a manifest loaded from a file belongs: beside it, `.router` for its
@@ -319,24 +419,39 @@ fn check(header: &Header, manifest: &Manifest, examples_hash: Option<u64>) -> Ar
         return ArtifactState::Stale("the manifest's intents, examples or negative examples changed".into());
     }
     if examples_hash.is_some_and(|h| h != header.examples_hash) {
-        return ArtifactState::Stale("an example file named in classifier.examples changed".into());
+        return ArtifactState::Stale("a file named in classifier.examples or classifier.dialogues changed".into());
     }
     ArtifactState::Current
 }
 
-/// The router of `manifest` from its artifact, checked against the manifest (not the example
-/// files: a deployed function has only the artifact).
-pub fn load(manifest: &Manifest) -> Result<Router, ArtifactState> {
+/// The router of `manifest` (with its continuation model) from its artifact, checked against
+/// the manifest (not the example files: a deployed function has only the artifact).
+pub fn load(manifest: &Manifest) -> Result<Trained, ArtifactState> {
     let bytes = artifact_bytes(manifest)?;
-    let (header, router) = artifact::decode(&bytes).map_err(|e| ArtifactState::Unreadable(e.to_string()))?;
+    let (header, router, sections) = artifact::decode(&bytes).map_err(|e| ArtifactState::Unreadable(e.to_string()))?;
     match check(&header, manifest, None) {
         ArtifactState::Current if !router.embedding.is_empty() && router.embedding != WORD_VECTORS => {
             Err(ArtifactState::Stale(format!("its dense block is {}, this build has {WORD_VECTORS}", router.embedding)))
         }
-        ArtifactState::Current if router.intents.len() == manifest.intents.len() => Ok(router),
-        ArtifactState::Current => Err(ArtifactState::Stale("its intents are not the manifest's".into())),
+        ArtifactState::Current if router.intents.len() != manifest.intents.len() => {
+            Err(ArtifactState::Stale("its intents are not the manifest's".into()))
+        }
+        ArtifactState::Current => {
+            let continuation = continuation_section(&sections).map_err(ArtifactState::Unreadable)?;
+            if continuation.is_none() && !manifest.classifier.dialogues.is_empty() {
+                return Err(ArtifactState::Stale("it has no continuation model for classifier.dialogues".into()));
+            }
+            Ok(Trained { router: Arc::new(router), continuation })
+        }
         other => Err(other),
     }
+}
+
+/// The continuation model an artifact's sections hold, if any.
+fn continuation_section(sections: &[Section]) -> Result<Option<Arc<ContinuationModel>>, String> {
+    let Some(section) = sections.iter().find(|s| s.name == CONTINUATION_SECTION) else { return Ok(None) };
+    let table = std::str::from_utf8(&section.bytes).map_err(|_| "its continuation model is not UTF-8".to_string())?;
+    Ok(Some(Arc::new(ContinuationModel::parse(table)?)))
 }
 
 /// The state of `manifest`'s artifact, the example files included when they can be read
@@ -350,11 +465,10 @@ pub fn state(manifest: &Manifest) -> ArtifactState {
         Ok(header) => header,
         Err(e) => return ArtifactState::Unreadable(e.to_string()),
     };
-    let examples = example_files(manifest).ok().map(|files| files_hash(&files));
-    match check(&header, manifest, examples) {
-        ArtifactState::Current => match artifact::decode(&bytes) {
+    match check(&header, manifest, manifest_files_hash(manifest)) {
+        ArtifactState::Current => match load(manifest) {
             Ok(_) => ArtifactState::Current,
-            Err(e) => ArtifactState::Unreadable(e.to_string()),
+            Err(state) => state,
         },
         other => other,
     }
@@ -373,15 +487,22 @@ impl Classifier {
     /// trained in-process ([`load_or_train`]); by the vocabulary alone when the trainer
     /// refuses the manifest.
     pub fn new(manifest: &Manifest) -> Classifier {
-        Classifier::with_router(manifest, load_or_train(manifest))
+        match load_or_train(manifest) {
+            Some(trained) => {
+                let mut classifier = Classifier::with_router(manifest, Some(trained.router));
+                classifier.continuation = trained.continuation;
+                classifier
+            }
+            None => Classifier::lexical(manifest),
+        }
     }
 }
 
 /// Routers loaded or trained in this process, by manifest hash: a function loads its router at
 /// init and builds the classifier on the first question; tests and `serve` build many
 /// classifiers of one manifest.
-fn trained() -> &'static Mutex<Vec<(u64, Arc<Router>)>> {
-    static TRAINED: OnceLock<Mutex<Vec<(u64, Arc<Router>)>>> = OnceLock::new();
+fn trained() -> &'static Mutex<Vec<(u64, Trained)>> {
+    static TRAINED: OnceLock<Mutex<Vec<(u64, Trained)>>> = OnceLock::new();
     TRAINED.get_or_init(|| Mutex::new(Vec::new()))
 }
 
@@ -390,23 +511,22 @@ fn trained() -> &'static Mutex<Vec<(u64, Arc<Router>)>> {
 /// (the embedded default and `serve`). `None` for a manifest the trainer refuses (fewer than
 /// two intents, or an unreadable example file, reported in the notice): such a manifest is
 /// classified by its vocabulary alone.
-pub fn load_or_train(manifest: &Manifest) -> Option<Arc<Router>> {
+pub fn load_or_train(manifest: &Manifest) -> Option<Trained> {
     let hash = manifest_hash(manifest);
     let mut cache = trained().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, router)) = cache.iter().find(|(h, _)| *h == hash) {
-        return Some(router.clone());
+    if let Some((_, trained)) = cache.iter().find(|(h, _)| *h == hash) {
+        return Some(trained.clone());
     }
     let state = match load(manifest) {
-        Ok(router) => {
-            let router = Arc::new(router);
-            cache.push((hash, router.clone()));
-            return Some(router);
+        Ok(trained) => {
+            cache.push((hash, trained.clone()));
+            return Some(trained);
         }
         Err(state) => state,
     };
     let started = std::time::Instant::now();
     match train(manifest) {
-        Ok((router, _)) => {
+        Ok((trained, _)) => {
             tracing::warn!(
                 manifest = %manifest.name,
                 train_ms = started.elapsed().as_millis() as u64,
@@ -414,9 +534,8 @@ pub fn load_or_train(manifest: &Manifest) -> Option<Arc<Router>> {
                 state.describe(),
                 train_command(manifest)
             );
-            let router = Arc::new(router);
-            cache.push((hash, router.clone()));
-            Some(router)
+            cache.push((hash, trained.clone()));
+            Some(trained)
         }
         Err(e) => {
             tracing::warn!(manifest = %manifest.name, error = %e, "no trained router; classifying by the manifest's vocabulary");
@@ -429,11 +548,11 @@ pub fn load_or_train(manifest: &Manifest) -> Option<Arc<Router>> {
 /// the first question); why the function must not start when its artifact is not current.
 pub fn startup_problem(manifest: &Manifest) -> Option<String> {
     match load(manifest) {
-        Ok(router) => {
+        Ok(loaded) => {
             let mut cache = trained().lock().unwrap_or_else(|e| e.into_inner());
             let hash = manifest_hash(manifest);
             if !cache.iter().any(|(h, _)| *h == hash) {
-                cache.push((hash, Arc::new(router)));
+                cache.push((hash, loaded));
             }
             None
         }

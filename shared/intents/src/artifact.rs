@@ -7,7 +7,9 @@
 //! threshold and temperature (`f32`), whether the last class is the background (`u32`, 0 or 1),
 //! the dense block's dimensions (`u32`), weight (`f32`) and embedding name (`u16` length +
 //! UTF-8), intents (`u32` count, then `u16` length + UTF-8 each), rows (`u32`
-//! count, then the bucket ids), per-row scales (`f32`), the `i8` matrix, the biases (`f32`).
+//! count, then the bucket ids), per-row scales (`f32`), the `i8` matrix, the biases (`f32`),
+//! then named sections the trainer's caller adds beside the router (`u32` count, then per
+//! section its name, `u16` length + UTF-8, and its bytes, `u32` length + bytes).
 
 use crate::features::FeatureSpec;
 use crate::svm::Compact;
@@ -15,7 +17,7 @@ use crate::Router;
 
 const MAGIC: &[u8; 4] = b"SYRT";
 /// The byte format's version.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 /// The trainer's version: a router trained by another is stale.
 pub const TRAINER: &str = concat!("svm-ngrams/", env!("CARGO_PKG_VERSION"));
 
@@ -48,8 +50,21 @@ pub enum ArtifactError {
     Corrupt(String),
 }
 
-/// `router` as bytes, with `header`'s hashes (the trainer is always this one).
-pub fn encode(router: &Router, header: &Header) -> Vec<u8> {
+/// A named block of bytes stored beside the router (what else was trained from the same
+/// manifest; the router does not read it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    /// Its name, unique in an artifact.
+    pub name: String,
+    /// Its content.
+    pub bytes: Vec<u8>,
+}
+
+/// Most sections an artifact may hold.
+const MAX_SECTIONS: u32 = 64;
+
+/// `router` as bytes, with `header`'s hashes (the trainer is always this one) and `sections`.
+pub fn encode(router: &Router, header: &Header, sections: &[Section]) -> Vec<u8> {
     let w = &router.weights;
     let mut out = Vec::with_capacity(64 + w.rows.len() * (8 + w.classes));
     out.extend_from_slice(MAGIC);
@@ -82,6 +97,12 @@ pub fn encode(router: &Router, header: &Header) -> Vec<u8> {
     out.extend(w.matrix.iter().map(|&v| v as u8));
     for b in &w.bias {
         out.extend_from_slice(&b.to_le_bytes());
+    }
+    out.extend_from_slice(&(sections.len() as u32).to_le_bytes());
+    for section in sections {
+        text(&mut out, &section.name);
+        out.extend_from_slice(&(section.bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&section.bytes);
     }
     out
 }
@@ -148,8 +169,8 @@ pub fn header(bytes: &[u8]) -> Result<Header, ArtifactError> {
     Ok(Header { trainer, manifest_hash, examples_hash })
 }
 
-/// The router in `bytes`, with its header.
-pub fn decode(bytes: &[u8]) -> Result<(Header, Router), ArtifactError> {
+/// The router in `bytes`, with its header and sections.
+pub fn decode(bytes: &[u8]) -> Result<(Header, Router, Vec<Section>), ArtifactError> {
     let head = header(bytes)?;
     let mut r = Reader { bytes, at: 4 + 4 + 2 + head.trainer.len() + 8 + 8 };
     let hash_bits = r.u32("the hash bits")?;
@@ -197,12 +218,26 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Router), ArtifactError> {
     let cells = n.checked_mul(classes).ok_or_else(|| ArtifactError::Corrupt("matrix size".into()))?;
     let matrix: Vec<i8> = r.take(cells, "the matrix")?.iter().map(|&b| b as i8).collect();
     let bias = r.f32s(classes, "the biases")?;
+    let count = r.u32("the section count")?;
+    if count > MAX_SECTIONS {
+        return Err(ArtifactError::Corrupt(format!("{count} sections (at most {MAX_SECTIONS})")));
+    }
+    let mut sections: Vec<Section> = Vec::new();
+    for _ in 0..count {
+        let name = r.text("a section's name")?;
+        if sections.iter().any(|s| s.name == name) {
+            return Err(ArtifactError::Corrupt(format!("section {name:?} twice")));
+        }
+        let len = r.u32("a section's length")? as usize;
+        let bytes = r.take(len, "a section")?.to_vec();
+        sections.push(Section { name, bytes });
+    }
     if r.at != bytes.len() {
         return Err(ArtifactError::Corrupt(format!("{} bytes after the end", bytes.len() - r.at)));
     }
     let features = FeatureSpec { hash_bits, char_range: (lo, hi), char_weight, dense_dims, dense_weight };
     let weights = Compact { classes, rows, scale, matrix, bias };
-    Ok((head, Router { intents, features, weights, threshold, background, temperature, embedding }))
+    Ok((head, Router { intents, features, weights, threshold, background, temperature, embedding }, sections))
 }
 
 #[cfg(test)]
@@ -227,16 +262,24 @@ mod tests {
     #[test]
     fn a_router_reads_back_as_it_was_written() {
         let r = router();
-        let bytes = encode(&r, &Header::new(42, 43));
-        let (head, back) = decode(&bytes).expect("decodes");
+        let sections = vec![
+            Section { name: "notes".into(), bytes: b"kept as written".to_vec() },
+            Section { name: "empty".into(), bytes: Vec::new() },
+        ];
+        let bytes = encode(&r, &Header::new(42, 43), &sections);
+        let (head, back, back_sections) = decode(&bytes).expect("decodes");
         assert_eq!(head, Header { trainer: TRAINER.into(), manifest_hash: 42, examples_hash: 43 });
         assert_eq!(back, r);
+        assert_eq!(back_sections, sections);
         assert_eq!(back.route("my bill").intent, r.route("my bill").intent);
     }
 
     #[test]
     fn every_cut_or_foreign_byte_string_is_refused_with_a_reason() {
-        let bytes = encode(&router(), &Header::new(7, 8));
+        let section = Section { name: "notes".into(), bytes: b"twelve bytes".to_vec() };
+        let bytes = encode(&router(), &Header::new(7, 8), std::slice::from_ref(&section));
+        let twice = encode(&router(), &Header::new(7, 8), &[section.clone(), section]);
+        assert!(matches!(decode(&twice), Err(ArtifactError::Corrupt(e)) if e.contains("twice")));
         for cut in [0, 3, 4, 9, 20, bytes.len() / 2, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }

@@ -39,7 +39,7 @@
 
 use super::continuation::add_word_features;
 use super::text::Token;
-use super::{Classification, Classifier, ContinuationFeatures};
+use super::{Classification, Classifier, ContinuationFeatures, ContinuationTrainer, Words};
 use serde::Serialize;
 use switchyard_model::contracts::{EntitySource, EntityType, ParsedEntity};
 
@@ -590,7 +590,8 @@ impl Classifier {
             }
             let mut features = ContinuationFeatures::new(false);
             let (words, intent) = (words.as_ref(), &alone_intent);
-            self.add_continuation_features(&mut features, words, &cues, intent, alone_in_scope, &last.intent);
+            let turn = Turn { words, cues: &cues, alone_intent: intent, alone_in_scope };
+            self.add_continuation_features(&mut features, &turn, &last.intent, model.words());
             model.keep_probability(&features)
         };
 
@@ -674,14 +675,25 @@ impl Classifier {
 }
 
 impl Classifier {
-    /// The features the continuation model reads for a follow-up `text` after a turn resolved
-    /// to `prior_intent`: what [`Classifier::classify_in_context`] gives the model, with each
-    /// feature's text kept (training: [`ContinuationTrainer`]).
-    pub fn continuation_features(&self, text: &str, prior_intent: &str) -> ContinuationFeatures {
+    /// The features a continuation model reading `read` gets for a follow-up `text` after a
+    /// turn resolved to `prior_intent`: what [`Classifier::classify_in_context`] gives the
+    /// model, with each feature's text kept (training: [`ContinuationTrainer`]).
+    pub fn continuation_features(&self, text: &str, prior_intent: &str, read: Words) -> ContinuationFeatures {
         let (c, _, cues, words) = self.classify_parts(text, true);
         let mut features = ContinuationFeatures::new(true);
-        self.add_continuation_features(&mut features, words.as_ref(), &cues, &c.intent, c.in_scope, prior_intent);
+        let turn = Turn { words: words.as_ref(), cues: &cues, alone_intent: &c.intent, alone_in_scope: c.in_scope };
+        self.add_continuation_features(&mut features, &turn, prior_intent, read);
         features
+    }
+
+    /// Teaches `trainer` labelled conversations of this classifier's manifest (each a list of
+    /// `(text, intent)` turns in order): every later turn, whether a follow-up worded so keeps
+    /// the earlier turn's intent.
+    pub fn train_continuation(&self, conversations: &[Vec<(String, String)>], trainer: &mut ContinuationTrainer) {
+        for pair in conversations.iter().flat_map(|turns| turns.windows(2)) {
+            let features = self.continuation_features(&pair[1].0, &pair[0].1, trainer.words());
+            trainer.add(&features, pair[1].1 == pair[0].1);
+        }
     }
 
     /// The turn's words (entities masked), its cues, and how it is classified alone relative to
@@ -689,21 +701,28 @@ impl Classifier {
     fn add_continuation_features(
         &self,
         features: &mut ContinuationFeatures,
-        words: Option<&super::TurnWords>,
-        cues: &Cues,
-        alone_intent: &str,
-        alone_in_scope: bool,
+        turn: &Turn<'_>,
         prior_intent: &str,
+        read: Words,
     ) {
-        if let Some((tokens, taken)) = words {
-            add_word_features(features, tokens.iter().zip(taken).map(|(t, &taken)| (t.text.as_str(), taken)));
+        if let Some((tokens, taken)) = turn.words {
+            let words = tokens.iter().zip(taken).map(|(t, &taken)| (t.text.as_str(), taken));
+            add_word_features(features, words, read);
         }
-        cues.add_features(features);
-        features.add(if alone_intent == prior_intent { "a:same" } else { "a:other" });
-        if !alone_in_scope {
+        turn.cues.add_features(features);
+        features.add(if turn.alone_intent == prior_intent { "a:same" } else { "a:other" });
+        if !turn.alone_in_scope {
             features.add("a:out");
         }
     }
+}
+
+/// A follow-up as the continuation model reads it.
+struct Turn<'a> {
+    words: Option<&'a super::TurnWords>,
+    cues: &'a Cues,
+    alone_intent: &'a str,
+    alone_in_scope: bool,
 }
 
 impl Cues {

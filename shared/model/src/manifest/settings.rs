@@ -144,6 +144,12 @@ pub struct ClassifierSettings {
     /// for `query`). Feedback corrections exported by `switchyard signals export` have this
     /// shape. `switchyard train` reads them; a deployed function needs only the artifact.
     pub examples: Vec<String>,
+    /// Labelled conversation files the follow-up model learns from, relative to the manifest's
+    /// folder: JSON Lines, one conversation per line, `{"turns": [{"text": "...", "intent":
+    /// "<intent id>"}, ...]}` in the order they were said. Each later turn teaches whether a
+    /// follow-up worded so keeps the earlier turn's intent. Without any, follow-ups are weighed
+    /// by the general model that ships with the classifier. Read by `switchyard train` only.
+    pub dialogues: Vec<String>,
 }
 
 /// The scope check of the embedded classifier. The trained router decides it: a question whose
@@ -198,6 +204,7 @@ impl Default for ClassifierSettings {
             synonyms: BTreeMap::new(),
             scope: ScopeSettings::default(),
             examples: Vec::new(),
+            dialogues: Vec::new(),
         }
     }
 }
