@@ -181,42 +181,41 @@ fn first_time_manifests_route_their_blind_questions_and_follow_ups() {
     println!("{}", all.line("all new users"));
 }
 
-/// The second follow-up set of the first-time manifests (`follow_ups_2.yaml`, 20 conversations
-/// each, written from the intents' descriptions only): the least share right with the general
-/// continuation model, from the one scoring.
-const SECOND_FOLLOW_UP_FLOOR: f64 = 0.0;
+/// The first-time manifests' later follow-up sets (20 conversations each, written from the
+/// intents' descriptions only) and the least share of their follow-ups right, from each one's
+/// one scoring. `follow_ups_2.yaml` was scored once with a continuation model that read the
+/// language words alone (52.9 %), the shipped manifest's model (61.8 %) and the rules at their
+/// earlier prior (66.2 %); the rules' prior was then chosen on it and the first sets, so it is
+/// tuned on. `follow_ups_3.yaml` was committed before that choice and judges it.
+const LATER_FOLLOW_UP_SETS: &[(&str, f64)] = &[("follow_ups_2.yaml", 0.0), ("follow_ups_3.yaml", 0.0)];
 
-/// The second follow-up sets, each played three ways: with the general continuation model
-/// (what a manifest without conversations of its own gets), with the shipped manifest's own
-/// model (what every manifest got before the general one), and by the rules alone.
+/// The later follow-up sets, each played two ways: as a first-time manifest plays them (no
+/// conversations of its own: the rules), and with the shipped manifest's continuation model
+/// (what every manifest got when that model was compiled in).
 #[test]
-fn first_time_manifests_route_their_second_follow_up_set() {
-    use switchyard_core::classify::ContinuationModel;
+fn first_time_manifests_route_their_later_follow_up_sets() {
     let dir = root().join("tests/fixtures/blind/newuser");
     let shipped = Manifest::load(&root().join("routing.yaml")).expect("routing.yaml loads");
     let own = switchyard_core::router::load(&shipped).expect("routing.router is current").continuation;
     let own = own.expect("the shipped manifest has its own continuation model");
-    let (mut general, mut shipped_model, mut rules, mut of) = (0, 0, 0, 0);
-    for name in ["bank", "university", "insurance", "food-delivery", "property"] {
-        let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
-        let path = dir.join(name).join("follow_ups_2.yaml");
-        let mut c = Classifier::new(&m);
-        let (g, n) = follow_up_score(&c, &path);
-        c.set_continuation_model((*own).clone());
-        let (o, _) = follow_up_score(&c, &path);
-        c.set_continuation_model(ContinuationModel::default());
-        let (r, _) = follow_up_score(&c, &path);
+    for &(file, floor) in LATER_FOLLOW_UP_SETS {
+        let (mut rules, mut shipped_model, mut of) = (0, 0, 0);
+        for name in ["bank", "university", "insurance", "food-delivery", "property"] {
+            let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
+            let path = dir.join(name).join(file);
+            let mut c = Classifier::new(&m);
+            let (r, n) = follow_up_score(&c, &path);
+            c.set_continuation_model((*own).clone());
+            let (o, _) = follow_up_score(&c, &path);
+            println!("{name:<14} {file}: of {n} follow-ups right: {r}, with the shipped manifest's model {o}");
+            (rules, shipped_model, of) = (rules + r, shipped_model + o, of + n);
+        }
         println!(
-            "{name:<14} follow-ups right of {n}: general model {g}, the shipped manifest's model {o}, rules alone {r}"
+            "all new users, {file}: {rules}/{of} ({:.1} %) right, with the shipped manifest's model {shipped_model}/{of} ({:.1} %)",
+            Score::pct(rules, of),
+            Score::pct(shipped_model, of),
         );
-        (general, shipped_model, rules, of) = (general + g, shipped_model + o, rules + r, of + n);
+        assert!(of >= 100, "{file}: {of} follow-ups");
+        assert!(Score::pct(rules, of) >= floor, "{file}: {rules} of {of}");
     }
-    println!(
-        "all new users, second set: general model {general}/{of} ({:.1} %), the shipped manifest's model {shipped_model}/{of} ({:.1} %), rules alone {rules}/{of} ({:.1} %)",
-        Score::pct(general, of),
-        Score::pct(shipped_model, of),
-        Score::pct(rules, of)
-    );
-    assert!(of >= 100, "{of} follow-ups");
-    assert!(Score::pct(general, of) >= SECOND_FOLLOW_UP_FLOOR, "{general} of {of}");
 }

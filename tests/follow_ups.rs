@@ -38,7 +38,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use switchyard_core::classify::{Classification, Classifier, ContinuationModel, ContinuationTrainer, PriorTurn, Words};
+use switchyard_core::classify::{Classification, Classifier, ContinuationModel, ContinuationTrainer, PriorTurn};
 use switchyard_model::contracts::EntityType;
 use switchyard_model::manifest::Manifest;
 
@@ -272,7 +272,7 @@ fn labelled_follow_ups(
                 .iter()
                 .flat_map(|d| d.turns.windows(2))
                 .map(|pair| {
-                    let features = c.continuation_features(&pair[1].text, &pair[0].intent, Words::All);
+                    let features = c.continuation_features(&pair[1].text, &pair[0].intent);
                     (features, pair[1].intent == pair[0].intent)
                 })
                 .collect()
@@ -300,28 +300,16 @@ fn conversations(dialogues: &[Dialogue]) -> Vec<Vec<(String, String)>> {
     dialogues.iter().map(|d| d.turns.iter().map(|t| (t.text.clone(), t.intent.clone())).collect()).collect()
 }
 
-/// The first-time manifests whose first follow-up sets (scored once, then trained on) also
-/// teach the general model: conversations of other domains than the shipped manifest's.
-const FIRST_TIME_MANIFESTS: [&str; 5] = ["bank", "university", "insurance", "food-delivery", "property"];
-
-/// The two continuation models and what they are trained on:
-/// - the shipped manifest's own, in its router artifact, from `routing.dialogues.jsonl` (named
-///   by `classifier.dialogues`), which holds the training halves;
-/// - the general one (shared/core/src/classify/continuation.tsv, language words only) from the
-///   training halves and the first-time manifests' first follow-up sets, each read with its
-///   own manifest's classifier.
-///
-/// With `SWITCHYARD_WRITE_CONTINUATION_MODEL=1` the test writes `routing.dialogues.jsonl` and
-/// the general table instead (after changing the manifest, the classifier's cues or a training
-/// half); `switchyard train` then trains the artifact.
+/// The shipped manifest's own continuation model, in its router artifact, is trained from
+/// `routing.dialogues.jsonl` (named by `classifier.dialogues`), which holds the training halves.
+/// With `SWITCHYARD_WRITE_CONTINUATION_MODEL=1` the test writes that file instead (after
+/// changing a training half); `switchyard train` then trains the artifact.
 #[test]
-fn the_continuation_models_are_trained_on_the_training_halves() {
+fn the_shipped_manifests_continuation_model_is_trained_on_the_training_halves() {
     let (manifest, c) = classifier();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let halves: Vec<Vec<Dialogue>> = HALVES[..TRAINED_ON].iter().map(|h| load(h.1)).collect();
     let halves: Vec<Vec<(String, String)>> = halves.iter().flat_map(|h| conversations(h)).collect();
-    let write = std::env::var_os("SWITCHYARD_WRITE_CONTINUATION_MODEL").is_some();
-
     let jsonl: String = halves
         .iter()
         .map(|turns| {
@@ -336,66 +324,20 @@ fn the_continuation_models_are_trained_on_the_training_halves() {
         .collect();
     assert_eq!(manifest.classifier.dialogues, ["routing.dialogues.jsonl"], "routing.yaml names its dialogues");
     let path = root.join("routing.dialogues.jsonl");
-    if write {
+    if std::env::var_os("SWITCHYARD_WRITE_CONTINUATION_MODEL").is_some() {
         std::fs::write(&path, &jsonl).expect("write routing.dialogues.jsonl");
     }
     assert!(
         std::fs::read_to_string(&path).ok().as_deref() == Some(jsonl.as_str()),
         "routing.dialogues.jsonl is not the training halves: run SWITCHYARD_WRITE_CONTINUATION_MODEL=1 cargo test -p switchyard-tests --test follow_ups, then switchyard train"
     );
-    let mut own = ContinuationTrainer::new(Words::All);
+    let mut own = ContinuationTrainer::default();
     c.train_continuation(&halves, &mut own);
     let loaded = switchyard_core::router::load(&manifest).expect("routing.router is current (switchyard train)");
     assert!(
         loaded.continuation.as_deref() == Some(&own.model()),
         "routing.router's continuation model is not what routing.dialogues.jsonl gives: run switchyard train"
     );
-
-    let mut general = ContinuationTrainer::new(Words::Language);
-    c.train_continuation(&halves, &mut general);
-    for name in FIRST_TIME_MANIFESTS {
-        let dir = root.join("tests/fixtures/blind/newuser").join(name);
-        let m = Manifest::load(&dir.join("routing.yaml")).expect("first-time manifest loads");
-        let text = std::fs::read_to_string(dir.join("follow_ups.yaml")).expect("follow_ups.yaml");
-        let set: FirstTimeSet = serde_yaml::from_str(&text).expect("follow_ups.yaml parses");
-        let set: Vec<Vec<(String, String)>> = set
-            .dialogues
-            .iter()
-            .map(|d| d.turns.iter().map(|t| (t.text.clone(), t.intent.clone())).collect())
-            .collect();
-        Classifier::new(&m).train_continuation(&set, &mut general);
-    }
-    let table = general.to_table();
-    let path = root.join("shared/core/src/classify/continuation.tsv");
-    if write {
-        std::fs::write(&path, &table).expect("write continuation.tsv");
-    }
-    let shipped = std::fs::read_to_string(&path).expect("continuation.tsv");
-    assert!(
-        shipped == table,
-        "shared/core/src/classify/continuation.tsv is stale: run SWITCHYARD_WRITE_CONTINUATION_MODEL=1 cargo test -p switchyard-tests --test follow_ups"
-    );
-    assert!(
-        ContinuationModel::parse(&table).as_ref() == Ok(ContinuationModel::general()),
-        "the compiled-in model is not the table (rebuild after writing it)"
-    );
-}
-
-/// A first-time manifest's follow-up set (`id` and turns of `text` and `intent`).
-#[derive(serde::Deserialize)]
-struct FirstTimeSet {
-    dialogues: Vec<FirstTimeDialogue>,
-}
-
-#[derive(serde::Deserialize)]
-struct FirstTimeDialogue {
-    turns: Vec<FirstTimeTurn>,
-}
-
-#[derive(serde::Deserialize)]
-struct FirstTimeTurn {
-    text: String,
-    intent: String,
 }
 
 /// Leave one half out: for each half by an independent writer, a model trained on every other

@@ -78,7 +78,7 @@ pub(crate) mod scope_score;
 mod text;
 mod vectors;
 
-pub use continuation::{ContinuationModel, ContinuationTrainer, Features as ContinuationFeatures, Words};
+pub use continuation::{ContinuationModel, ContinuationTrainer, Features as ContinuationFeatures};
 use entities::EntityExtractor;
 pub use followup::{FollowUp, PriorTurn};
 use serde::Serialize;
@@ -280,8 +280,7 @@ pub struct Classifier {
     refused_phrases: scope_score::RefusedPhrases,
     entities: EntityExtractor,
     /// The learned continuation model follow-ups are weighed with: the manifest's own (from its
-    /// router artifact, `crate::router`) or one set by hand; `None` is the general one
-    /// ([`ContinuationModel::general`]).
+    /// router artifact, `crate::router`) or one set by hand; `None`: the rules' priors.
     pub(crate) continuation: Option<std::sync::Arc<ContinuationModel>>,
     /// The manifest's trained router ([`crate::router`]): it decides scope and its
     /// probabilities are blended with the vocabulary's.
@@ -351,11 +350,8 @@ impl Classifier {
     }
 
     /// The continuation model in use.
-    fn continuation_model(&self) -> &ContinuationModel {
-        match &self.continuation {
-            Some(model) => model,
-            None => ContinuationModel::general(),
-        }
+    fn continuation_model(&self) -> Option<&ContinuationModel> {
+        self.continuation.as_deref().filter(|m| !m.is_empty())
     }
 
     /// [`Classifier::classify`], also returning the probability of every intent (manifest

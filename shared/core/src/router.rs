@@ -13,7 +13,7 @@
 //! With the router, the same artifact holds the manifest's own continuation model when
 //! `classifier.dialogues` names labelled conversations (`crate::classify::continuation`): it
 //! is trained after the router, on the classifier the router makes, and weighs follow-ups in
-//! place of the general model.
+//! place of the rules' priors.
 //!
 //! `switchyard train` writes it beside the manifest (`routing.yaml` → `routing.router`), and
 //! the build compiles the shipped manifest's artifact into the binaries ([`EMBEDDED`]), as it
@@ -22,7 +22,7 @@
 //! and of the example files' contents (checked by `switchyard validate` and `train`, where the
 //! files are at hand).
 
-use crate::classify::{Classifier, ContinuationModel, ContinuationTrainer, Words};
+use crate::classify::{Classifier, ContinuationModel, ContinuationTrainer};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use switchyard_intents::artifact::{self, Header, Section};
@@ -381,7 +381,7 @@ pub fn train_from(manifest: &Manifest, t: &Training) -> Result<(Trained, Vec<u8>
         None
     } else {
         let classifier = Classifier::with_router(manifest, Some(router.clone()));
-        let mut trainer = ContinuationTrainer::new(Words::All);
+        let mut trainer = ContinuationTrainer::default();
         classifier.train_continuation(&t.conversations, &mut trainer);
         let table = trainer.to_table();
         sections.push(Section { name: CONTINUATION_SECTION.into(), bytes: table.clone().into_bytes() });

@@ -1,39 +1,26 @@
 //! The learned continuation model: how likely a follow-up keeps the earlier turn's intent.
 //!
 //! The hand-set rules of [`super::followup`] read the phrasings they were written for ("and
-//! for …", "what about …", "why did that happen?") and nothing else: on dialogue halves nobody
-//! had tuned on they kept 78–97 % of follow-ups right (docs/conversations.md). This model
-//! learns the same decision, "does this turn continue the request or ask another one?", from
-//! labelled dialogues: a naive Bayes classifier over the turn's words (entities and numbers
-//! masked, so "and for Leqvio?" and "and for the West?" are one pattern), its word pairs, its
-//! first word, its length, the follow-up cues the rules read, and whether the turn alone is
-//! classified to the earlier turn's intent.
+//! for …", "what about …", "why did that happen?") and weigh every other follow-up with one
+//! prior. A manifest that has labelled conversations learns the decision, "does this turn
+//! continue the request or ask another one?", from them: a naive Bayes classifier over the
+//! turn's words (entities and numbers masked, so "and for Leqvio?" and "and for the West?" are
+//! one pattern), its word pairs, its first word, its length, the follow-up cues the rules read,
+//! and whether the turn alone is classified to the earlier turn's intent.
 //!
-//! Two kinds of model, one trainer:
-//! - **A manifest's own** ([`Words::All`]): trained by `switchyard train` from the labelled
-//!   conversations `classifier.dialogues` names and stored in the manifest's router artifact
-//!   (`crate::router`); it reads every word of a turn, the domain's included.
-//! - **The general one** ([`ContinuationModel::general`], [`Words::Language`]): for every
-//!   manifest without conversations of its own. It reads only the words of the language, the
-//!   function words and the words conversations continue with ("same", "instead", "actually",
-//!   "what about"); every other word is `#w`. So it holds no topic, intent or keyword of any
-//!   manifest: what a continuation looks like is language. It is compiled in from
-//!   `continuation.tsv` beside this file, trained from the repository's labelled dialogues
-//!   (`tests/fixtures/dialogues*.yaml`, the halves listed in `tests/follow_ups.rs`) by
-//!   `SWITCHYARD_WRITE_CONTINUATION_MODEL=1 cargo test -p switchyard-tests --test follow_ups`;
-//!   the same test fails when the table differs from what the fixtures give, so it cannot go
-//!   stale. It is parsed on first use (the first follow-up a process classifies), not at start.
+//! `switchyard train` trains it from the conversations `classifier.dialogues` names and stores
+//! it in the manifest's router artifact (`crate::router`), which the classifier loads with the
+//! router. A manifest without conversations has no model: the rules' priors decide (a model
+//! trained on one domain's conversations, or on their language words alone, routed other
+//! domains' follow-ups worse than the rules, docs/conversations.md).
 //!
-//! A table is text: a header line with the number of keeping and switching follow-ups it was
-//! trained on (and `words=language` for the general kind), then one line per feature with the
-//! number of keeping and of switching follow-ups that had it. Features are hashed (FxHash of
-//! the feature's text) so a follow-up is scored without allocating one string per feature; the
-//! table keeps the texts so it can be read and diffed.
+//! A model is a table of counts: a header line with the number of keeping and switching
+//! follow-ups it was trained on, then one line per feature with the number of keeping and of
+//! switching follow-ups that had it. Features are hashed (FxHash of the feature's text) so a
+//! follow-up is scored without allocating one string per feature; the table keeps the texts so
+//! it can be read and diffed.
 
 use super::{text_hash as hash, Map};
-
-/// The general table (see the module docs).
-static GENERAL: &str = include_str!("continuation.tsv");
 
 /// Features seen in fewer training follow-ups than this are left out of the table: a word
 /// seen once says more about its writer than about follow-ups.
@@ -47,222 +34,16 @@ const MAX_WORDS: usize = 32;
 const LOGIT_SCALE: f64 = 0.5;
 /// The header's first field.
 const HEADER: &str = "#switchyard-continuation-model";
-/// The header's field that marks a model of [`Words::Language`].
-const LANGUAGE_FIELD: &str = "words=language";
-
-/// Which words of a turn a model reads (the rest of its features are the same).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Words {
-    /// Every word (a manifest's own model).
-    #[default]
-    All,
-    /// The words of the language only ([`is_language_word`]); any other word reads as `#w`
-    /// (the general model).
-    Language,
-}
-
-/// Words a conversation continues, corrects or turns with, beyond the function words: read by
-/// the general model ([`Words::Language`]). English, no domain.
-const DISCOURSE_WORDS: &[&str] = &[
-    "what",
-    "how",
-    "why",
-    "which",
-    "who",
-    "where",
-    "when",
-    "whose",
-    "also",
-    "plus",
-    "same",
-    "ditto",
-    "likewise",
-    "similarly",
-    "again",
-    "instead",
-    "too",
-    "else",
-    "rather",
-    "actually",
-    "sorry",
-    "oops",
-    "correction",
-    "meant",
-    "mean",
-    "no",
-    "nope",
-    "yes",
-    "yeah",
-    "ok",
-    "okay",
-    "alright",
-    "hmm",
-    "um",
-    "well",
-    "now",
-    "then",
-    "next",
-    "last",
-    "previous",
-    "earlier",
-    "before",
-    "another",
-    "other",
-    "different",
-    "new",
-    "unrelated",
-    "separately",
-    "btw",
-    "aside",
-    "switching",
-    "changing",
-    "question",
-    "topic",
-    "subject",
-    "please",
-    "pls",
-    "thanks",
-    "thank",
-    "cancel",
-    "undo",
-    "redo",
-    "repeat",
-    "change",
-    "swap",
-    "switch",
-    "make",
-    "let",
-    "lets",
-    "say",
-    "tell",
-    "show",
-    "give",
-    "want",
-    "need",
-    "like",
-    "would",
-    "will",
-    "shall",
-    "may",
-    "might",
-    "must",
-    "one",
-    "ones",
-    "both",
-    "either",
-    "neither",
-    "whole",
-    "part",
-    "break",
-    "split",
-    "down",
-    "out",
-    "look",
-    "compare",
-    "versus",
-    "vs",
-    "less",
-    "much",
-    "many",
-    "long",
-    "soon",
-    "still",
-    "already",
-    "yet",
-    "ago",
-    "back",
-    "there",
-    "here",
-    "anything",
-    "something",
-    "everything",
-    "nothing",
-    "you",
-    "your",
-    "me",
-    "my",
-    "we",
-    "our",
-    "us",
-    "i",
-    "it",
-    "its",
-    "that",
-    "this",
-    "those",
-    "these",
-    "them",
-    "they",
-    "their",
-    "such",
-    "is",
-    "are",
-    "was",
-    "were",
-    "be",
-    "been",
-    "do",
-    "does",
-    "did",
-    "can",
-    "could",
-    "should",
-    "not",
-    "and",
-    "or",
-    "but",
-    "if",
-    "so",
-    "just",
-    "only",
-    "even",
-    "for",
-    "about",
-    "of",
-    "in",
-    "on",
-    "at",
-    "by",
-    "to",
-    "from",
-    "with",
-    "without",
-    "as",
-];
-
-/// Whether the general model reads `word` (lower case) as itself: a function word or a word of
-/// [`DISCOURSE_WORDS`].
-pub fn is_language_word(word: &str) -> bool {
-    static SET: std::sync::LazyLock<super::Set<&'static str>> =
-        std::sync::LazyLock::new(|| DISCOURSE_WORDS.iter().copied().collect());
-    SET.contains(word) || super::text::is_stop_word(word)
-}
 
 /// Keep/switch counts per feature, and the number of training follow-ups of each kind.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContinuationModel {
     keep: u32,
     switch: u32,
-    words: Words,
     counts: Map<u64, (u32, u32)>,
 }
 
 impl ContinuationModel {
-    /// The general model compiled into the binary, parsed on first use (see the module docs).
-    pub fn general() -> &'static ContinuationModel {
-        static MODEL: std::sync::LazyLock<ContinuationModel> = std::sync::LazyLock::new(|| {
-            // The table is checked by tests/follow_ups.rs; a broken one is a build defect, and
-            // an empty model gives no probability, so the rules' hand-set priors decide.
-            ContinuationModel::parse(GENERAL).unwrap_or_default()
-        });
-        &MODEL
-    }
-
-    /// Which words the model reads.
-    pub fn words(&self) -> Words {
-        self.words
-    }
-
     /// Reads a table written by [`ContinuationTrainer::to_table`].
     pub fn parse(table: &str) -> Result<ContinuationModel, String> {
         let mut lines = table.lines();
@@ -278,11 +59,6 @@ impl ContinuationModel {
         };
         let keep = number(fields.next(), "the header's keep count")?;
         let switch = number(fields.next(), "the header's switch count")?;
-        let words = match fields.next() {
-            None => Words::All,
-            Some(LANGUAGE_FIELD) => Words::Language,
-            Some(other) => return Err(format!("continuation model: unknown header field {other:?}")),
-        };
         let mut counts = Map::default();
         for (n, line) in lines.enumerate() {
             let mut fields = line.split('\t');
@@ -295,7 +71,7 @@ impl ContinuationModel {
             }
             counts.insert(hash(feature), (k, s));
         }
-        Ok(ContinuationModel { keep, switch, words, counts })
+        Ok(ContinuationModel { keep, switch, counts })
     }
 
     /// How many features the model knows.
@@ -360,15 +136,10 @@ impl Features {
     }
 }
 
-/// What a follow-up's words give the model: each word (an entity as `#e`, a number as `#n`,
-/// and for [`Words::Language`] any other word outside the language as `#w`), each pair of
-/// neighbouring words, the first word and the length in words (in steps of three). `words`
-/// yields the turn's words in order with whether an entity covers them.
-pub(super) fn add_word_features<'a>(
-    features: &mut Features,
-    words: impl Iterator<Item = (&'a str, bool)>,
-    read: Words,
-) {
+/// What a follow-up's words give the model: each word (an entity as `#e`, a number as `#n`),
+/// each pair of neighbouring words, the first word and the length in words (in steps of three).
+/// `words` yields the turn's words in order with whether an entity covers them.
+pub(super) fn add_word_features<'a>(features: &mut Features, words: impl Iterator<Item = (&'a str, bool)>) {
     let mut buffer = String::with_capacity(48);
     let mut previous: Option<&str> = None;
     let mut count = 0usize;
@@ -377,14 +148,11 @@ pub(super) fn add_word_features<'a>(
             "#e"
         } else if word.bytes().any(|b| b.is_ascii_digit()) {
             "#n"
-        } else if read == Words::Language && !is_language_word(word) {
-            "#w"
         } else {
             word
         };
-        // Runs of one entity's words ("the Pacific Northwest"), or of words outside the
-        // language, read as one mask.
-        if previous == Some(word) && (word == "#e" || word == "#w") {
+        // Runs of one entity's words ("the Pacific Northwest") read as one mask.
+        if previous == Some("#e") && word == "#e" {
             continue;
         }
         buffer.clear();
@@ -421,22 +189,10 @@ pub(super) fn add_word_features<'a>(
 pub struct ContinuationTrainer {
     keep: u32,
     switch: u32,
-    words: Words,
     counts: std::collections::BTreeMap<String, (u32, u32)>,
 }
 
 impl ContinuationTrainer {
-    /// A trainer of a model that reads `words` (its follow-ups' features must be made so:
-    /// [`super::Classifier::continuation_features`]).
-    pub fn new(words: Words) -> ContinuationTrainer {
-        ContinuationTrainer { words, ..ContinuationTrainer::default() }
-    }
-
-    /// Which words the model it trains reads.
-    pub fn words(&self) -> Words {
-        self.words
-    }
-
     /// Adds one follow-up: its features ([`super::Classifier::continuation_features`]) and
     /// whether its intended intent is the earlier turn's.
     pub fn add(&mut self, features: &Features, keeps: bool) {
@@ -458,12 +214,7 @@ impl ContinuationTrainer {
     /// The table: the header, then every feature seen at least [`MIN_FEATURE_COUNT`] times, in
     /// byte order (deterministic, so the file diffs cleanly).
     pub fn to_table(&self) -> String {
-        let mut out = format!("{HEADER}\t{}\t{}", self.keep, self.switch);
-        if self.words == Words::Language {
-            out.push('\t');
-            out.push_str(LANGUAGE_FIELD);
-        }
-        out.push('\n');
+        let mut out = format!("{HEADER}\t{}\t{}\n", self.keep, self.switch);
         for (feature, (k, s)) in &self.counts {
             if k + s >= MIN_FEATURE_COUNT && !feature.contains(['\t', '\n']) {
                 out.push_str(&format!("{feature}\t{k}\t{s}\n"));
@@ -526,42 +277,5 @@ mod tests {
             let err = ContinuationModel::parse(table).expect_err(table);
             assert!(err.contains(expected), "{table:?}: {err}");
         }
-    }
-
-    #[test]
-    fn the_general_table_parses_is_trained_and_reads_only_the_language() {
-        let model = ContinuationModel::parse(GENERAL).expect("the general table parses");
-        assert!(!model.is_empty() && model.counts.len() > 100, "{} features", model.counts.len());
-        assert_eq!(model.words(), Words::Language);
-        // Every word feature of the general table is a language word or a mask.
-        for line in GENERAL.lines().skip(1) {
-            let feature = line.split('\t').next().unwrap_or_default();
-            let words = match feature.split_once(':') {
-                Some(("w" | "f" | "b", rest)) => rest,
-                _ => continue,
-            };
-            for w in words.split(' ').filter(|w| !w.is_empty()) {
-                assert!(w.starts_with('#') || is_language_word(w), "{feature}: {w} is not a language word");
-            }
-        }
-    }
-
-    #[test]
-    fn a_language_model_masks_every_other_word_once_per_run() {
-        let mut f = Features::new(true);
-        let words = [("and", false), ("refinance", false), ("mortgage", false), ("for", false), ("Leqvio", true)];
-        add_word_features(&mut f, words.into_iter(), Words::Language);
-        assert_eq!(f.texts(), ["w:and", "f:and", "w:#w", "b:and #w", "w:for", "b:#w for", "w:#e", "b:for #e", "l:1"]);
-        let mut all = Features::new(true);
-        add_word_features(&mut all, words.into_iter(), Words::All);
-        assert!(all.texts().iter().any(|t| t == "w:refinance"), "{:?}", all.texts());
-        let mut trainer = ContinuationTrainer::new(Words::Language);
-        trainer.add(&f, true);
-        trainer.add(&f, false);
-        let table = trainer.to_table();
-        assert!(table.starts_with("#switchyard-continuation-model\t1\t1\twords=language\n"), "{table}");
-        assert_eq!(ContinuationModel::parse(&table).expect("parses").words(), Words::Language);
-        let err = ContinuationModel::parse("#switchyard-continuation-model\t1\t1\twords=some\n").expect_err("field");
-        assert!(err.contains("unknown header field"), "{err}");
     }
 }

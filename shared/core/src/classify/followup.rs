@@ -39,7 +39,7 @@
 
 use super::continuation::add_word_features;
 use super::text::Token;
-use super::{Classification, Classifier, ContinuationFeatures, ContinuationTrainer, Words};
+use super::{Classification, Classifier, ContinuationFeatures, ContinuationTrainer};
 use serde::Serialize;
 use switchyard_model::contracts::{EntitySource, EntityType, ParsedEntity};
 
@@ -48,12 +48,15 @@ use switchyard_model::contracts::{EntitySource, EntityType, ParsedEntity};
 /// revived).
 const LOOKBACK: usize = 3;
 /// Prior probability that a turn opening like a continuation ("and …", "what about …",
-/// "same …", "… instead") keeps the earlier turn's intent, when no continuation model is
-/// loaded (an empty one: [`Classifier::set_continuation_model`]).
+/// "same …", "… instead") keeps the earlier turn's intent, when the manifest has no
+/// continuation model of its own (or an empty one: [`Classifier::set_continuation_model`]).
 const CARRY_PRIOR_CONTINUATION: f64 = 0.97;
 /// Prior probability that any other follow-up keeps the earlier turn's intent (without a
-/// continuation model).
-const CARRY_PRIOR_PLAIN: f64 = 0.17;
+/// continuation model): a follow-up is most often about the same request ("can that be
+/// waived?", "how long does that take?"), and only a turn whose own words clearly ask for
+/// another intent switches. Chosen among 0.17 – 0.95 on the first-time manifests' first two
+/// follow-up sets (docs/conversations.md).
+const CARRY_PRIOR_PLAIN: f64 = 0.9;
 /// Prior probability that a question about the previous answer ("how did you get that?")
 /// asks for the manifest's fallback intent.
 const ANSWER_PRIOR: f64 = 0.75;
@@ -584,14 +587,11 @@ impl Classifier {
         // continuation), read only where that intent is the one favoured; without a model, the
         // rules' priors.
         let learned = || {
-            let model = self.continuation_model();
-            if model.is_empty() {
-                return None;
-            }
+            let model = self.continuation_model()?;
             let mut features = ContinuationFeatures::new(false);
             let (words, intent) = (words.as_ref(), &alone_intent);
             let turn = Turn { words, cues: &cues, alone_intent: intent, alone_in_scope };
-            self.add_continuation_features(&mut features, &turn, &last.intent, model.words());
+            self.add_continuation_features(&mut features, &turn, &last.intent);
             model.keep_probability(&features)
         };
 
@@ -675,14 +675,14 @@ impl Classifier {
 }
 
 impl Classifier {
-    /// The features a continuation model reading `read` gets for a follow-up `text` after a
-    /// turn resolved to `prior_intent`: what [`Classifier::classify_in_context`] gives the
-    /// model, with each feature's text kept (training: [`ContinuationTrainer`]).
-    pub fn continuation_features(&self, text: &str, prior_intent: &str, read: Words) -> ContinuationFeatures {
+    /// The features the continuation model gets for a follow-up `text` after a turn resolved to
+    /// `prior_intent`: what [`Classifier::classify_in_context`] gives the model, with each
+    /// feature's text kept (training: [`ContinuationTrainer`]).
+    pub fn continuation_features(&self, text: &str, prior_intent: &str) -> ContinuationFeatures {
         let (c, _, cues, words) = self.classify_parts(text, true);
         let mut features = ContinuationFeatures::new(true);
         let turn = Turn { words: words.as_ref(), cues: &cues, alone_intent: &c.intent, alone_in_scope: c.in_scope };
-        self.add_continuation_features(&mut features, &turn, prior_intent, read);
+        self.add_continuation_features(&mut features, &turn, prior_intent);
         features
     }
 
@@ -691,23 +691,17 @@ impl Classifier {
     /// the earlier turn's intent.
     pub fn train_continuation(&self, conversations: &[Vec<(String, String)>], trainer: &mut ContinuationTrainer) {
         for pair in conversations.iter().flat_map(|turns| turns.windows(2)) {
-            let features = self.continuation_features(&pair[1].0, &pair[0].1, trainer.words());
+            let features = self.continuation_features(&pair[1].0, &pair[0].1);
             trainer.add(&features, pair[1].1 == pair[0].1);
         }
     }
 
     /// The turn's words (entities masked), its cues, and how it is classified alone relative to
     /// the earlier turn's intent.
-    fn add_continuation_features(
-        &self,
-        features: &mut ContinuationFeatures,
-        turn: &Turn<'_>,
-        prior_intent: &str,
-        read: Words,
-    ) {
+    fn add_continuation_features(&self, features: &mut ContinuationFeatures, turn: &Turn<'_>, prior_intent: &str) {
         if let Some((tokens, taken)) = turn.words {
             let words = tokens.iter().zip(taken).map(|(t, &taken)| (t.text.as_str(), taken));
-            add_word_features(features, words, read);
+            add_word_features(features, words);
         }
         turn.cues.add_features(features);
         features.add(if turn.alone_intent == prior_intent { "a:same" } else { "a:other" });

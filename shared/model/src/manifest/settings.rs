@@ -148,7 +148,7 @@ pub struct ClassifierSettings {
     /// folder: JSON Lines, one conversation per line, `{"turns": [{"text": "...", "intent":
     /// "<intent id>"}, ...]}` in the order they were said. Each later turn teaches whether a
     /// follow-up worded so keeps the earlier turn's intent. Without any, follow-ups are weighed
-    /// by the general model that ships with the classifier. Read by `switchyard train` only.
+    /// by the classifier's hand-set rules. Read by `switchyard train` only.
     pub dialogues: Vec<String>,
 }
 
