@@ -152,13 +152,13 @@ const NEW_USER_FLOORS: &[(&str, f64, f64, f64, f64)] = &[
     // Scored once, 2026-11-26: right 86.9 % of 528 (87.0 / 93.8 / 86.7 / 85.4 / 82.4), refused
     // 0.6 %, off-domain refused 50.5 % of 200, follow-ups 41 of 50. With the vocabulary alone
     // such manifests refused 77 % of in-scope questions and routed 20 % right. The follow-up
-    // sets were then trained on (the general continuation model learns from them): their floor
-    // is a regression check; the second sets below judge follow-ups.
-    ("bank", 87.0, 1.0, 52.5, 90.0),
+    // sets then helped choose the rules' prior (44 of 50 with it: 8 / 9 / 9 / 10 / 8): their
+    // floors are a regression check; the later sets below judge follow-ups.
+    ("bank", 87.0, 1.0, 52.5, 80.0),
     ("university", 93.0, 1.0, 47.5, 90.0),
     ("insurance", 86.0, 2.0, 57.5, 90.0),
-    ("food-delivery", 85.0, 1.0, 47.5, 80.0),
-    ("property", 82.0, 1.0, 47.5, 60.0),
+    ("food-delivery", 85.0, 1.0, 47.5, 100.0),
+    ("property", 82.0, 1.0, 47.5, 80.0),
 ];
 
 #[test]
@@ -186,8 +186,9 @@ fn first_time_manifests_route_their_blind_questions_and_follow_ups() {
 /// one scoring. `follow_ups_2.yaml` was scored once with a continuation model that read the
 /// language words alone (52.9 %), the shipped manifest's model (61.8 %) and the rules at their
 /// earlier prior (66.2 %); the rules' prior was then chosen on it and the first sets, so it is
-/// tuned on. `follow_ups_3.yaml` was committed before that choice and judges it.
-const LATER_FOLLOW_UP_SETS: &[(&str, f64)] = &[("follow_ups_2.yaml", 0.0), ("follow_ups_3.yaml", 0.0)];
+/// tuned on (100 of 136 with it). `follow_ups_3.yaml` was committed before that choice and
+/// scored once after it: 109 of 135 (80.7 %; the shipped manifest's model 99, 73.3 %).
+const LATER_FOLLOW_UP_SETS: &[(&str, f64)] = &[("follow_ups_2.yaml", 73.0), ("follow_ups_3.yaml", 80.0)];
 
 /// The later follow-up sets, each played two ways: as a first-time manifest plays them (no
 /// conversations of its own: the rules), and with the shipped manifest's continuation model
