@@ -98,7 +98,7 @@ pub(crate) type Set<K> = HashSet<K, rustc_hash::FxBuildHasher>;
 use std::time::Instant;
 use text::{is_stop_word, stem, tokenize, trigrams, Token};
 
-/// The FxHash of a feature's text: how the continuation table (`continuation.tsv`) keys its
+/// The FxHash of a feature's text: how a continuation model's table keys its
 /// rows, so a turn is scored without a string per feature.
 fn text_hash(text: &str) -> u64 {
     use std::hash::{BuildHasher, Hasher};
