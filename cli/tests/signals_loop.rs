@@ -182,7 +182,9 @@ async fn feedback_on_misrouted_questions_exported_from_aws_refits_a_manifest_tha
     std::fs::write(&signals_file, exported.iter().map(|s| format!("{s}\n")).collect::<String>()).expect("write");
     let refitted = dir.join("routing.refit.yaml");
     // The re-fitted manifest names the same example file, relative to itself.
-    std::fs::copy(repo().join("routing.examples.jsonl"), dir.join("routing.examples.jsonl")).expect("example file");
+    for file in ["routing.examples.jsonl", "routing.dialogues.jsonl"] {
+        std::fs::copy(repo().join(file), dir.join(file)).expect(file);
+    }
     let (code, out, err) = switchyard(
         &urls,
         &[
