@@ -343,3 +343,52 @@ fn a_bad_example_line_is_named_with_file_line_and_rule() {
     let err = router::training(&scratch.manifest()).expect_err("missing file").to_string();
     assert!(err.starts_with("classifier.examples: ") && err.contains("routing.examples.jsonl"), "{err}");
 }
+
+/// A function reads its manifest from the artifact's JSON form while the file is unchanged
+/// since `train`, and from the YAML once it changed (a timeout edited: the router stays
+/// current, the JSON does not); either way it is exactly what `Manifest::load` gives. A JSON
+/// form that does not deserialize falls back to the YAML, and a start reads only the head.
+#[test]
+fn a_function_reads_its_manifest_from_the_artifact_while_the_file_is_unchanged() {
+    use switchyard_intents::artifact;
+    let yaml = std::fs::read_to_string(root().join("routing.yaml")).expect("routing.yaml");
+    let scratch = Scratch::new("prepared", &yaml);
+    let path = scratch.0.join("routing.yaml");
+    let m = scratch.manifest();
+    let (_, bytes) = router::train(&m).expect("trains");
+    let artifact_path = router::artifact_path(&m).expect("beside the manifest");
+    router::write_artifact(&artifact_path, &bytes).expect("writes");
+    let head = artifact::read_head(&mut &bytes[..], |_| true).expect("head");
+    let section = head.sections.iter().find(|s| s.name == router::MANIFEST_SECTION).expect("the manifest section");
+    assert_eq!(section.bytes[..8], router::text_hash(yaml.as_bytes()).to_le_bytes());
+    let from_json: Manifest = serde_json::from_slice(&section.bytes[8..]).expect("the JSON form deserializes");
+    assert_eq!(from_json.intents, m.intents);
+    assert_eq!(router::load_manifest(&path).expect("loads"), m);
+    assert!(router::startup_problem(&m).is_none());
+
+    // The file changes where the router does not look: the YAML is read, the router still serves.
+    let edited = yaml.replacen("max_retries: 2", "max_retries: 3", 1);
+    assert_ne!(edited, yaml);
+    std::fs::write(&path, &edited).expect("edits");
+    let loaded = router::load_manifest(&path).expect("loads");
+    assert_eq!(loaded, Manifest::load(&path).expect("loads"));
+    assert_ne!(loaded, m, "the edit is read");
+    assert!(router::startup_problem(&loaded).is_none(), "the router is current for the edited file");
+
+    // A JSON form that does not deserialize (with the right hash) is passed over for the YAML.
+    let (header, trained, _) = artifact::decode(&bytes).expect("decodes");
+    let mut broken = router::text_hash(edited.as_bytes()).to_le_bytes().to_vec();
+    broken.extend_from_slice(b"{\"version\": \"not a number\"}");
+    let sections = vec![artifact::Section { name: router::MANIFEST_SECTION.into(), bytes: broken }];
+    let continuation = head.sections.iter().find(|s| s.name == router::CONTINUATION_SECTION).cloned();
+    let sections: Vec<artifact::Section> = sections.into_iter().chain(continuation).collect();
+    router::write_artifact(&artifact_path, &artifact::encode(&trained, &header, &sections)).expect("writes");
+    assert_eq!(router::load_manifest(&path).expect("falls back to the YAML"), loaded);
+
+    // A start reads the head and checks the length: a file cut after its head is damaged.
+    let whole = std::fs::read(&artifact_path).expect("reads");
+    let head = artifact::read_head(&mut &whole[..], |_| false).expect("head");
+    std::fs::write(&artifact_path, &whole[..head.len as usize + 10]).expect("cuts");
+    let problem = router::startup_problem(&loaded).expect("a cut artifact stops the start");
+    assert!(problem.contains("unreadable") && problem.contains("where its head says"), "{problem}");
+}

@@ -123,6 +123,11 @@ fn router(m: &Manifest, out: &mut impl Write) -> io::Result<u8> {
     }
     let path = router::artifact_path(m).map(|p| p.display().to_string()).unwrap_or_default();
     match router::state(m) {
+        router::ArtifactState::Current if router::prepared_manifest_current(m) == Some(false) => writeln!(
+            out,
+            "router: {path} is current; note: the manifest file changed since it was trained, so functions parse the YAML at start (run `{}` for the faster start)",
+            router::train_command(m)
+        )?,
         router::ArtifactState::Current => writeln!(out, "router: {path} is current")?,
         state => writeln!(out, "router: warning: {path} is {}: run `{}`", state.describe(), router::train_command(m))?,
     }

@@ -43,10 +43,11 @@ pub enum StartupError {
     Router(String),
 }
 
-/// The manifest at `SWITCHYARD_MANIFEST`, or the one embedded in the binary.
+/// The manifest at `SWITCHYARD_MANIFEST` (from its artifact's JSON form when the file is
+/// unchanged since `switchyard train`), or the one embedded in the binary.
 pub fn manifest_from_env() -> Result<Manifest, ManifestError> {
     match std::env::var(ENV_MANIFEST) {
-        Ok(path) if !path.is_empty() => Manifest::load(Path::new(&path)),
+        Ok(path) if !path.is_empty() => switchyard_core::router::load_manifest(Path::new(&path)),
         _ => Manifest::embedded(),
     }
 }
@@ -86,12 +87,16 @@ impl AwsSystem {
         }
     }
 
-    /// Load the manifest's trained router for the classifier (intake's init: the one function
-    /// that classifies); refuses when the artifact is missing, stale or damaged, naming
-    /// `switchyard train`.
+    /// Check the manifest's trained router (intake's init: the one function that classifies;
+    /// the router itself is read with the classifier, on the first question); refuses when the
+    /// artifact is missing, stale or damaged, naming `switchyard train`. From then on the process
+    /// never trains a router.
     pub fn require_router(&self) -> Result<(), StartupError> {
         match switchyard_core::router::startup_problem(&self.deps.manifest) {
-            None => Ok(()),
+            None => {
+                switchyard_core::router::never_train();
+                Ok(())
+            }
             Some(problem) => Err(StartupError::Router(problem)),
         }
     }

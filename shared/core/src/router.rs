@@ -20,7 +20,13 @@
 //! does the manifest. The artifact's header holds two hashes: of what the manifest itself
 //! teaches (checked at every start: a function never starts on a router of another manifest)
 //! and of the example files' contents (checked by `switchyard validate` and `train`, where the
-//! files are at hand).
+//! files are at hand), and the example and dialogue files' names (the manifest's hash).
+//!
+//! The artifact also holds the manifest itself as JSON, with a hash of the YAML text it was
+//! read from ([`load_manifest`]): a function whose manifest file is unchanged since `train`
+//! deserializes that instead of parsing the YAML, several times faster. At start a function
+//! reads only the artifact's head (header and sections, [`startup_problem`]); the router after
+//! it is read on the first question, with the classifier.
 
 use crate::classify::{Classifier, ContinuationModel, ContinuationTrainer};
 use std::path::{Path, PathBuf};
@@ -42,6 +48,9 @@ const MAX_EXAMPLE_LINE: usize = 8 * 1024;
 const MAX_DIALOGUE_LINE: usize = 64 * 1024;
 /// The artifact section holding the manifest's own continuation model (its table's text).
 pub const CONTINUATION_SECTION: &str = "continuation";
+/// The artifact section holding the manifest as JSON: the [`text_hash`] of the YAML text it
+/// was read from (`u64`, little-endian), then the JSON.
+pub const MANIFEST_SECTION: &str = "manifest";
 
 /// What a manifest's artifact gives its classifier.
 #[derive(Debug, Clone)]
@@ -64,6 +73,9 @@ pub struct Training {
     /// The labelled conversations of the files `classifier.dialogues` names: per conversation
     /// its `(text, intent)` turns in order.
     pub conversations: Vec<Vec<(String, String)>>,
+    /// The manifest as JSON with the [`text_hash`] of its file's text (`None` for a manifest
+    /// without a file, or whose file no longer reads as it).
+    pub prepared: Option<(u64, String)>,
 }
 
 /// Why a router could not be trained.
@@ -124,18 +136,17 @@ impl ArtifactState {
     }
 }
 
-/// FNV-1a, 64 bits: stable across builds and platforms.
-struct Fnv(u64);
+/// The hash of a sequence of texts ([`text_hash`] of each, mixed in order): stable across builds
+/// and platforms, and a few times faster than a byte-wise hash (it is computed at every start
+/// over every text of the manifest).
+struct TextsHash(u64);
 
-impl Fnv {
-    fn new() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
+impl TextsHash {
+    fn new() -> TextsHash {
+        TextsHash(0xcbf2_9ce4_8422_2325)
     }
     fn text(&mut self, s: &str) {
-        for &b in s.as_bytes().iter().chain(std::iter::once(&0x1e)) {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
+        self.0 = (self.0.rotate_left(5) ^ text_hash(s.as_bytes())).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
@@ -157,7 +168,7 @@ fn manifest_documents(manifest: &Manifest) -> Vec<(usize, String)> {
 /// examples, the names of the example files) and of the trainer's background: a change to
 /// any of them makes an artifact stale; a change elsewhere in the manifest does not.
 pub fn manifest_hash(manifest: &Manifest) -> u64 {
-    let mut h = Fnv::new();
+    let mut h = TextsHash::new();
     for intent in &manifest.intents {
         h.text(&intent.id);
     }
@@ -204,7 +215,66 @@ pub fn training(manifest: &Manifest) -> Result<Training, RouterError> {
         manifest_hash: manifest_hash(manifest),
         examples_hash: files_hash(files.iter().chain(&dialogue_files)),
         conversations,
+        prepared: prepared(manifest),
     })
+}
+
+/// A fast hash of a text, eight bytes at a time (what the prepared manifest is keyed by: it is
+/// computed at every start over the whole manifest file).
+pub fn text_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        h = (h.rotate_left(5) ^ w).wrapping_mul(K);
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    h ^ (h >> 29)
+}
+
+/// `manifest` as JSON, with the hash of the text of the file it was loaded from, when that file
+/// still reads as `manifest`.
+fn prepared(manifest: &Manifest) -> Option<(u64, String)> {
+    let path = manifest.source.as_ref()?;
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut again = Manifest::from_yaml(&text, &path.display().to_string()).ok()?;
+    (again.source, again.base_dir) = (manifest.source.clone(), manifest.base_dir.clone());
+    if again != *manifest {
+        return None;
+    }
+    Some((text_hash(text.as_bytes()), serde_json::to_string(manifest).ok()?))
+}
+
+/// The manifest file at `path`, read from the JSON form its artifact holds when the file is
+/// unchanged since `switchyard train` (else parsed from the YAML): what a function loads at
+/// start. Either way it is validated, and the result is [`Manifest::load`]'s.
+pub fn load_manifest(path: &Path) -> Result<Manifest, switchyard_model::manifest::ManifestError> {
+    let yaml = Manifest::read_text(path)?;
+    let json = prepared_json(&path.with_extension(EXTENSION), &yaml);
+    Manifest::from_file_text(path, &yaml, json.as_deref())
+}
+
+/// Whether `manifest`'s artifact holds the JSON form of its file as it is now (`None` for a
+/// manifest without a file): when not, a function parses the YAML at start (slower, same
+/// result) until `switchyard train` runs again.
+pub fn prepared_manifest_current(manifest: &Manifest) -> Option<bool> {
+    let path = manifest.source.as_ref()?;
+    let yaml = std::fs::read_to_string(path).ok()?;
+    Some(prepared_json(&path.with_extension(EXTENSION), &yaml).is_some())
+}
+
+/// The artifact's JSON form of the manifest whose text is `yaml`, if it holds one made from
+/// that text.
+fn prepared_json(artifact_path: &Path, yaml: &str) -> Option<String> {
+    let mut file = std::io::BufReader::new(std::fs::File::open(artifact_path).ok()?);
+    let head = artifact::read_head(&mut file, |name| name == MANIFEST_SECTION).ok()?;
+    let section = head.sections.into_iter().find(|s| s.name == MANIFEST_SECTION)?;
+    let (hash, json) = section.bytes.split_at_checked(8)?;
+    let hash = u64::from_le_bytes(hash.try_into().ok()?);
+    (hash == text_hash(yaml.as_bytes())).then(|| String::from_utf8(json.to_vec()).ok()).flatten()
 }
 
 /// The manifest key naming the example files.
@@ -228,7 +298,7 @@ fn read_files(manifest: &Manifest, key: &'static str, names: &[String]) -> Resul
 
 /// The hash of the example and dialogue files' contents (what an artifact records).
 fn files_hash<'a>(files: impl Iterator<Item = &'a (String, String)>) -> u64 {
-    let mut h = Fnv::new();
+    let mut h = TextsHash::new();
     for (_, text) in files {
         h.text(text);
     }
@@ -377,6 +447,11 @@ pub fn train(manifest: &Manifest) -> Result<(Trained, Vec<u8>), RouterError> {
 pub fn train_from(manifest: &Manifest, t: &Training) -> Result<(Trained, Vec<u8>), RouterError> {
     let router = Arc::new(train_set(&t.set)?);
     let mut sections = Vec::new();
+    if let Some((hash, json)) = &t.prepared {
+        let mut bytes = hash.to_le_bytes().to_vec();
+        bytes.extend_from_slice(json.as_bytes());
+        sections.push(Section { name: MANIFEST_SECTION.into(), bytes });
+    }
     let continuation = if t.conversations.is_empty() {
         None
     } else {
@@ -408,6 +483,33 @@ fn artifact_bytes(manifest: &Manifest) -> Result<std::borrow::Cow<'static, [u8]>
         None if EMBEDDED.is_empty() => Err(ArtifactState::Missing),
         None => Ok(EMBEDDED.into()),
     }
+}
+
+/// The head of `manifest`'s artifact (header and section names), read without the router or the
+/// sections' contents, once the artifact's length is the one its head gives (a file cut short
+/// is damaged).
+fn artifact_head(manifest: &Manifest) -> Result<artifact::Head, ArtifactState> {
+    let unreadable = |e: artifact::ArtifactError| ArtifactState::Unreadable(e.to_string());
+    let (head, len) = match artifact_path(manifest) {
+        Some(path) => {
+            let file = match std::fs::File::open(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ArtifactState::Missing),
+                Err(e) => return Err(ArtifactState::Unreadable(format!("{}: {e}", path.display()))),
+            };
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            (artifact::read_head(&mut std::io::BufReader::new(file), |_| false).map_err(unreadable)?, len)
+        }
+        None if EMBEDDED.is_empty() => return Err(ArtifactState::Missing),
+        None => (artifact::read_head(&mut &EMBEDDED[..], |_| false).map_err(unreadable)?, EMBEDDED.len() as u64),
+    };
+    if head.len.checked_add(head.router_len) != Some(len) {
+        return Err(ArtifactState::Unreadable(format!(
+            "{len} bytes where its head says {}",
+            head.len.saturating_add(head.router_len)
+        )));
+    }
+    Ok(head)
 }
 
 /// Whether `header` fits `manifest` (and, when `examples_hash` is given, its example files).
@@ -510,7 +612,9 @@ fn trained() -> &'static Mutex<Vec<(u64, Trained)>> {
 /// process and manifest, with a one-line notice naming the command that compiles it ahead
 /// (the embedded default and `serve`). `None` for a manifest the trainer refuses (fewer than
 /// two intents, or an unreadable example file, reported in the notice): such a manifest is
-/// classified by its vocabulary alone.
+/// classified by its vocabulary alone. A deployed function ([`never_train`]) never trains:
+/// should its router not load after all (damaged past its head), it logs why and classifies by
+/// the vocabulary alone.
 pub fn load_or_train(manifest: &Manifest) -> Option<Trained> {
     let hash = manifest_hash(manifest);
     let mut cache = trained().lock().unwrap_or_else(|e| e.into_inner());
@@ -524,6 +628,15 @@ pub fn load_or_train(manifest: &Manifest) -> Option<Trained> {
         }
         Err(state) => state,
     };
+    if DEPLOYED.load(std::sync::atomic::Ordering::Relaxed) {
+        tracing::error!(
+            manifest = %manifest.name,
+            "the router artifact is {}; classifying by the manifest's vocabulary (run `{}` and build again)",
+            state.describe(),
+            train_command(manifest)
+        );
+        return None;
+    }
     let started = std::time::Instant::now();
     match train(manifest) {
         Ok((trained, _)) => {
@@ -544,25 +657,40 @@ pub fn load_or_train(manifest: &Manifest) -> Option<Trained> {
     }
 }
 
-/// Load `manifest`'s router at a deployed function's init (kept for the classifier, built on
-/// the first question); why the function must not start when its artifact is not current.
+/// Set by [`never_train`].
+static DEPLOYED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on this process never trains a router (a deployed function, once its artifact
+/// passed [`startup_problem`]): [`load_or_train`] answers `None` when the artifact does not load.
+pub fn never_train() {
+    DEPLOYED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Why a deployed function must not start on `manifest`'s artifact: missing, damaged, trained
+/// by another trainer or from another manifest, or without the continuation model its
+/// conversations ask for. Only the artifact's head is read (the router is read with the
+/// classifier, on the first question), so a start costs the same whatever the router's size.
 pub fn startup_problem(manifest: &Manifest) -> Option<String> {
-    match load(manifest) {
-        Ok(loaded) => {
-            let mut cache = trained().lock().unwrap_or_else(|e| e.into_inner());
-            let hash = manifest_hash(manifest);
-            if !cache.iter().any(|(h, _)| *h == hash) {
-                cache.push((hash, loaded));
+    let state = match artifact_head(manifest) {
+        Ok(head) => match check(&head.header, manifest, None) {
+            ArtifactState::Current
+                if !manifest.classifier.dialogues.is_empty()
+                    && !head.names.iter().any(|name| name == CONTINUATION_SECTION) =>
+            {
+                ArtifactState::Stale("it has no continuation model for classifier.dialogues".into())
             }
-            None
-        }
-        Err(state) => Some(format!(
+            state => state,
+        },
+        Err(state) => state,
+    };
+    (state != ArtifactState::Current).then(|| {
+        format!(
             "the router artifact of manifest `{}` is {}: run `{}` and build again",
             manifest.name,
             state.describe(),
             train_command(manifest)
-        )),
-    }
+        )
+    })
 }
 
 /// `path`'s artifact written atomically (a temporary file renamed over it).

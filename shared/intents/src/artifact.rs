@@ -3,17 +3,20 @@
 //! the manifest it was trained from, so a stale artifact is told apart from a current one.
 //!
 //! Little-endian: `SYRT`, format `u32`, trainer version (`u16` length + UTF-8), manifest hash
-//! and examples hash (`u64` each), hash bits, shortest and longest character n-gram (`u32` each), character weight,
+//! and examples hash (`u64` each); then named sections the trainer's caller adds beside the
+//! router (`u32` count, then per section its name, `u16` length + UTF-8, and its bytes, `u32`
+//! length + bytes) and the router's length in bytes (`u64`): the head, which [`read_head`]
+//! reads without the router; then the router: hash bits,
+//! shortest and longest character n-gram (`u32` each), character weight,
 //! threshold and temperature (`f32`), whether the last class is the background (`u32`, 0 or 1),
 //! the dense block's dimensions (`u32`), weight (`f32`) and embedding name (`u16` length +
 //! UTF-8), intents (`u32` count, then `u16` length + UTF-8 each), rows (`u32`
-//! count, then the bucket ids), per-row scales (`f32`), the `i8` matrix, the biases (`f32`),
-//! then named sections the trainer's caller adds beside the router (`u32` count, then per
-//! section its name, `u16` length + UTF-8, and its bytes, `u32` length + bytes).
+//! count, then the bucket ids), per-row scales (`f32`), the `i8` matrix, the biases (`f32`).
 
 use crate::features::FeatureSpec;
 use crate::svm::Compact;
 use crate::Router;
+use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"SYRT";
 /// The byte format's version.
@@ -62,6 +65,8 @@ pub struct Section {
 
 /// Most sections an artifact may hold.
 const MAX_SECTIONS: u32 = 64;
+/// Largest section, in bytes (a damaged length is refused before anything is allocated).
+const MAX_SECTION_BYTES: usize = 256 << 20;
 
 /// `router` as bytes, with `header`'s hashes (the trainer is always this one) and `sections`.
 pub fn encode(router: &Router, header: &Header, sections: &[Section]) -> Vec<u8> {
@@ -72,6 +77,14 @@ pub fn encode(router: &Router, header: &Header, sections: &[Section]) -> Vec<u8>
     text(&mut out, TRAINER);
     out.extend_from_slice(&header.manifest_hash.to_le_bytes());
     out.extend_from_slice(&header.examples_hash.to_le_bytes());
+    out.extend_from_slice(&(sections.len() as u32).to_le_bytes());
+    for section in sections {
+        text(&mut out, &section.name);
+        out.extend_from_slice(&(section.bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&section.bytes);
+    }
+    let body_at = out.len();
+    out.extend_from_slice(&0u64.to_le_bytes());
     let f = &router.features;
     for v in [f.hash_bits, f.char_range.0 as u32, f.char_range.1 as u32] {
         out.extend_from_slice(&v.to_le_bytes());
@@ -98,12 +111,8 @@ pub fn encode(router: &Router, header: &Header, sections: &[Section]) -> Vec<u8>
     for b in &w.bias {
         out.extend_from_slice(&b.to_le_bytes());
     }
-    out.extend_from_slice(&(sections.len() as u32).to_le_bytes());
-    for section in sections {
-        text(&mut out, &section.name);
-        out.extend_from_slice(&(section.bytes.len() as u32).to_le_bytes());
-        out.extend_from_slice(&section.bytes);
-    }
+    let body_len = (out.len() - body_at - 8) as u64;
+    out[body_at..body_at + 8].copy_from_slice(&body_len.to_le_bytes());
     out
 }
 
@@ -137,11 +146,6 @@ impl<'a> Reader<'a> {
     fn f32(&mut self, what: &str) -> Result<f32, ArtifactError> {
         self.u32(what).map(f32::from_bits)
     }
-    fn u64(&mut self, what: &str) -> Result<u64, ArtifactError> {
-        let lo = u64::from(self.u32(what)?);
-        let hi = u64::from(self.u32(what)?);
-        Ok(lo | hi << 32)
-    }
     fn text(&mut self, what: &str) -> Result<String, ArtifactError> {
         let n = self.u16(what)? as usize;
         let b = self.take(n, what)?;
@@ -155,24 +159,112 @@ impl<'a> Reader<'a> {
 
 /// The header of `bytes`, without reading the rest.
 pub fn header(bytes: &[u8]) -> Result<Header, ArtifactError> {
-    let mut r = Reader { bytes, at: 0 };
-    if r.take(4, "the magic").ok() != Some(MAGIC.as_slice()) {
+    let mut r = bytes;
+    let n = magic_and_format(&take_exact(&mut r, 4 + 4 + 2, "the header").unwrap_or_default())?;
+    let trainer = String::from_utf8(take_exact(&mut r, n, "the trainer")?)
+        .map_err(|_| ArtifactError::Corrupt("the trainer is not UTF-8".into()))?;
+    let manifest_hash = u64::from_le_bytes(le(&take_exact(&mut r, 8, "the manifest hash")?));
+    let examples_hash = u64::from_le_bytes(le(&take_exact(&mut r, 8, "the examples hash")?));
+    Ok(Header { trainer, manifest_hash, examples_hash })
+}
+
+/// What precedes the router in an artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The header.
+    pub header: Header,
+    /// Every section's name, in order.
+    pub names: Vec<String>,
+    /// The sections asked for ([`read_head`]'s `keep`).
+    pub sections: Vec<Section>,
+    /// The head's length in bytes (where the router begins).
+    pub len: u64,
+    /// The router's length in bytes: a whole artifact is `len + router_len` long.
+    pub router_len: u64,
+}
+
+/// The head of the artifact `r` reads (header and sections), without the router after it: what
+/// a function checks at start (a file is read only this far). Only the sections whose name
+/// `keep` accepts are kept; the others are read past.
+pub fn read_head(r: &mut impl Read, keep: impl Fn(&str) -> bool) -> Result<Head, ArtifactError> {
+    // The header's fields have a bounded size: read them, then parse them as bytes.
+    let mut head = take_exact(r, 4 + 4 + 2, "the header").unwrap_or_default();
+    let trainer_len = magic_and_format(&head)?;
+    head.extend(take_exact(r, trainer_len + 16, "the header")?);
+    let header = header(&head)?;
+    let count = u32::from_le_bytes(le(&take_exact(r, 4, "the section count")?));
+    if count > MAX_SECTIONS {
+        return Err(ArtifactError::Corrupt(format!("{count} sections (at most {MAX_SECTIONS})")));
+    }
+    let (mut names, mut sections, mut len) = (Vec::new(), Vec::new(), head.len() + 4 + 8);
+    for _ in 0..count {
+        let n = u16::from_le_bytes(le(&take_exact(r, 2, "a section's name")?)) as usize;
+        let name = String::from_utf8(take_exact(r, n, "a section's name")?)
+            .map_err(|_| ArtifactError::Corrupt("a section's name is not UTF-8".into()))?;
+        if names.contains(&name) {
+            return Err(ArtifactError::Corrupt(format!("section {name:?} twice")));
+        }
+        let size = u32::from_le_bytes(le(&take_exact(r, 4, "a section's length")?)) as usize;
+        if size > MAX_SECTION_BYTES {
+            return Err(ArtifactError::Corrupt(format!("section {name:?} of {size} bytes")));
+        }
+        len += 2 + n + 4 + size;
+        if keep(&name) {
+            sections.push(Section { name: name.clone(), bytes: take_exact(r, size, "a section")? });
+        } else {
+            let skipped = std::io::copy(&mut r.take(size as u64), &mut std::io::sink());
+            if skipped.map_err(|e| ArtifactError::Corrupt(format!("a section: {e}")))? < size as u64 {
+                return Err(ArtifactError::Corrupt("cut short in a section".into()));
+            }
+        }
+        names.push(name);
+    }
+    let router_len = u64::from_le_bytes(le(&take_exact(r, 8, "the router's length")?));
+    Ok(Head { header, names, sections, len: len as u64, router_len })
+}
+
+/// The trainer's length after the magic and the format (the first ten bytes), when they are this
+/// format's.
+fn magic_and_format(first: &[u8]) -> Result<usize, ArtifactError> {
+    if first.len() < 10 || first[..4] != MAGIC[..] {
         return Err(ArtifactError::Format("no SYRT magic".into()));
     }
-    let format = r.u32("the format")?;
+    let format = u32::from_le_bytes(le(&first[4..]));
     if format != FORMAT {
         return Err(ArtifactError::Format(format!("format {format}")));
     }
-    let trainer = r.text("the trainer")?;
-    let manifest_hash = r.u64("the manifest hash")?;
-    let examples_hash = r.u64("the examples hash")?;
-    Ok(Header { trainer, manifest_hash, examples_hash })
+    Ok(u16::from_le_bytes([first[8], first[9]]) as usize)
+}
+
+/// Exactly `n` bytes from `r` (without allocating more than what arrives).
+fn take_exact(r: &mut impl Read, n: usize, what: &str) -> Result<Vec<u8>, ArtifactError> {
+    let mut out = Vec::new();
+    r.take(n as u64).read_to_end(&mut out).map_err(|e| ArtifactError::Corrupt(format!("{what}: {e}")))?;
+    if out.len() < n {
+        return Err(ArtifactError::Corrupt(format!("cut short in {what}")));
+    }
+    Ok(out)
+}
+
+/// The first `N` bytes of `b` as an array (`b` holds at least that many).
+fn le<const N: usize>(b: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out.copy_from_slice(&b[..N]);
+    out
 }
 
 /// The router in `bytes`, with its header and sections.
 pub fn decode(bytes: &[u8]) -> Result<(Header, Router, Vec<Section>), ArtifactError> {
-    let head = header(bytes)?;
-    let mut r = Reader { bytes, at: 4 + 4 + 2 + head.trainer.len() + 8 + 8 };
+    let mut rest = bytes;
+    let Head { header: head, sections, len, router_len, .. } = read_head(&mut rest, |_| true)?;
+    if Some(len) != (bytes.len() as u64).checked_sub(router_len) {
+        return Err(ArtifactError::Corrupt(format!(
+            "{} bytes where the head says {}",
+            bytes.len(),
+            len.saturating_add(router_len)
+        )));
+    }
+    let mut r = Reader { bytes, at: bytes.len() - rest.len() };
     let hash_bits = r.u32("the hash bits")?;
     if !(8..=24).contains(&hash_bits) {
         return Err(ArtifactError::Corrupt(format!("hash bits {hash_bits} outside 8 – 24")));
@@ -218,20 +310,6 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Router, Vec<Section>), ArtifactEr
     let cells = n.checked_mul(classes).ok_or_else(|| ArtifactError::Corrupt("matrix size".into()))?;
     let matrix: Vec<i8> = r.take(cells, "the matrix")?.iter().map(|&b| b as i8).collect();
     let bias = r.f32s(classes, "the biases")?;
-    let count = r.u32("the section count")?;
-    if count > MAX_SECTIONS {
-        return Err(ArtifactError::Corrupt(format!("{count} sections (at most {MAX_SECTIONS})")));
-    }
-    let mut sections: Vec<Section> = Vec::new();
-    for _ in 0..count {
-        let name = r.text("a section's name")?;
-        if sections.iter().any(|s| s.name == name) {
-            return Err(ArtifactError::Corrupt(format!("section {name:?} twice")));
-        }
-        let len = r.u32("a section's length")? as usize;
-        let bytes = r.take(len, "a section")?.to_vec();
-        sections.push(Section { name, bytes });
-    }
     if r.at != bytes.len() {
         return Err(ArtifactError::Corrupt(format!("{} bytes after the end", bytes.len() - r.at)));
     }
@@ -271,6 +349,20 @@ mod tests {
         assert_eq!(head, Header { trainer: TRAINER.into(), manifest_hash: 42, examples_hash: 43 });
         assert_eq!(back, r);
         assert_eq!(back_sections, sections);
+        // The head alone, from a reader that stops where the router begins.
+        let h = read_head(&mut &bytes[..], |_| true).expect("reads the head");
+        assert_eq!((&h.header, &h.sections), (&head, &sections));
+        assert_eq!(h.names, ["notes", "empty"]);
+        let names_only = read_head(&mut &bytes[..], |name| name == "empty").expect("reads the head");
+        assert_eq!((names_only.names, names_only.sections.len(), names_only.len), (h.names.clone(), 1, h.len));
+        let at = 4 + 4 + 2 + TRAINER.len() + 16 + 4 + (2 + 5 + 4 + 15) + (2 + 5 + 4) + 8;
+        assert_eq!(h.len, at as u64);
+        assert_eq!(h.len + h.router_len, bytes.len() as u64);
+        assert_eq!(
+            read_head(&mut &bytes[..at], |_| true).map(|h| h.sections.len()),
+            Ok(2),
+            "the head ends before the router"
+        );
         assert_eq!(back.route("my bill").intent, r.route("my bill").intent);
     }
 

@@ -652,12 +652,26 @@ impl Manifest {
 
     /// Read, parse and validate a manifest file.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
-            file: file.clone(),
+        Manifest::from_file_text(path, &Manifest::read_text(path)?, None)
+    }
+
+    /// The text of the manifest file `path` (the error names the file).
+    pub fn read_text(path: &Path) -> Result<String, ManifestError> {
+        std::fs::read_to_string(path).map_err(|e| ManifestError {
+            file: path.display().to_string(),
             problems: vec![Problem { path: String::new(), line: None, message: format!("cannot read the file: {e}") }],
-        })?;
-        let mut manifest = Manifest::from_yaml(&text, &file)?;
+        })
+    }
+
+    /// The manifest the file `path` holds, `yaml` being its text: read from `prepared`, a JSON
+    /// form of that very text (the one `switchyard train` stores beside the router), when given
+    /// and it deserializes, else parsed from the YAML; validated either way.
+    pub fn from_file_text(path: &Path, yaml: &str, prepared: Option<&str>) -> Result<Manifest, ManifestError> {
+        let file = path.display().to_string();
+        let mut manifest = match prepared {
+            Some(json) => Manifest::from_prepared(json, yaml, &file)?,
+            None => Manifest::from_yaml(yaml, &file)?,
+        };
         manifest.source = Some(path.to_path_buf());
         manifest.base_dir =
             path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p }.to_path_buf());
