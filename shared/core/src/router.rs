@@ -312,22 +312,31 @@ fn manifest_files_hash(manifest: &Manifest) -> Option<u64> {
     Some(files_hash(examples.iter().chain(&dialogues)))
 }
 
+/// The non-empty lines of a JSON Lines file `key` names, each with its 1-based number and parsed
+/// (a line longer than `max` bytes, or not JSON, is an error naming the file and the line).
+fn json_lines<'a>(
+    text: &'a str,
+    key: &'static str,
+    path: &'a str,
+    max: usize,
+) -> impl Iterator<Item = Result<(usize, serde_json::Value), RouterError>> + 'a {
+    text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()).map(move |(n, line)| {
+        let bad = |reason: String| RouterError::ExampleLine { key, path: path.to_string(), line: n + 1, reason };
+        let line = line.trim();
+        if line.len() > max {
+            return Err(bad(format!("longer than {max} bytes")));
+        }
+        serde_json::from_str(line).map(|value| (n + 1, value)).map_err(|e| bad(format!("not a JSON object: {e}")))
+    })
+}
+
 /// The conversations of one dialogue file: one JSON object a line, `{"turns": [{"text":
 /// "...", "intent": "<intent id>"}, ...]}`, at least two turns.
 fn dialogue_lines(text: &str, path: &str, intents: &[String]) -> Result<Vec<Vec<(String, String)>>, RouterError> {
     let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let bad =
-            |reason: String| RouterError::ExampleLine { key: DIALOGUES, path: path.to_string(), line: n + 1, reason };
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if line.len() > MAX_DIALOGUE_LINE {
-            return Err(bad(format!("longer than {MAX_DIALOGUE_LINE} bytes")));
-        }
-        let value: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| bad(format!("not a JSON object: {e}")))?;
+    for line in json_lines(text, DIALOGUES, path, MAX_DIALOGUE_LINE) {
+        let (n, value) = line?;
+        let bad = |reason: String| RouterError::ExampleLine { key: DIALOGUES, path: path.to_string(), line: n, reason };
         let turns = value.get("turns").and_then(|t| t.as_array());
         let Some(turns) = turns.filter(|t| t.len() >= 2) else {
             return Err(bad("`turns` must be an array of at least two turns".into()));
@@ -354,18 +363,9 @@ fn dialogue_lines(text: &str, path: &str, intents: &[String]) -> Result<Vec<Vec<
 /// The labelled lines of one example file.
 fn example_lines(text: &str, path: &str, intents: &[String]) -> Result<Vec<(usize, String)>, RouterError> {
     let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let bad =
-            |reason: String| RouterError::ExampleLine { key: EXAMPLES, path: path.to_string(), line: n + 1, reason };
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if line.len() > MAX_EXAMPLE_LINE {
-            return Err(bad(format!("longer than {MAX_EXAMPLE_LINE} bytes")));
-        }
-        let value: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| bad(format!("not a JSON object: {e}")))?;
+    for line in json_lines(text, EXAMPLES, path, MAX_EXAMPLE_LINE) {
+        let (n, value) = line?;
+        let bad = |reason: String| RouterError::ExampleLine { key: EXAMPLES, path: path.to_string(), line: n, reason };
         let Some(object) = value.as_object() else { return Err(bad("not a JSON object".into())) };
         let query = object.get("query").or_else(|| object.get("text")).and_then(|v| v.as_str());
         let Some(query) = query.filter(|q| !q.trim().is_empty()) else {
