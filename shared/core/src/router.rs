@@ -73,9 +73,6 @@ pub struct Training {
     /// The labelled conversations of the files `classifier.dialogues` names: per conversation
     /// its `(text, intent)` turns in order.
     pub conversations: Vec<Vec<(String, String)>>,
-    /// The manifest as JSON with the [`text_hash`] of its file's text (`None` for a manifest
-    /// without a file, or whose file no longer reads as it).
-    pub prepared: Option<(u64, String)>,
 }
 
 /// Why a router could not be trained.
@@ -215,7 +212,6 @@ pub fn training(manifest: &Manifest) -> Result<Training, RouterError> {
         manifest_hash: manifest_hash(manifest),
         examples_hash: files_hash(files.iter().chain(&dialogue_files)),
         conversations,
-        prepared: prepared(manifest),
     })
 }
 
@@ -447,7 +443,7 @@ pub fn train(manifest: &Manifest) -> Result<(Trained, Vec<u8>), RouterError> {
 pub fn train_from(manifest: &Manifest, t: &Training) -> Result<(Trained, Vec<u8>), RouterError> {
     let router = Arc::new(train_set(&t.set)?);
     let mut sections = Vec::new();
-    if let Some((hash, json)) = &t.prepared {
+    if let Some((hash, json)) = prepared(manifest) {
         let mut bytes = hash.to_le_bytes().to_vec();
         bytes.extend_from_slice(json.as_bytes());
         sections.push(Section { name: MANIFEST_SECTION.into(), bytes });
@@ -529,8 +525,13 @@ fn check(header: &Header, manifest: &Manifest, examples_hash: Option<u64>) -> Ar
 /// The router of `manifest` (with its continuation model) from its artifact, checked against
 /// the manifest (not the example files: a deployed function has only the artifact).
 pub fn load(manifest: &Manifest) -> Result<Trained, ArtifactState> {
-    let bytes = artifact_bytes(manifest)?;
-    let (header, router, sections) = artifact::decode(&bytes).map_err(|e| ArtifactState::Unreadable(e.to_string()))?;
+    from_bytes(manifest, &artifact_bytes(manifest)?)
+}
+
+/// The router (with its continuation model) the artifact `bytes` holds, checked against
+/// `manifest` (not its example files).
+fn from_bytes(manifest: &Manifest, bytes: &[u8]) -> Result<Trained, ArtifactState> {
+    let (header, router, sections) = artifact::decode(bytes).map_err(|e| ArtifactState::Unreadable(e.to_string()))?;
     match check(&header, manifest, None) {
         ArtifactState::Current if !router.embedding.is_empty() && router.embedding != WORD_VECTORS => {
             Err(ArtifactState::Stale(format!("its dense block is {}, this build has {WORD_VECTORS}", router.embedding)))
@@ -568,7 +569,7 @@ pub fn state(manifest: &Manifest) -> ArtifactState {
         Err(e) => return ArtifactState::Unreadable(e.to_string()),
     };
     match check(&header, manifest, manifest_files_hash(manifest)) {
-        ArtifactState::Current => match load(manifest) {
+        ArtifactState::Current => match from_bytes(manifest, &bytes) {
             Ok(_) => ArtifactState::Current,
             Err(state) => state,
         },
