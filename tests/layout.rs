@@ -11,7 +11,7 @@ fn root() -> PathBuf {
 }
 
 /// The library crates, by folder under `shared/`, bottom layer first.
-const LIBRARY: [&str; 7] = ["model", "intents", "core", "engine", "agents", "aws", "testkit"];
+const LIBRARY: [&str; 8] = ["model", "intents", "encoder", "core", "engine", "agents", "aws", "testkit"];
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -220,7 +220,7 @@ fn each_library_crate_depends_only_on_the_layers_below_it() {
         }
     }
     // The pure layers name no SDK, no runtime and no I/O client.
-    for name in ["model", "intents", "core"] {
+    for name in ["model", "intents", "encoder", "core"] {
         let manifest =
             std::fs::read_to_string(root().join("shared").join(name).join("Cargo.toml")).expect("Cargo.toml");
         for forbidden in ["aws-", "tokio", "hyper", "lambda"] {

@@ -1,0 +1,130 @@
+//! The safetensors format: an 8-byte little-endian header length, a JSON header naming each
+//! tensor's dtype, shape and byte range, then the data.
+
+use std::collections::HashMap;
+
+/// A parsed safetensors file.
+#[derive(Debug)]
+pub struct Tensors {
+    bytes: Vec<u8>,
+    data_start: usize,
+    entries: HashMap<String, Entry>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    dtype: String,
+    shape: Vec<usize>,
+    start: usize,
+    end: usize,
+}
+
+/// Largest header accepted, in bytes.
+const MAX_HEADER: u64 = 100 << 20;
+
+impl Tensors {
+    /// Read the header of `bytes`; the reason when it is not a safetensors file.
+    pub fn parse(bytes: Vec<u8>) -> Result<Tensors, String> {
+        let len = bytes.get(..8).ok_or("shorter than a safetensors header")?;
+        let header_len = u64::from_le_bytes(len.try_into().map_err(|_| "bad header length")?);
+        if header_len > MAX_HEADER || 8 + header_len as usize > bytes.len() {
+            return Err(format!("header length {header_len} does not fit the file ({} bytes)", bytes.len()));
+        }
+        let data_start = 8 + header_len as usize;
+        let header: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&bytes[8..data_start]).map_err(|e| format!("header is not a JSON object: {e}"))?;
+        let mut entries = HashMap::new();
+        for (name, v) in header {
+            if name == "__metadata__" {
+                continue;
+            }
+            let dtype = v["dtype"].as_str().ok_or(format!("`{name}`: no dtype"))?.to_string();
+            let shape = v["shape"]
+                .as_array()
+                .and_then(|s| s.iter().map(|d| d.as_u64().map(|d| d as usize)).collect::<Option<Vec<_>>>())
+                .ok_or(format!("`{name}`: no shape"))?;
+            let offsets = v["data_offsets"]
+                .as_array()
+                .and_then(|o| Some((o.first()?.as_u64()? as usize, o.get(1)?.as_u64()? as usize)))
+                .ok_or(format!("`{name}`: no data_offsets"))?;
+            if offsets.0 > offsets.1 || data_start + offsets.1 > bytes.len() {
+                return Err(format!("`{name}`: data_offsets {offsets:?} lie outside the file"));
+            }
+            entries.insert(name, Entry { dtype, shape, start: offsets.0, end: offsets.1 });
+        }
+        Ok(Tensors { bytes, data_start, entries })
+    }
+
+    fn entry(&self, name: &str) -> Result<&Entry, String> {
+        let e = self.entries.get(name).ok_or(format!("no tensor `{name}`"))?;
+        if e.dtype != "F32" {
+            return Err(format!("`{name}` is {}, not F32", e.dtype));
+        }
+        let count: usize = e.shape.iter().product();
+        if count * 4 != e.end - e.start {
+            return Err(format!("`{name}`: shape {:?} does not match its {} bytes", e.shape, e.end - e.start));
+        }
+        Ok(e)
+    }
+
+    fn values(&self, e: &Entry) -> Vec<f32> {
+        self.bytes[self.data_start + e.start..self.data_start + e.end]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect()
+    }
+
+    /// The F32 tensor `name`, which must have exactly `dims`.
+    pub fn f32(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>, String> {
+        let e = self.entry(name)?;
+        if e.shape != dims {
+            return Err(format!("`{name}` has shape {:?}, expected {dims:?}", e.shape));
+        }
+        Ok(self.values(e))
+    }
+
+    /// The F32 matrix `name` whose rows are `width` wide, however many rows it has.
+    pub fn f32_rows(&self, name: &str, width: usize) -> Result<Vec<f32>, String> {
+        let e = self.entry(name)?;
+        if e.shape.len() != 2 || e.shape[1] != width || e.shape[0] == 0 {
+            return Err(format!("`{name}` has shape {:?}, expected [n, {width}]", e.shape));
+        }
+        Ok(self.values(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(header: &str, data: &[u8]) -> Vec<u8> {
+        let mut out = (header.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    #[test]
+    fn a_tensor_reads_back_and_wrong_shapes_are_named() {
+        let data: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let t = Tensors::parse(file(
+            r#"{"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"__metadata__":{}}"#,
+            &data,
+        ))
+        .expect("parses");
+        assert_eq!(t.f32("w", &[2, 2]).expect("reads"), [1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(t.f32("w", &[4]).expect_err("shape"), "`w` has shape [2, 2], expected [4]");
+        assert_eq!(t.f32("x", &[1]).expect_err("missing"), "no tensor `x`");
+        assert_eq!(t.f32_rows("w", 2).expect("rows").len(), 4);
+    }
+
+    #[test]
+    fn damaged_files_are_refused() {
+        assert!(Tensors::parse(vec![1, 2]).is_err());
+        assert!(Tensors::parse(file("{", &[])).is_err());
+        let out_of_file = file(r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#, &[0; 4]);
+        assert!(Tensors::parse(out_of_file).expect_err("outside").contains("outside the file"));
+        let wrong = file(r#"{"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}}"#, &[0; 4]);
+        assert_eq!(Tensors::parse(wrong).expect("parses").f32("w", &[2]).expect_err("dtype"), "`w` is F16, not F32");
+    }
+}
