@@ -92,6 +92,10 @@ pub struct BenchOptions {
     pub shots: Option<usize>,
     /// Also score the test split (routing): once per change, never while choosing settings.
     pub report_test: bool,
+    /// The cascade's sentence encoder folder (routing).
+    pub encoder: Option<PathBuf>,
+    /// The cascade's doubt for the test split (routing; default `classifier.encoder.doubt`'s).
+    pub doubt: Option<f64>,
 }
 
 /// Runs a suite and prints its table; returns the exit code.

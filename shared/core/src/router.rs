@@ -28,6 +28,7 @@
 //! reads only the artifact's head (header and sections, [`startup_problem`]); the router after
 //! it is read on the first question, with the classifier.
 
+use crate::classify::cascade::{self, Cascade, TrainingBlock};
 use crate::classify::{Classifier, ContinuationModel, ContinuationTrainer};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -48,6 +49,9 @@ const MAX_EXAMPLE_LINE: usize = 8 * 1024;
 const MAX_DIALOGUE_LINE: usize = 64 * 1024;
 /// The artifact section holding the manifest's own continuation model (its table's text).
 pub const CONTINUATION_SECTION: &str = "continuation";
+/// The artifact section holding the cascade's second router (`classifier.encoder`): the
+/// encoder's [`cascade::identity`] (`u64`, little-endian), then the router as an artifact of its own.
+pub const CASCADE_SECTION: &str = "cascade";
 /// The artifact section holding the manifest as JSON: the [`text_hash`] of the YAML text it
 /// was read from (`u64`, little-endian), then the JSON.
 pub const MANIFEST_SECTION: &str = "manifest";
@@ -59,6 +63,8 @@ pub struct Trained {
     pub router: Arc<Router>,
     /// The manifest's own continuation model, when it names labelled conversations.
     pub continuation: Option<Arc<ContinuationModel>>,
+    /// The cascade for doubt, when the manifest names a sentence encoder.
+    pub cascade: Option<Arc<Cascade>>,
 }
 
 /// What a router learns from, with the hashes its artifact records.
@@ -103,6 +109,9 @@ pub enum RouterError {
     /// The trainer refused the examples.
     #[error("the router cannot be trained: {0}")]
     Train(#[from] TrainError),
+    /// The cascade's sentence encoder could not be read.
+    #[error("classifier.encoder.model: {0}")]
+    Encoder(String),
     /// The continuation model's table did not read back (a trainer defect).
     #[error("the continuation model cannot be trained: {0}")]
     Continuation(String),
@@ -185,6 +194,10 @@ pub fn manifest_hash(manifest: &Manifest) -> u64 {
     h.text("");
     for file in &manifest.classifier.dialogues {
         h.text(file);
+    }
+    if let Some(encoder) = &manifest.classifier.encoder {
+        h.text(CASCADE_SECTION);
+        h.text(&encoder.model);
     }
     h.text(switchyard_intents::BACKGROUND);
     h.text(&switchyard_intents::NOISE_LINES.to_string());
@@ -458,8 +471,47 @@ pub fn train_from(manifest: &Manifest, t: &Training) -> Result<(Trained, Vec<u8>
         sections.push(Section { name: CONTINUATION_SECTION.into(), bytes: table.clone().into_bytes() });
         Some(Arc::new(ContinuationModel::parse(&table).map_err(RouterError::Continuation)?))
     };
+    let cascade = match &manifest.classifier.encoder {
+        Some(settings) => {
+            let (cascade, bytes) = train_cascade(&t.set, &manifest.resolve(&settings.model))?;
+            sections.push(Section { name: CASCADE_SECTION.into(), bytes });
+            Some(Arc::new(cascade))
+        }
+        None => None,
+    };
     let bytes = artifact::encode(&router, &Header::new(t.manifest_hash, t.examples_hash), &sections);
-    Ok((Trained { router, continuation }, bytes))
+    Ok((Trained { router, continuation, cascade }, bytes))
+}
+
+/// The cascade's second router, trained on `set` the general way with the sentence vectors of
+/// the encoder in `folder` added to the dense block; with its artifact section's bytes.
+pub fn train_cascade(set: &TrainingSet, folder: &Path) -> Result<(Cascade, Vec<u8>), RouterError> {
+    let identity = cascade::identity(folder).map_err(RouterError::Encoder)?;
+    let encoder = cascade::shared_encoder(folder).map_err(RouterError::Encoder)?;
+    let spec = train_spec();
+    let texts: Vec<&str> =
+        set.examples.iter().map(|(t, _)| t.as_str()).chain(set.background.iter().map(String::as_str)).collect();
+    let block = TrainingBlock::new(&encoder, &texts, spec.threads);
+    let router = Router::train_with(set, &spec, Some(&block))?;
+    let mut bytes = identity.to_le_bytes().to_vec();
+    bytes.extend(artifact::encode(&router, &Header::new(0, 0), &[]));
+    Ok((Cascade::new(router, folder.to_path_buf(), identity), bytes))
+}
+
+/// The cascade an artifact's sections hold for `manifest`, if it names an encoder.
+fn cascade_section(manifest: &Manifest, sections: &[Section]) -> Result<Option<Arc<Cascade>>, ArtifactState> {
+    let Some(settings) = &manifest.classifier.encoder else { return Ok(None) };
+    let Some(section) = sections.iter().find(|s| s.name == CASCADE_SECTION) else {
+        return Err(ArtifactState::Stale("it has no cascade router for classifier.encoder".into()));
+    };
+    let unreadable = |why: String| ArtifactState::Unreadable(format!("its cascade router: {why}"));
+    let (identity, router) = section.bytes.split_at_checked(8).ok_or_else(|| unreadable("cut short".into()))?;
+    let identity = u64::from_le_bytes(identity.try_into().map_err(|_| unreadable("cut short".into()))?);
+    let (_, router, _) = artifact::decode(router).map_err(|e| unreadable(e.to_string()))?;
+    if router.embedding != cascade::CASCADE_BLOCK || router.intents.len() != manifest.intents.len() {
+        return Err(ArtifactState::Stale("its cascade router is not this build's or not the manifest's".into()));
+    }
+    Ok(Some(Arc::new(Cascade::new(router, manifest.resolve(&settings.model), identity))))
 }
 
 /// Where the artifact of a manifest loaded from a file belongs: beside it, `.router` for its
@@ -514,7 +566,7 @@ fn check(header: &Header, manifest: &Manifest, examples_hash: Option<u64>) -> Ar
         return ArtifactState::Stale(format!("trained by {}, this is {}", header.trainer, artifact::TRAINER));
     }
     if header.manifest_hash != manifest_hash(manifest) {
-        return ArtifactState::Stale("the manifest's intents, examples or negative examples changed".into());
+        return ArtifactState::Stale("the manifest's intents, examples, negative examples or encoder changed".into());
     }
     if examples_hash.is_some_and(|h| h != header.examples_hash) {
         return ArtifactState::Stale("a file named in classifier.examples or classifier.dialogues changed".into());
@@ -544,7 +596,8 @@ fn from_bytes(manifest: &Manifest, bytes: &[u8]) -> Result<Trained, ArtifactStat
             if continuation.is_none() && !manifest.classifier.dialogues.is_empty() {
                 return Err(ArtifactState::Stale("it has no continuation model for classifier.dialogues".into()));
             }
-            Ok(Trained { router: Arc::new(router), continuation })
+            let cascade = cascade_section(manifest, &sections)?;
+            Ok(Trained { router: Arc::new(router), continuation, cascade })
         }
         other => Err(other),
     }
@@ -594,6 +647,7 @@ impl Classifier {
             Some(trained) => {
                 let mut classifier = Classifier::with_router(manifest, Some(trained.router));
                 classifier.continuation = trained.continuation;
+                classifier.cascade = trained.cascade;
                 classifier
             }
             None => Classifier::lexical(manifest),
@@ -668,8 +722,9 @@ pub fn never_train() {
 }
 
 /// Why a deployed function must not start on `manifest`'s artifact: missing, damaged, trained
-/// by another trainer or from another manifest, or without the continuation model its
-/// conversations ask for. Only the artifact's head is read (the router is read with the
+/// by another trainer or from another manifest, without the continuation model its
+/// conversations ask for or the cascade router its encoder asks for, or the encoder's folder
+/// missing. Only the artifact's head is read (the router is read with the
 /// classifier, on the first question), so a start costs the same whatever the router's size.
 pub fn startup_problem(manifest: &Manifest) -> Option<String> {
     let state = match artifact_head(manifest) {
@@ -680,16 +735,30 @@ pub fn startup_problem(manifest: &Manifest) -> Option<String> {
             {
                 ArtifactState::Stale("it has no continuation model for classifier.dialogues".into())
             }
+            ArtifactState::Current
+                if manifest.classifier.encoder.is_some() && !head.names.iter().any(|name| name == CASCADE_SECTION) =>
+            {
+                ArtifactState::Stale("it has no cascade router for classifier.encoder".into())
+            }
             state => state,
         },
         Err(state) => state,
     };
-    (state != ArtifactState::Current).then(|| {
-        format!(
+    if state != ArtifactState::Current {
+        return Some(format!(
             "the router artifact of manifest `{}` is {}: run `{}` and build again",
             manifest.name,
             state.describe(),
             train_command(manifest)
+        ));
+    }
+    // The encoder is read on the first question in doubt; that it is there is checked now.
+    let encoder = manifest.classifier.encoder.as_ref()?;
+    let folder = manifest.resolve(&encoder.model);
+    (!folder.join("model.safetensors").is_file()).then(|| {
+        format!(
+            "classifier.encoder.model: {} has no model.safetensors: ship the encoder's folder with the function",
+            folder.display()
         )
     })
 }

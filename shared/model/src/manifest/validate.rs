@@ -290,6 +290,13 @@ impl<'m> Check<'m> {
         if let Some(below) = c.cascade_below {
             self.unit_interval("classifier.cascade_below".into(), "threshold", below);
         }
+        if let Some(encoder) = &c.encoder {
+            let doubt = encoder.doubt;
+            if encoder.model.trim().is_empty() {
+                self.report("classifier.encoder.model", "is empty; name the encoder's folder");
+            }
+            self.unit_interval("classifier.encoder.doubt".into(), "probability", doubt);
+        }
         self.scope();
     }
 

@@ -1,0 +1,209 @@
+//! The cascade for doubt: a question the trained router refuses, or whose best intent it gives
+//! less than `classifier.encoder.doubt`, is read again by a second router whose dense block
+//! adds a sentence encoder's vector ([`switchyard_encoder::Encoder`]) to the word vectors.
+//! Both routers are trained by `switchyard train` with the same method; the encoder is loaded
+//! on the first question in doubt (once per process and folder), never at start. Should it not
+//! load, the first router's answer stands and the failure is logged once.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use switchyard_encoder::Encoder;
+use switchyard_intents::{Embedder, Routed, Router};
+
+/// Length of the encoder's (unit) vector in the second router's dense block, next to the word
+/// vectors' (also unit) and the two unit-length n-gram blocks. Chosen on CLINC150's validation
+/// split with 10 and 100 queries per intent among 1, 2, 3, 4 and 6 (docs/performance.md).
+pub const ENCODER_WEIGHT: f32 = 3.0;
+
+/// The dense block's name in the second router: the word vectors, then the encoder's vector.
+pub const CASCADE_BLOCK: &str = "minilm-word-vectors-64+sentence-encoder";
+
+/// The second router and when to ask it.
+#[derive(Debug)]
+pub struct Cascade {
+    /// The second router (n-grams, word vectors and the encoder's vector).
+    pub router: Router,
+    /// The encoder's folder.
+    pub folder: PathBuf,
+    /// [`identity`] of the encoder the second router was trained with.
+    pub identity: u64,
+    encoder: OnceLock<Option<Arc<Encoder>>>,
+}
+
+impl Cascade {
+    /// A cascade to `router`, reading the encoder of `folder` when first needed.
+    pub fn new(router: Router, folder: PathBuf, identity: u64) -> Cascade {
+        Cascade { router, folder, identity, encoder: OnceLock::new() }
+    }
+
+    /// The encoder, loaded on first use; `None` (logged once) when it cannot be.
+    pub fn encoder(&self) -> Option<&Encoder> {
+        self.encoder.get_or_init(|| load_encoder(&self.folder, self.identity)).as_deref()
+    }
+
+    /// The second router's reading of `text` (`words`: the text's word vector); `None` when the
+    /// encoder cannot be loaded.
+    pub fn route(&self, text: &str, words: Option<&[f32]>) -> Option<Routed> {
+        let sentence = self.encoder()?.embed(text);
+        Some(self.router.route_with(text, Some(&dense(words, &sentence))))
+    }
+}
+
+/// Whether the first router's reading needs the second: refused, or its best intent's
+/// probability below `doubt` (`classifier.encoder.doubt`).
+pub fn in_doubt(routed: &Routed, doubt: f64) -> bool {
+    !routed.in_scope || routed.probabilities.get(routed.intent).is_none_or(|&p| f64::from(p) < doubt)
+}
+
+/// The second router's dense block: the word vector (zeros without one), then the sentence
+/// vector at [`ENCODER_WEIGHT`].
+pub fn dense(words: Option<&[f32]>, sentence: &[f32]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(super::EMBEDDING_DIMS + sentence.len());
+    match words {
+        Some(w) if w.len() == super::EMBEDDING_DIMS => out.extend_from_slice(w),
+        _ => out.resize(super::EMBEDDING_DIMS, 0.0),
+    }
+    out.extend(sentence.iter().map(|v| v * ENCODER_WEIGHT));
+    out
+}
+
+/// What identifies an encoder without reading its weights: its configuration, its vocabulary
+/// and the header of its weights file (names, shapes and offsets of every tensor). The reason
+/// when the folder does not hold them.
+pub fn identity(folder: &Path) -> Result<u64, String> {
+    let read =
+        |name: &str| std::fs::read(folder.join(name)).map_err(|e| format!("{}: {e}", folder.join(name).display()));
+    let mut h = fnv(&read("config.json")?);
+    h = h.rotate_left(7) ^ fnv(&read("vocab.txt")?);
+    let weights = folder.join("model.safetensors");
+    let mut file = std::fs::File::open(&weights).map_err(|e| format!("{}: {e}", weights.display()))?;
+    let mut len = [0u8; 8];
+    std::io::Read::read_exact(&mut file, &mut len).map_err(|e| format!("{}: {e}", weights.display()))?;
+    let header_len = u64::from_le_bytes(len).min(100 << 20) as usize;
+    let mut header = vec![0u8; header_len];
+    std::io::Read::read_exact(&mut file, &mut header).map_err(|e| format!("{}: {e}", weights.display()))?;
+    Ok(h.rotate_left(7) ^ fnv(&header))
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms (the identity is written on one machine
+/// and checked on another).
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Encoders loaded in this process, by folder.
+type Loaded = Mutex<Vec<(PathBuf, Arc<Encoder>)>>;
+
+/// [`Loaded`], once per process.
+fn loaded() -> &'static Loaded {
+    static LOADED: OnceLock<Loaded> = OnceLock::new();
+    LOADED.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// The encoder of `folder`, loaded once per process, if it is the one (`identity`) the second
+/// router was trained with.
+pub fn shared_encoder(folder: &Path) -> Result<Arc<Encoder>, String> {
+    let mut cache = loaded().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, encoder)) = cache.iter().find(|(f, _)| f == folder) {
+        return Ok(encoder.clone());
+    }
+    let encoder = Arc::new(Encoder::load(folder).map_err(|e| e.to_string())?);
+    cache.push((folder.to_path_buf(), encoder.clone()));
+    Ok(encoder)
+}
+
+fn load_encoder(folder: &Path, want: u64) -> Option<Arc<Encoder>> {
+    let started = std::time::Instant::now();
+    let result = identity(folder).and_then(|have| {
+        if have != want {
+            return Err("it is not the encoder the router was trained with; run `switchyard train` again".into());
+        }
+        shared_encoder(folder)
+    });
+    match result {
+        Ok(encoder) => {
+            tracing::info!(load_ms = started.elapsed().as_millis() as u64, "sentence encoder loaded for the cascade");
+            Some(encoder)
+        }
+        Err(error) => {
+            tracing::error!(folder = %folder.display(), %error, "the cascade's sentence encoder cannot be loaded; the first router decides alone");
+            None
+        }
+    }
+}
+
+/// The second router's dense block for training: each text's word vector and its encoder
+/// vector, the latter computed ahead for every training text (on every core) and looked up.
+pub struct TrainingBlock<'a> {
+    encoder: &'a Encoder,
+    sentences: std::collections::HashMap<String, Vec<f32>>,
+}
+
+impl<'a> TrainingBlock<'a> {
+    /// The encoder's vectors of `texts`, computed on `threads` threads.
+    pub fn new(encoder: &'a Encoder, texts: &[&str], threads: usize) -> TrainingBlock<'a> {
+        let mut unique: Vec<&str> = texts.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        let chunk = unique.len().div_ceil(threads.max(1)).max(1);
+        let sentences = std::thread::scope(|s| {
+            let handles: Vec<_> = unique
+                .chunks(chunk)
+                .map(|part| s.spawn(move || part.iter().map(|t| (t.to_string(), encoder.embed(t))).collect::<Vec<_>>()))
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        });
+        TrainingBlock { encoder, sentences }
+    }
+}
+
+impl Embedder for TrainingBlock<'_> {
+    fn name(&self) -> &str {
+        CASCADE_BLOCK
+    }
+    fn dims(&self) -> usize {
+        super::EMBEDDING_DIMS + self.encoder.dims()
+    }
+    fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        let words = super::text_embedding(text);
+        let sentence = match self.sentences.get(text) {
+            Some(v) => std::borrow::Cow::Borrowed(v),
+            None => std::borrow::Cow::Owned(self.encoder.embed(text)),
+        };
+        Some(dense(words.as_ref().map(|w| &w[..]), &sentence))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routed(in_scope: bool, probabilities: Vec<f32>) -> Routed {
+        Routed { intent: 0, score: 1.0, margin: 0.5, scope_margin: 1.0, in_scope, probabilities }
+    }
+
+    #[test]
+    fn doubt_is_a_refusal_or_a_best_intent_below_the_doubt() {
+        assert!(!in_doubt(&routed(true, vec![0.96, 0.04]), 0.95));
+        assert!(in_doubt(&routed(true, vec![0.94, 0.06]), 0.95));
+        assert!(in_doubt(&routed(false, vec![0.99, 0.01]), 0.95), "a refusal is always read again");
+        assert!(in_doubt(&routed(true, vec![0.999, 0.001]), 1.0));
+        assert!(!in_doubt(&routed(true, vec![0.2, 0.8]), 0.0));
+    }
+
+    #[test]
+    fn the_dense_block_is_the_word_vector_then_the_weighted_sentence_vector() {
+        let words = vec![0.5f32; super::super::EMBEDDING_DIMS];
+        let v = dense(Some(&words), &[1.0, -1.0]);
+        assert_eq!(v.len(), super::super::EMBEDDING_DIMS + 2);
+        assert_eq!(&v[super::super::EMBEDDING_DIMS..], [ENCODER_WEIGHT, -ENCODER_WEIGHT]);
+        let v = dense(None, &[1.0]);
+        assert!(v[..super::super::EMBEDDING_DIMS].iter().all(|x| *x == 0.0), "no word vector: zeros");
+    }
+
+    #[test]
+    fn a_folder_without_an_encoder_has_no_identity() {
+        let err = identity(Path::new("/nonexistent-encoder")).expect_err("no folder");
+        assert!(err.starts_with("/nonexistent-encoder/config.json: "), "{err}");
+    }
+}
