@@ -126,3 +126,30 @@ fn the_encoder_settings_are_validated_by_name() {
         assert!(err.contains(want), "{yaml}: {err}");
     }
 }
+
+#[test]
+fn another_encoder_in_the_folder_makes_the_artifact_stale_and_is_not_used() {
+    let dir = temp_dir("identity");
+    let copy = dir.join("encoder");
+    std::fs::create_dir_all(&copy).expect("dir");
+    for file in ["config.json", "vocab.txt", "model.safetensors"] {
+        std::os::unix::fs::symlink(encoder_dir().join(file), copy.join(file)).expect("link");
+    }
+    let m = write_manifest(&dir, &copy);
+    let (_, bytes) = router::train(&m).expect("trains");
+    router::write_artifact(&router::artifact_path(&m).expect("path"), &bytes).expect("write");
+    assert_eq!(router::state(&m), ArtifactState::Current);
+    // The folder now holds another configuration.
+    std::fs::remove_file(copy.join("config.json")).expect("unlink");
+    let mut config = std::fs::read_to_string(encoder_dir().join("config.json")).expect("config");
+    config.push('\n');
+    std::fs::write(copy.join("config.json"), config).expect("write config");
+    let state = router::state(&m);
+    assert!(matches!(&state, ArtifactState::Stale(why) if why.contains("classifier.encoder.model")), "{state:?}");
+    // A classifier built on that artifact does not use the other encoder: the first router decides.
+    let trained = router::load(&m).expect("loads");
+    let cascade = trained.cascade.expect("cascade");
+    assert!(cascade.encoder().is_none(), "an encoder of another identity is refused");
+    assert!(cascade.route("reset my password", None).is_none());
+    std::fs::remove_dir_all(&dir).ok();
+}

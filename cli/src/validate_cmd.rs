@@ -121,6 +121,12 @@ fn router(m: &Manifest, out: &mut impl Write) -> io::Result<u8> {
         writeln!(out, "router: problem: {e}")?;
         return Ok(EXIT_INVALID);
     }
+    if let Some(encoder) = &m.classifier.encoder {
+        if let Err(e) = switchyard_core::classify::cascade::identity(&m.resolve(&encoder.model)) {
+            writeln!(out, "router: problem: classifier.encoder.model: {e}")?;
+            return Ok(EXIT_INVALID);
+        }
+    }
     let path = router::artifact_path(m).map(|p| p.display().to_string()).unwrap_or_default();
     match router::state(m) {
         router::ArtifactState::Current if router::prepared_manifest_current(m) == Some(false) => writeln!(
@@ -331,6 +337,18 @@ intents:
         assert!(out.contains("2 problems"), "{out}");
         assert!(out.contains("-broken.yaml:16: agents[1].tier: tier 7 is not declared"), "{out}");
         assert!(out.contains("-broken.yaml:21: intents[0].route.supporting[0]: agent `nobody`"), "{out}");
+    }
+
+    #[test]
+    fn an_encoder_folder_without_a_model_is_a_problem_naming_the_key() {
+        let with = VALID.replacen("\nintents:", "\nclassifier:\n  encoder: {model: no-such-encoder}\nintents:", 1);
+        assert_ne!(with, VALID, "the manifest has an intents section to put the encoder before");
+        let (code, out) = run_on("encoder", &with);
+        assert_eq!(code, EXIT_INVALID, "{out}");
+        assert!(
+            out.contains("router: problem: classifier.encoder.model: ") && out.contains("no-such-encoder"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -623,6 +623,11 @@ pub fn state(manifest: &Manifest) -> ArtifactState {
     };
     match check(&header, manifest, manifest_files_hash(manifest)) {
         ArtifactState::Current => match from_bytes(manifest, &bytes) {
+            Ok(Trained { cascade: Some(c), .. }) if cascade::identity(&c.folder).is_ok_and(|id| id != c.identity) => {
+                ArtifactState::Stale(
+                    "the encoder classifier.encoder.model names is not the one it was trained with".into(),
+                )
+            }
             Ok(_) => ArtifactState::Current,
             Err(state) => state,
         },
