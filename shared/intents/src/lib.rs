@@ -98,6 +98,9 @@ pub struct TrainSpec {
     pub folds: usize,
     /// Share of held-out in-scope examples the threshold may refuse.
     pub refuse_budget: f32,
+    /// Cost of refusing one in-scope question, in accepted off-domain questions (rates: a
+    /// share of held-out in-scope examples refused against a share of background let in).
+    pub refusal_cost: f32,
     /// Classes trained at once.
     pub threads: usize,
 }
@@ -109,6 +112,7 @@ impl Default for TrainSpec {
             svm: SvmSpec::default(),
             folds: 5,
             refuse_budget: 0.05,
+            refusal_cost: REFUSAL_COST,
             threads: 2,
         }
     }
@@ -303,7 +307,7 @@ pub const REFUSAL_COST: f32 = 10.0;
 /// of background ones (`off`): the one with the least cost, [`REFUSAL_COST`] per in-scope
 /// example refused and 1 per background example let in, among those refusing at most
 /// `budget` of the in-scope examples. Without background, the `budget` quantile of `kept`.
-fn place_threshold(kept: &mut [f32], off: &mut [f32], budget: f32) -> f32 {
+fn place_threshold(kept: &mut [f32], off: &mut [f32], budget: f32, refusal_cost: f32) -> f32 {
     kept.sort_by(f32::total_cmp);
     off.sort_by(f32::total_cmp);
     let most_refused = ((kept.len() as f32) * budget).floor() as usize;
@@ -316,7 +320,7 @@ fn place_threshold(kept: &mut [f32], off: &mut [f32], budget: f32) -> f32 {
     for &t in kept.iter().take(most_refused + 1).chain(off.iter().filter(|&&m| m <= quantile)) {
         let refused = kept.partition_point(|&m| m < t) as f32;
         let let_in = (off.len() - off.partition_point(|&m| m < t)) as f32;
-        let cost = REFUSAL_COST * refused / n_in + let_in / n_off;
+        let cost = refusal_cost * refused / n_in + let_in / n_off;
         if refused as usize <= most_refused && cost < best.0 {
             best = (cost, t);
         }
@@ -361,7 +365,7 @@ fn calibrate(
             }
         }
     }
-    let threshold = place_threshold(&mut kept, &mut off, spec.refuse_budget);
+    let threshold = place_threshold(&mut kept, &mut off, spec.refuse_budget, spec.refusal_cost);
     let nll = |t: f32| -> f32 { held_out.iter().map(|(truth, s)| -softmax(s, t)[*truth].max(1e-9).ln()).sum::<f32>() };
     let temperature = (0..60).map(|step| 0.02 * 1.12f32.powi(step)).min_by(|a, b| nll(*a).total_cmp(&nll(*b)));
     (threshold, temperature.unwrap_or(1.0))
