@@ -168,7 +168,10 @@ impl Encoder {
         let vocab = WordPiece::from_vocab(&vocab_text)
             .ok_or_else(|| shape_error(&vocab_path, "no [UNK], [CLS] or [SEP] piece"))?;
         let weights_path = dir.join("model.safetensors");
-        let tensors = Tensors::parse(read(&weights_path)?).map_err(|reason| shape_error(&weights_path, reason))?;
+        let file = std::fs::File::open(&weights_path)
+            .map_err(|e| EncoderError::File { path: weights_path.display().to_string(), reason: e.to_string() })?;
+        let tensors =
+            Tensors::parse(std::io::BufReader::new(file)).map_err(|reason| shape_error(&weights_path, reason))?;
         let (h, i) = (shape.hidden, shape.intermediate);
         let get =
             |name: &str, dims: &[usize]| tensors.f32(name, dims).map_err(|reason| shape_error(&weights_path, reason));

@@ -1,13 +1,16 @@
 //! The safetensors format: an 8-byte little-endian header length, a JSON header naming each
 //! tensor's dtype, shape and byte range, then the data.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
 
-/// A parsed safetensors file.
+/// A safetensors file's header, its tensors read on demand from `source` (so that loading never
+/// holds the whole file and its tensors at once).
 #[derive(Debug)]
-pub struct Tensors {
-    bytes: Vec<u8>,
-    data_start: usize,
+pub struct Tensors<R> {
+    source: RefCell<R>,
+    data_start: u64,
     entries: HashMap<String, Entry>,
 }
 
@@ -15,24 +18,29 @@ pub struct Tensors {
 struct Entry {
     dtype: String,
     shape: Vec<usize>,
-    start: usize,
-    end: usize,
+    start: u64,
+    end: u64,
 }
 
 /// Largest header accepted, in bytes.
 const MAX_HEADER: u64 = 100 << 20;
 
-impl Tensors {
-    /// Read the header of `bytes`; the reason when it is not a safetensors file.
-    pub fn parse(bytes: Vec<u8>) -> Result<Tensors, String> {
-        let len = bytes.get(..8).ok_or("shorter than a safetensors header")?;
-        let header_len = u64::from_le_bytes(len.try_into().map_err(|_| "bad header length")?);
-        if header_len > MAX_HEADER || 8 + header_len as usize > bytes.len() {
-            return Err(format!("header length {header_len} does not fit the file ({} bytes)", bytes.len()));
+impl<R: Read + Seek> Tensors<R> {
+    /// Read the header of `source`; the reason when it is not a safetensors file.
+    pub fn parse(mut source: R) -> Result<Tensors<R>, String> {
+        let file_len = source.seek(SeekFrom::End(0)).map_err(|e| e.to_string())?;
+        source.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+        let mut len = [0u8; 8];
+        source.read_exact(&mut len).map_err(|_| "shorter than a safetensors header".to_string())?;
+        let header_len = u64::from_le_bytes(len);
+        if header_len > MAX_HEADER || 8 + header_len > file_len {
+            return Err(format!("header length {header_len} does not fit the file ({file_len} bytes)"));
         }
-        let data_start = 8 + header_len as usize;
+        let mut header = vec![0u8; header_len as usize];
+        source.read_exact(&mut header).map_err(|e| e.to_string())?;
+        let data_start = 8 + header_len;
         let header: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_slice(&bytes[8..data_start]).map_err(|e| format!("header is not a JSON object: {e}"))?;
+            serde_json::from_slice(&header).map_err(|e| format!("header is not a JSON object: {e}"))?;
         let mut entries = HashMap::new();
         for (name, v) in header {
             if name == "__metadata__" {
@@ -45,14 +53,14 @@ impl Tensors {
                 .ok_or(format!("`{name}`: no shape"))?;
             let offsets = v["data_offsets"]
                 .as_array()
-                .and_then(|o| Some((o.first()?.as_u64()? as usize, o.get(1)?.as_u64()? as usize)))
+                .and_then(|o| Some((o.first()?.as_u64()?, o.get(1)?.as_u64()?)))
                 .ok_or(format!("`{name}`: no data_offsets"))?;
-            if offsets.0 > offsets.1 || data_start + offsets.1 > bytes.len() {
+            if offsets.0 > offsets.1 || data_start + offsets.1 > file_len {
                 return Err(format!("`{name}`: data_offsets {offsets:?} lie outside the file"));
             }
             entries.insert(name, Entry { dtype, shape, start: offsets.0, end: offsets.1 });
         }
-        Ok(Tensors { bytes, data_start, entries })
+        Ok(Tensors { source: RefCell::new(source), data_start, entries })
     }
 
     fn entry(&self, name: &str) -> Result<&Entry, String> {
@@ -61,17 +69,26 @@ impl Tensors {
             return Err(format!("`{name}` is {}, not F32", e.dtype));
         }
         let count: usize = e.shape.iter().product();
-        if count * 4 != e.end - e.start {
+        if (count as u64) * 4 != e.end - e.start {
             return Err(format!("`{name}`: shape {:?} does not match its {} bytes", e.shape, e.end - e.start));
         }
         Ok(e)
     }
 
-    fn values(&self, e: &Entry) -> Vec<f32> {
-        self.bytes[self.data_start + e.start..self.data_start + e.end]
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect()
+    /// The values of `e`, read a block at a time.
+    fn values(&self, e: &Entry) -> Result<Vec<f32>, String> {
+        let mut source = self.source.borrow_mut();
+        source.seek(SeekFrom::Start(self.data_start + e.start)).map_err(|err| err.to_string())?;
+        let mut left = (e.end - e.start) as usize;
+        let mut out = Vec::with_capacity(left / 4);
+        let mut block = vec![0u8; (64 << 10).min(left)];
+        while left > 0 {
+            let n = block.len().min(left);
+            source.read_exact(&mut block[..n]).map_err(|err| err.to_string())?;
+            out.extend(block[..n].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            left -= n;
+        }
+        Ok(out)
     }
 
     /// The F32 tensor `name`, which must have exactly `dims`.
@@ -80,7 +97,7 @@ impl Tensors {
         if e.shape != dims {
             return Err(format!("`{name}` has shape {:?}, expected {dims:?}", e.shape));
         }
-        Ok(self.values(e))
+        self.values(e)
     }
 
     /// The F32 matrix `name` whose rows are `width` wide, however many rows it has.
@@ -89,7 +106,7 @@ impl Tensors {
         if e.shape.len() != 2 || e.shape[1] != width || e.shape[0] == 0 {
             return Err(format!("`{name}` has shape {:?}, expected [n, {width}]", e.shape));
         }
-        Ok(self.values(e))
+        self.values(e)
     }
 }
 
@@ -97,11 +114,11 @@ impl Tensors {
 mod tests {
     use super::*;
 
-    fn file(header: &str, data: &[u8]) -> Vec<u8> {
+    fn file(header: &str, data: &[u8]) -> std::io::Cursor<Vec<u8>> {
         let mut out = (header.len() as u64).to_le_bytes().to_vec();
         out.extend_from_slice(header.as_bytes());
         out.extend_from_slice(data);
-        out
+        std::io::Cursor::new(out)
     }
 
     #[test]
@@ -120,7 +137,7 @@ mod tests {
 
     #[test]
     fn damaged_files_are_refused() {
-        assert!(Tensors::parse(vec![1, 2]).is_err());
+        assert!(Tensors::parse(std::io::Cursor::new(vec![1u8, 2])).is_err());
         assert!(Tensors::parse(file("{", &[])).is_err());
         let out_of_file = file(r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#, &[0; 4]);
         assert!(Tensors::parse(out_of_file).expect_err("outside").contains("outside the file"));
