@@ -111,6 +111,11 @@ fn a_deployed_function_refuses_to_start_without_the_encoders_folder() {
     let m2 = write_manifest(&dir, &copy);
     let problem = router::train(&m2).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(problem.starts_with("classifier.encoder.model: ") && problem.contains("model.safetensors"), "{problem}");
+    // Where a process may train (ask, serve), it still routes, without the cascade.
+    std::fs::remove_file(router::artifact_path(&m2).expect("path")).ok();
+    let trained = router::load_or_train(&m2).expect("a router without the cascade");
+    assert!(trained.cascade.is_none());
+    assert_eq!(Classifier::new(&m2).classify("please order me a new laptop").intent, "order_laptop");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -698,7 +698,17 @@ pub fn load_or_train(manifest: &Manifest) -> Option<Trained> {
         return None;
     }
     let started = std::time::Instant::now();
-    match train(manifest) {
+    // Without its encoder a manifest still gets its router, without the cascade.
+    let trained = match train(manifest) {
+        Err(RouterError::Encoder(why)) => {
+            tracing::warn!(manifest = %manifest.name, error = %why, "the cascade's encoder cannot be read; routing without the cascade");
+            let mut without = manifest.clone();
+            without.classifier.encoder = None;
+            train(&without)
+        }
+        other => other,
+    };
+    match trained {
         Ok((trained, _)) => {
             tracing::warn!(
                 manifest = %manifest.name,
