@@ -108,8 +108,8 @@ fn loaded() -> &'static Loaded {
     LOADED.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-/// The encoder of `folder`, loaded once per process, if it is the one (`identity`) the second
-/// router was trained with.
+/// The encoder of `folder`, loaded once per process (whether it is the one the second router
+/// was trained with is the caller's check: [`identity`]).
 pub fn shared_encoder(folder: &Path) -> Result<Arc<Encoder>, String> {
     let mut cache = loaded().lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, encoder)) = cache.iter().find(|(f, _)| f == folder) {
