@@ -308,6 +308,25 @@ impl Encoder {
     }
 }
 
+/// What identifies the encoder of a sentence-transformers folder without reading its weights:
+/// a hash (FNV-1a, the same on every platform) of its configuration, its vocabulary and the
+/// header of its weights file (names, shapes and offsets of every tensor).
+pub fn identity(dir: &Path) -> Result<u64, EncoderError> {
+    let mut h = fnv(&read(&dir.join("config.json"))?);
+    h = h.rotate_left(7) ^ fnv(&read(&dir.join("vocab.txt"))?);
+    let weights = dir.join("model.safetensors");
+    let file_error = |e: String| EncoderError::File { path: weights.display().to_string(), reason: e };
+    let mut file = std::fs::File::open(&weights).map_err(|e| file_error(e.to_string()))?;
+    let len = file.metadata().map_err(|e| file_error(e.to_string()))?.len();
+    let header = tensors::header(&mut file, len).map_err(|reason| shape_error(&weights, reason))?;
+    Ok(h.rotate_left(7) ^ fnv(&header))
+}
+
+/// FNV-1a, 64 bits.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// The longest input read, in tokens; longer texts are cut (sentence-transformers' default for
 /// this family).
 pub const MAX_TOKENS: usize = 256;

@@ -25,20 +25,26 @@ struct Entry {
 /// Largest header accepted, in bytes.
 const MAX_HEADER: u64 = 100 << 20;
 
+/// The JSON header of a safetensors file of `file_len` bytes, read from its start.
+pub fn header(source: &mut impl Read, file_len: u64) -> Result<Vec<u8>, String> {
+    let mut len = [0u8; 8];
+    source.read_exact(&mut len).map_err(|_| "shorter than a safetensors header".to_string())?;
+    let header_len = u64::from_le_bytes(len);
+    if header_len > MAX_HEADER || 8 + header_len > file_len {
+        return Err(format!("header length {header_len} does not fit the file ({file_len} bytes)"));
+    }
+    let mut header = vec![0u8; header_len as usize];
+    source.read_exact(&mut header).map_err(|e| e.to_string())?;
+    Ok(header)
+}
+
 impl<R: Read + Seek> Tensors<R> {
     /// Read the header of `source`; the reason when it is not a safetensors file.
     pub fn parse(mut source: R) -> Result<Tensors<R>, String> {
         let file_len = source.seek(SeekFrom::End(0)).map_err(|e| e.to_string())?;
         source.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
-        let mut len = [0u8; 8];
-        source.read_exact(&mut len).map_err(|_| "shorter than a safetensors header".to_string())?;
-        let header_len = u64::from_le_bytes(len);
-        if header_len > MAX_HEADER || 8 + header_len > file_len {
-            return Err(format!("header length {header_len} does not fit the file ({file_len} bytes)"));
-        }
-        let mut header = vec![0u8; header_len as usize];
-        source.read_exact(&mut header).map_err(|e| e.to_string())?;
-        let data_start = 8 + header_len;
+        let header = header(&mut source, file_len)?;
+        let data_start = 8 + header.len() as u64;
         let header: serde_json::Map<String, serde_json::Value> =
             serde_json::from_slice(&header).map_err(|e| format!("header is not a JSON object: {e}"))?;
         let mut entries = HashMap::new();

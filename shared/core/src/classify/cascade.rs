@@ -75,28 +75,10 @@ pub fn dense(words: Option<&[f32]>, sentence: &[f32]) -> Vec<f32> {
     out
 }
 
-/// What identifies an encoder without reading its weights: its configuration, its vocabulary
-/// and the header of its weights file (names, shapes and offsets of every tensor). The reason
-/// when the folder does not hold them.
+/// What identifies the encoder of `folder` ([`switchyard_encoder::identity`]); the reason when
+/// the folder does not hold one.
 pub fn identity(folder: &Path) -> Result<u64, String> {
-    let read =
-        |name: &str| std::fs::read(folder.join(name)).map_err(|e| format!("{}: {e}", folder.join(name).display()));
-    let mut h = fnv(&read("config.json")?);
-    h = h.rotate_left(7) ^ fnv(&read("vocab.txt")?);
-    let weights = folder.join("model.safetensors");
-    let mut file = std::fs::File::open(&weights).map_err(|e| format!("{}: {e}", weights.display()))?;
-    let mut len = [0u8; 8];
-    std::io::Read::read_exact(&mut file, &mut len).map_err(|e| format!("{}: {e}", weights.display()))?;
-    let header_len = u64::from_le_bytes(len).min(100 << 20) as usize;
-    let mut header = vec![0u8; header_len];
-    std::io::Read::read_exact(&mut file, &mut header).map_err(|e| format!("{}: {e}", weights.display()))?;
-    Ok(h.rotate_left(7) ^ fnv(&header))
-}
-
-/// FNV-1a, 64 bits: stable across builds and platforms (the identity is written on one machine
-/// and checked on another).
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    switchyard_encoder::identity(folder).map_err(|e| e.to_string())
 }
 
 /// Encoders loaded in this process, by folder.
