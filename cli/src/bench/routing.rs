@@ -97,8 +97,9 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<u8> {
             examples.push((text.clone(), i));
         }
     }
-    let background = switchyard_intents::background().map(str::to_string).collect();
+    let background = switchyard_core::router::background();
     let set = TrainingSet { intents, examples, background };
+    let background_lines = set.background.len();
     let spec = switchyard_core::router::train_spec();
     let started = Instant::now();
     let router = switchyard_core::router::train_set(&set)?;
@@ -132,6 +133,7 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<u8> {
             value["train_s"] = serde_json::json!(train_s);
             value["artifact_bytes"] = serde_json::json!(bytes.len());
             value["load_ms"] = serde_json::json!(loads[loads.len() / 2]);
+            value["background_lines"] = serde_json::json!(background_lines);
             println!("{value}");
         }
         if let Some((train_s, rows)) = &cascade_rows {
@@ -145,7 +147,7 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<u8> {
         return Ok(0);
     }
     println!(
-        "routing on {} ({} intents, {} training queries, shots per intent: {shots}; trainer {})",
+        "routing on {} ({} intents, {} training queries, shots per intent: {shots}; {background_lines} background lines; trainer {})",
         file.display(),
         router.intents.len(),
         set.examples.len(),

@@ -204,6 +204,13 @@ pub fn manifest_hash(manifest: &Manifest) -> u64 {
     h.0
 }
 
+/// What every router learns as "none of the intents" before the manifest's own negative
+/// examples: the shipped background ([`switchyard_intents::background`]) and the generated
+/// [`switchyard_intents::noise`].
+pub fn background() -> Vec<String> {
+    switchyard_intents::background().map(str::to_string).chain(switchyard_intents::noise()).collect()
+}
+
 /// Everything the router of `manifest` learns from, with the hashes its artifact records.
 pub fn training(manifest: &Manifest) -> Result<Training, RouterError> {
     let intents: Vec<String> = manifest.intents.iter().map(|i| i.id.clone()).collect();
@@ -217,8 +224,7 @@ pub fn training(manifest: &Manifest) -> Result<Training, RouterError> {
     for (shown, text) in &dialogue_files {
         conversations.extend(dialogue_lines(text, shown, &intents)?);
     }
-    let mut background: Vec<String> =
-        switchyard_intents::background().map(str::to_string).chain(switchyard_intents::noise()).collect();
+    let mut background = background();
     background.extend(manifest.classifier.scope.negative_examples.iter().cloned());
     Ok(Training {
         set: TrainingSet { intents, examples: examples.into_iter().map(|(i, t)| (t, i)).collect(), background },
