@@ -358,7 +358,7 @@ fn a_function_reads_its_manifest_from_the_artifact_while_the_file_is_unchanged()
     let (_, bytes) = router::train(&m).expect("trains");
     let artifact_path = router::artifact_path(&m).expect("beside the manifest");
     router::write_artifact(&artifact_path, &bytes).expect("writes");
-    let head = artifact::read_head(&mut &bytes[..], |_| true).expect("head");
+    let head = artifact::read_head(&mut std::io::Cursor::new(&bytes[..]), |_| true).expect("head");
     let section = head.sections.iter().find(|s| s.name == router::MANIFEST_SECTION).expect("the manifest section");
     assert_eq!(section.bytes[..8], router::text_hash(yaml.as_bytes()).to_le_bytes());
     let from_json: Manifest = serde_json::from_slice(&section.bytes[8..]).expect("the JSON form deserializes");
@@ -387,7 +387,7 @@ fn a_function_reads_its_manifest_from_the_artifact_while_the_file_is_unchanged()
 
     // A start reads the head and checks the length: a file cut after its head is damaged.
     let whole = std::fs::read(&artifact_path).expect("reads");
-    let head = artifact::read_head(&mut &whole[..], |_| false).expect("head");
+    let head = artifact::read_head(&mut std::io::Cursor::new(&whole[..]), |_| false).expect("head");
     std::fs::write(&artifact_path, &whole[..head.len as usize + 10]).expect("cuts");
     let problem = router::startup_problem(&loaded).expect("a cut artifact stops the start");
     assert!(problem.contains("unreadable") && problem.contains("where its head says"), "{problem}");

@@ -555,7 +555,10 @@ fn artifact_head(manifest: &Manifest) -> Result<artifact::Head, ArtifactState> {
             (artifact::read_head(&mut std::io::BufReader::new(file), |_| false).map_err(unreadable)?, len)
         }
         None if EMBEDDED.is_empty() => return Err(ArtifactState::Missing),
-        None => (artifact::read_head(&mut &EMBEDDED[..], |_| false).map_err(unreadable)?, EMBEDDED.len() as u64),
+        None => (
+            artifact::read_head(&mut std::io::Cursor::new(EMBEDDED), |_| false).map_err(unreadable)?,
+            EMBEDDED.len() as u64,
+        ),
     };
     if head.len.checked_add(head.router_len) != Some(len) {
         return Err(ArtifactState::Unreadable(format!(

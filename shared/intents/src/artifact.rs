@@ -16,7 +16,7 @@
 use crate::features::FeatureSpec;
 use crate::svm::Compact;
 use crate::Router;
-use std::io::Read;
+use std::io::{Cursor, Read, Seek, SeekFrom};
 
 const MAGIC: &[u8; 4] = b"SYRT";
 /// The byte format's version.
@@ -185,8 +185,13 @@ pub struct Head {
 
 /// The head of the artifact `r` reads (header and sections), without the router after it: what
 /// a function checks at start (a file is read only this far). Only the sections whose name
-/// `keep` accepts are kept; the others are read past.
-pub fn read_head(r: &mut impl Read, keep: impl Fn(&str) -> bool) -> Result<Head, ArtifactError> {
+/// `keep` accepts are read; the reader seeks past the others (a cascade's second router is
+/// megabytes that a start never needs).
+pub fn read_head<R: Read + Seek>(r: &mut R, keep: impl Fn(&str) -> bool) -> Result<Head, ArtifactError> {
+    let io = |e: std::io::Error| ArtifactError::Corrupt(format!("reading the head: {e}"));
+    let start = r.stream_position().map_err(io)?;
+    let end = r.seek(SeekFrom::End(0)).map_err(io)?;
+    r.seek(SeekFrom::Start(start)).map_err(io)?;
     // The header's fields have a bounded size: read them, then parse them as bytes.
     let mut head = take_exact(r, 4 + 4 + 2, "the header").unwrap_or_default();
     let trainer_len = magic_and_format(&head)?;
@@ -211,11 +216,8 @@ pub fn read_head(r: &mut impl Read, keep: impl Fn(&str) -> bool) -> Result<Head,
         len += 2 + n + 4 + size;
         if keep(&name) {
             sections.push(Section { name: name.clone(), bytes: take_exact(r, size, "a section")? });
-        } else {
-            let skipped = std::io::copy(&mut r.take(size as u64), &mut std::io::sink());
-            if skipped.map_err(|e| ArtifactError::Corrupt(format!("a section: {e}")))? < size as u64 {
-                return Err(ArtifactError::Corrupt("cut short in a section".into()));
-            }
+        } else if r.seek(SeekFrom::Current(size as i64)).map_err(io)? > end {
+            return Err(ArtifactError::Corrupt("cut short in a section".into()));
         }
         names.push(name);
     }
@@ -255,7 +257,7 @@ fn le<const N: usize>(b: &[u8]) -> [u8; N] {
 
 /// The router in `bytes`, with its header and sections.
 pub fn decode(bytes: &[u8]) -> Result<(Header, Router, Vec<Section>), ArtifactError> {
-    let mut rest = bytes;
+    let mut rest = Cursor::new(bytes);
     let Head { header: head, sections, len, router_len, .. } = read_head(&mut rest, |_| true)?;
     if Some(len) != (bytes.len() as u64).checked_sub(router_len) {
         return Err(ArtifactError::Corrupt(format!(
@@ -264,7 +266,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Router, Vec<Section>), ArtifactEr
             len.saturating_add(router_len)
         )));
     }
-    let mut r = Reader { bytes, at: bytes.len() - rest.len() };
+    let mut r = Reader { bytes, at: rest.position() as usize };
     let hash_bits = r.u32("the hash bits")?;
     if !(8..=24).contains(&hash_bits) {
         return Err(ArtifactError::Corrupt(format!("hash bits {hash_bits} outside 8 – 24")));
@@ -350,16 +352,22 @@ mod tests {
         assert_eq!(back, r);
         assert_eq!(back_sections, sections);
         // The head alone, from a reader that stops where the router begins.
-        let h = read_head(&mut &bytes[..], |_| true).expect("reads the head");
+        let h = read_head(&mut Cursor::new(&bytes[..]), |_| true).expect("reads the head");
         assert_eq!((&h.header, &h.sections), (&head, &sections));
         assert_eq!(h.names, ["notes", "empty"]);
-        let names_only = read_head(&mut &bytes[..], |name| name == "empty").expect("reads the head");
+        let names_only = read_head(&mut Cursor::new(&bytes[..]), |name| name == "empty").expect("reads the head");
         assert_eq!((names_only.names, names_only.sections.len(), names_only.len), (h.names.clone(), 1, h.len));
+        // A section read past (sought over) that the reader cuts short is still found cut.
+        let in_notes = 4 + 4 + 2 + TRAINER.len() + 16 + 4 + (2 + 5 + 4) + 5;
+        assert_eq!(
+            read_head(&mut Cursor::new(&bytes[..in_notes]), |name| name == "empty").map(|h| h.len),
+            Err(ArtifactError::Corrupt("cut short in a section".into()))
+        );
         let at = 4 + 4 + 2 + TRAINER.len() + 16 + 4 + (2 + 5 + 4 + 15) + (2 + 5 + 4) + 8;
         assert_eq!(h.len, at as u64);
         assert_eq!(h.len + h.router_len, bytes.len() as u64);
         assert_eq!(
-            read_head(&mut &bytes[..at], |_| true).map(|h| h.sections.len()),
+            read_head(&mut Cursor::new(&bytes[..at]), |_| true).map(|h| h.sections.len()),
             Ok(2),
             "the head ends before the router"
         );
