@@ -59,7 +59,7 @@ def metrics(predicted, refused, gold, oos_refused):
     }
 
 
-def thresholded(name, scores_by_split, classes, gold_by_split, refuse, p50_us, extra=""):
+def thresholded(name, scores_by_split, classes, gold_by_split, refuse, p50_us):
     """A row for a scorer (split -> [n, classes] scores): argmax, refused below the threshold that
     refuses `refuse` of val's in-scope queries."""
     import numpy as np
@@ -73,7 +73,7 @@ def thresholded(name, scores_by_split, classes, gold_by_split, refuse, p50_us, e
         refused = list(s.max(axis=1) < threshold)
         oos_refused = list(scores_by_split[oos].max(axis=1) < threshold)
         rows[split] = metrics(predicted, refused, gold_by_split[split], oos_refused)
-    return {"method": name, "val": rows["val"], "test": rows["test"], "p50_us": p50_us, "note": extra}
+    return {"method": name, "val": rows["val"], "test": rows["test"], "p50_us": p50_us}
 
 
 def p50(fn, texts):
