@@ -9,6 +9,8 @@
 #   referenced, which cfn-lint reports (E1010/E1020 on Tier3Queue);
 # - tests/fixtures/infra/tier2-timeout-too-short.yaml must PASS: a 60 s timeout is a valid
 #   template; only `switchyard infra check` knows tier 2 needs 300 s.
+# - tests/fixtures/infra/with-encoder.yaml must pass: the template of a manifest that names a
+#   sentence encoder, shipped as a layer (tests/infra_template.rs keeps it rendered).
 # Any other outcome exits non-zero, so this file and infra/README.md stay true.
 #
 # cfn-lint is pinned to 1.53.3 (later releases skip SAM's transform) and installed into a
@@ -57,6 +59,7 @@ expect() {
 expect infra/template.yaml pass
 expect tests/fixtures/infra/missing-tier3-queue.yaml fail "Tier3Queue"
 expect tests/fixtures/infra/tier2-timeout-too-short.yaml pass
+expect tests/fixtures/infra/with-encoder.yaml pass
 
 if [[ $failures -ne 0 ]]; then
     echo "cfn-lint.sh: $failures unexpected result(s)" >&2

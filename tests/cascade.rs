@@ -120,6 +120,34 @@ fn a_deployed_function_refuses_to_start_without_the_encoders_folder() {
 }
 
 #[test]
+fn a_deployed_function_reads_the_encoder_where_its_layer_put_it() {
+    // GIVEN a manifest naming its encoder by a relative folder, trained where that folder is
+    let dir = temp_dir("layer");
+    std::os::unix::fs::symlink(encoder_dir(), dir.join("minilm")).expect("link the encoder");
+    let m = write_manifest(&dir, Path::new("minilm"));
+    let (_, bytes) = router::train(&m).expect("trains");
+    router::write_artifact(&router::artifact_path(&m).expect("path"), &bytes).expect("write");
+    // WHEN it is deployed without that folder: the function refuses to start by name
+    std::fs::remove_file(dir.join("minilm")).expect("unlink");
+    let problem = router::startup_problem(&m).unwrap_or_default();
+    assert!(problem.starts_with("classifier.encoder.model: ") && problem.contains("model.safetensors"), "{problem}");
+    // AND with SWITCHYARD_ENCODER naming an empty folder, it names that variable
+    let mut deployed = m.clone();
+    deployed.encoder_dir = Some(dir.join("empty"));
+    let problem = router::startup_problem(&deployed).unwrap_or_default();
+    assert!(problem.starts_with("SWITCHYARD_ENCODER: ") && problem.contains("model.safetensors"), "{problem}");
+    // THEN with it naming where the encoder layer put the folder, the function starts, and a
+    // question the router is in doubt about is read with the encoder
+    deployed.encoder_dir = Some(encoder_dir());
+    assert_eq!(router::startup_problem(&deployed), None);
+    let cascade = router::load_or_train(&deployed).expect("the artifact loads").cascade.expect("with its cascade");
+    assert_eq!(cascade.folder, encoder_dir());
+    assert!(cascade.encoder().is_some(), "the encoder loads from the layer's folder");
+    assert_eq!(Classifier::new(&deployed).classify("please order me a new laptop").intent, "order_laptop");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn the_encoder_settings_are_validated_by_name() {
     for (yaml, want) in [
         ("encoder: { model: m, doubt: 1.5 }", "classifier.encoder.doubt"),

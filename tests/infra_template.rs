@@ -167,3 +167,80 @@ fn a_tier_timeout_longer_than_a_lambda_can_run_is_refused() {
         }
     }
 }
+
+/// The shipped manifest with a sentence encoder named (`classifier.encoder`), as a team that
+/// deploys the cascade writes it; its template is `tests/fixtures/infra/with-encoder.yaml`.
+fn with_encoder() -> Manifest {
+    let yaml = EMBEDDED_ROUTING_YAML.replacen(
+        "\nclassifier:\n",
+        "\nclassifier:\n  encoder: {model: models/all-MiniLM-L6-v2}\n",
+        1,
+    );
+    assert_ne!(yaml, EMBEDDED_ROUTING_YAML, "routing.yaml has no `classifier:` block; update this test");
+    Manifest::from_yaml(&yaml, "routing.yaml").expect("valid with an encoder")
+}
+
+#[test]
+fn a_manifest_that_names_an_encoder_ships_it_as_a_layer_to_the_functions_that_classify() {
+    // GIVEN the shipped manifest with an encoder, rendered
+    let manifest = with_encoder();
+    let rendered = infra_cmd::render(&manifest);
+    // THEN the committed fixture (linted by scripts/cfn-lint.sh) is exactly that template
+    let path = fixture("with-encoder.yaml");
+    if std::env::var_os("SWITCHYARD_RENDER_TEMPLATE").is_some() {
+        std::fs::write(&path, &rendered).expect("write the fixture");
+    }
+    assert!(read(&path) == rendered, "{} is out of date: rerun with SWITCHYARD_RENDER_TEMPLATE=1", path.display());
+    // AND it checks clean, with one layer holding the encoder's folder (relative to infra/)
+    assert!(sam::check(&rendered, &manifest).is_empty(), "{:#?}", sam::check(&rendered, &manifest));
+    let doc: serde_yaml::Value = serde_yaml::from_str(&rendered).expect("YAML");
+    let resources = &doc["Resources"];
+    let layer = &resources[sam::ENCODER_LAYER_ID];
+    assert_eq!(layer["Type"].as_str(), Some("AWS::Serverless::LayerVersion"));
+    assert_eq!(layer["Properties"]["ContentUri"].as_str(), Some("../models/all-MiniLM-L6-v2"));
+    // AND intake and the streamed chat completions, which classify, read it at /opt; no other
+    // function gets the layer
+    let functions: Vec<&str> = resources
+        .as_mapping()
+        .expect("resources")
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::Serverless::Function"))
+        .filter_map(|(id, _)| id.as_str())
+        .collect();
+    assert!(functions.len() > 4, "{functions:?}");
+    for id in functions {
+        let props = &resources[id]["Properties"];
+        let reads = ["IntakeFunction", "EventsStreamFunction"].contains(&id);
+        let env = props["Environment"]["Variables"]["SWITCHYARD_ENCODER"].as_str();
+        assert_eq!(env, reads.then_some(sam::LAYER_MOUNT), "{id}");
+        assert_eq!(props.get("Layers").is_some(), reads, "{id}");
+    }
+    // AND the template without an encoder has no layer
+    assert!(!infra_cmd::render(&routing_yaml()).contains(sam::ENCODER_LAYER_ID));
+}
+
+#[test]
+fn an_encoder_added_without_rerendering_or_a_layer_removed_by_hand_is_reported() {
+    // GIVEN a manifest that names an encoder and the template rendered before it did
+    let manifest = with_encoder();
+    let problems = sam::check(&infra_cmd::render(&routing_yaml()), &manifest);
+    // THEN the missing layer and what intake needs of it are reported
+    for expected in [
+        "EncoderLayer: the layer of the cascade's sentence encoder is missing (routing.yaml names classifier.encoder)",
+        "IntakeFunction: environment variable SWITCHYARD_ENCODER is missing (want `/opt`: routing.yaml names classifier.encoder)",
+        "IntakeFunction: Layers must hold !Ref EncoderLayer (routing.yaml names classifier.encoder; the function reads it at start)",
+    ] {
+        assert!(problems.iter().any(|p| p == expected), "missing `{expected}` in {problems:#?}");
+    }
+    // AND the encoder's template checked against a manifest without one reports the stray
+    // layer and variables
+    let problems = sam::check(&infra_cmd::render(&manifest), &routing_yaml());
+    assert!(
+        problems.iter().any(|p| p.starts_with("EncoderLayer: routing.yaml names no classifier.encoder")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.starts_with("IntakeFunction: environment variable SWITCHYARD_ENCODER is set")),
+        "{problems:#?}"
+    );
+}

@@ -121,8 +121,8 @@ fn router(m: &Manifest, out: &mut impl Write) -> io::Result<u8> {
         writeln!(out, "router: problem: {e}")?;
         return Ok(EXIT_INVALID);
     }
-    if let Some(encoder) = &m.classifier.encoder {
-        if let Err(e) = switchyard_core::classify::cascade::identity(&m.resolve(&encoder.model)) {
+    if let Some(folder) = m.encoder_folder() {
+        if let Err(e) = switchyard_core::classify::cascade::identity(&folder) {
             writeln!(out, "router: problem: classifier.encoder.model: {e}")?;
             return Ok(EXIT_INVALID);
         }

@@ -8,7 +8,7 @@ use switchyard_engine::handlers::HTTP_ROUTES;
 use switchyard_engine::jwt::{ENV_JWT_AUDIENCE, ENV_JWT_ISSUER, ENV_JWT_JWKS};
 use switchyard_model::limits::{LAMBDA_MAX_TIMEOUT_S, MAX_ATTEMPT_TIMEOUT_MS, WORKER_MARGIN_S};
 use switchyard_model::manifest::{Manifest, TierTimeout};
-use switchyard_model::topology::{QueueSpec, Topology, ENV_TABLE, ENV_TIER, VISIBILITY_FACTOR};
+use switchyard_model::topology::{QueueSpec, Topology, ENV_ENCODER, ENV_TABLE, ENV_TIER, VISIBILITY_FACTOR};
 
 // ---- checking ------------------------------------------------------------------------------
 
@@ -43,6 +43,7 @@ pub fn check(template_text: &str, manifest: &Manifest) -> Vec<String> {
     for f in &functions {
         check_function(&template, &topology, f, &mut problems);
     }
+    check_encoder_layer(&template, manifest, &mut problems);
     check_strays(&template, &topology, &functions, &mut problems);
     check_outputs(&doc, &topology, &mut problems);
     problems
@@ -436,13 +437,59 @@ pub(crate) fn check_environment(
             .push(format!("{id}: environment variable {ENV_TIER} is set on a function that is not an agent-worker")),
         _ => {}
     }
+    let layers: Vec<Option<String>> = items(props.get("Layers")).into_iter().map(ref_target).collect();
+    let has_layer = layers.iter().any(|l| l.as_deref() == Some(ENCODER_LAYER_ID));
+    match (f.encoder, text(get(ENV_ENCODER))) {
+        (true, Some(got)) if got != LAYER_MOUNT => problems.push(format!(
+            "{id}: environment variable {ENV_ENCODER} is `{got}`, want `{LAYER_MOUNT}` (where Lambda unpacks the encoder layer)"
+        )),
+        (true, None) => problems.push(format!(
+            "{id}: environment variable {ENV_ENCODER} is missing (want `{LAYER_MOUNT}`: routing.yaml names classifier.encoder)"
+        )),
+        (false, Some(_)) => problems.push(format!(
+            "{id}: environment variable {ENV_ENCODER} is set, but routing.yaml names no classifier.encoder for this function to read"
+        )),
+        _ => {}
+    }
+    if f.encoder && !has_layer {
+        problems.push(format!(
+            "{id}: Layers must hold !Ref {ENCODER_LAYER_ID} (routing.yaml names classifier.encoder; the function reads it at start)"
+        ));
+    }
+    if !f.encoder && has_layer {
+        problems.push(format!("{id}: Layers holds {ENCODER_LAYER_ID}, but this function reads no encoder"));
+    }
     for (name, _) in &vars {
-        let known =
-            name == ENV_TIER || (f.streaming && name == ENV_JWT_AUDIENCE) || expected.iter().any(|(e, _)| e == name);
+        let known = name == ENV_TIER
+            || name == ENV_ENCODER
+            || (f.streaming && name == ENV_JWT_AUDIENCE)
+            || expected.iter().any(|(e, _)| e == name);
         if name.starts_with("SWITCHYARD_") && !known {
             problems.push(format!(
                 "{id}: environment variable {name} names nothing in routing.yaml's topology (a tier removed without re-rendering?)"
             ));
+        }
+    }
+}
+
+/// The encoder layer: there, of its type and with content, exactly when the manifest names an
+/// encoder.
+pub(crate) fn check_encoder_layer(template: &Template<'_>, manifest: &Manifest, problems: &mut Vec<String>) {
+    const LAYER_TYPE: &str = "AWS::Serverless::LayerVersion";
+    if manifest.classifier.encoder.is_none() {
+        if template.resource(ENCODER_LAYER_ID).is_some() {
+            problems.push(format!(
+                "{ENCODER_LAYER_ID}: routing.yaml names no classifier.encoder (an encoder removed without re-rendering?)"
+            ));
+        }
+        return;
+    }
+    match template.typed(ENCODER_LAYER_ID, LAYER_TYPE, "layer of the cascade's sentence encoder") {
+        Err(problem) => problems.push(format!("{problem} (routing.yaml names classifier.encoder)")),
+        Ok(props) => {
+            if text(props.get("ContentUri")).is_none_or(|uri| uri.trim().is_empty()) {
+                problems.push(format!("{ENCODER_LAYER_ID}: ContentUri must name the encoder's folder"));
+            }
         }
     }
 }

@@ -60,6 +60,13 @@ pub const QUEUE_RETENTION_S: u64 = 4 * 24 * 3_600;
 /// How long a dead-letter queue keeps a message (SQS's maximum, 14 days), so there is time to look.
 pub const DLQ_RETENTION_S: u64 = 14 * 24 * 3_600;
 
+/// Logical id of the layer that ships the cascade's sentence encoder (`classifier.encoder`).
+pub const ENCODER_LAYER_ID: &str = "EncoderLayer";
+
+/// Where Lambda unpacks a layer: the encoder's folder in the functions that read it
+/// (`SWITCHYARD_ENCODER`).
+pub const LAYER_MOUNT: &str = "/opt";
+
 const RUNTIME: &str = "provided.al2023";
 const ARCHITECTURE: &str = "arm64";
 const HANDLER: &str = "bootstrap";
@@ -113,6 +120,9 @@ pub struct FunctionSpec {
     /// Served by a Function URL with response streaming (and verifies callers' JWTs itself),
     /// instead of the HTTP API or a queue.
     pub streaming: bool,
+    /// Classifies questions with a manifest that names a sentence encoder: it gets the encoder
+    /// layer, and `SWITCHYARD_ENCODER` pointing at it.
+    pub encoder: bool,
 }
 
 /// The output naming the Function URL of the streamed routes.
@@ -144,7 +154,10 @@ pub fn functions(manifest: &Manifest, topology: &Topology) -> Vec<FunctionSpec> 
         bedrock_models: tier.map(|t| bedrock_models(manifest, t)).unwrap_or_default(),
         lambda_functions: tier.map(|t| lambda_functions(manifest, t)).unwrap_or_default(),
         streaming: false,
+        encoder: false,
     };
+    // Intake and the streamed chat completions classify questions; only they read the encoder.
+    let encoder = manifest.classifier.encoder.is_some();
     let mut functions = vec![FunctionSpec {
         name: "intake".to_string(),
         binary: "intake",
@@ -157,6 +170,7 @@ pub fn functions(manifest: &Manifest, topology: &Topology) -> Vec<FunctionSpec> 
         bedrock_models: Vec::new(),
         lambda_functions: Vec::new(),
         streaming: false,
+        encoder,
     }];
     for q in &topology.queues {
         functions.push(match q.id.kind {
@@ -185,6 +199,7 @@ pub fn functions(manifest: &Manifest, topology: &Topology) -> Vec<FunctionSpec> 
         bedrock_models: Vec::new(),
         lambda_functions: Vec::new(),
         streaming: true,
+        encoder,
     });
     functions
 }

@@ -8,7 +8,7 @@ use switchyard_engine::handlers::HTTP_ROUTES;
 use switchyard_engine::jwt::{ENV_JWT_AUDIENCE, ENV_JWT_ISSUER, ENV_JWT_JWKS};
 use switchyard_engine::ports::{QueueId, QueueKind};
 use switchyard_model::manifest::Manifest;
-use switchyard_model::topology::{QueueSpec, Topology, ENV_TABLE, ENV_TIER};
+use switchyard_model::topology::{QueueSpec, Topology, ENV_ENCODER, ENV_TABLE, ENV_TIER};
 
 pub(crate) fn queue_description(id: QueueId) -> String {
     match id.kind {
@@ -103,6 +103,9 @@ pub fn render(manifest: &Manifest) -> String {
         resources.insert(s(&queue_id(q.id)), queue(q));
         resources.insert(s(&queue_id(q.id.dlq())), dead_letter_queue(q));
     }
+    if let Some(layer) = encoder_layer(manifest) {
+        resources.insert(s(ENCODER_LAYER_ID), layer);
+    }
     for f in &functions {
         let stem = pascal_case(&f.name);
         resources.insert(s(&format!("{stem}LogGroup")), log_group());
@@ -122,6 +125,38 @@ pub fn render(manifest: &Manifest) -> String {
         Err(e) => return format!("# switchyard infra render failed: {e}\n"),
     };
     format!("{}{}", header(manifest), space_out(&quote_dates(&body)))
+}
+
+/// The layer that ships the cascade's sentence encoder, when the manifest names one: its folder
+/// as the manifest resolves it, written for a template in `infra/` beside that folder's
+/// workspace (an absolute folder as it is). Lambda unpacks it at `/opt`.
+pub(crate) fn encoder_layer(manifest: &Manifest) -> Option<Value> {
+    let encoder = manifest.classifier.encoder.as_ref()?;
+    let folder = manifest.encoder_folder()?;
+    let content = if folder.is_absolute() {
+        folder.display().to_string()
+    } else {
+        format!("../{}", folder.display().to_string().trim_start_matches("./"))
+    };
+    Some(map(vec![
+        ("Type", s("AWS::Serverless::LayerVersion")),
+        (
+            "Properties",
+            map(vec![
+                (
+                    "Description",
+                    s(&format!(
+                        "The cascade's sentence encoder (classifier.encoder.model: {}), read at {LAYER_MOUNT} by the functions that classify questions.",
+                        encoder.model
+                    )),
+                ),
+                ("ContentUri", s(&content)),
+                ("CompatibleArchitectures", strings(&[ARCHITECTURE])),
+                ("CompatibleRuntimes", strings(&[RUNTIME])),
+                ("RetentionPolicy", s("Delete")),
+            ]),
+        ),
+    ]))
 }
 
 /// serde_yaml writes `2012-10-17` bare, which YAML 1.1 readers (CloudFormation's among them) may
@@ -449,24 +484,28 @@ pub(crate) fn function(f: &FunctionSpec, stem: &str) -> Value {
     if let Some(c) = f.reserved_concurrency {
         props.push(("ReservedConcurrentExecutions", n(u64::from(c))));
     }
+    let mut variables = Vec::new();
     if let Some(t) = f.tier {
-        props.push(("Environment", map(vec![("Variables", map(vec![(ENV_TIER, s(&t.to_string()))]))])));
+        variables.push((ENV_TIER, s(&t.to_string())));
     }
     if f.streaming {
         // A Function URL has no JWT authorizer: the function checks the token itself, against
         // the same issuer and audiences as the HTTP API's authorizer.
         let audience = map(vec![("Fn::Join", seq(vec![s(","), reference("JwtAudience")]))]);
-        props.push((
-            "Environment",
-            map(vec![(
-                "Variables",
-                map(vec![
-                    (ENV_JWT_ISSUER, reference("JwtIssuer")),
-                    (ENV_JWT_AUDIENCE, audience),
-                    (ENV_JWT_JWKS, reference("JwtJwks")),
-                ]),
-            )]),
-        ));
+        variables.push((ENV_JWT_ISSUER, reference("JwtIssuer")));
+        variables.push((ENV_JWT_AUDIENCE, audience));
+        variables.push((ENV_JWT_JWKS, reference("JwtJwks")));
+    }
+    if f.encoder {
+        variables.push((ENV_ENCODER, s(LAYER_MOUNT)));
+    }
+    if !variables.is_empty() {
+        props.push(("Environment", map(vec![("Variables", map(variables))])));
+    }
+    if f.encoder {
+        props.push(("Layers", seq(vec![reference(ENCODER_LAYER_ID)])));
+    }
+    if f.streaming {
         props.push(("FunctionUrlConfig", map(vec![("AuthType", s("NONE")), ("InvokeMode", s(STREAM_INVOKE_MODE))])));
         return map(vec![
             ("Type", s("AWS::Serverless::Function")),

@@ -15,7 +15,7 @@ use switchyard_agents::Agents;
 use switchyard_engine::ports::TokioClock;
 use switchyard_engine::{Deps, EngineSettings};
 use switchyard_model::manifest::{Manifest, ManifestError};
-use switchyard_model::topology::{Topology, ENV_MANIFEST, ENV_TABLE, ENV_TIER};
+use switchyard_model::topology::{Topology, ENV_ENCODER, ENV_MANIFEST, ENV_TABLE, ENV_TIER};
 
 /// Why a process could not start.
 #[derive(Debug, thiserror::Error)]
@@ -44,12 +44,16 @@ pub enum StartupError {
 }
 
 /// The manifest at `SWITCHYARD_MANIFEST` (from its artifact's JSON form when the file is
-/// unchanged since `switchyard train`), or the one embedded in the binary.
+/// unchanged since `switchyard train`), or the one embedded in the binary; its cascade's
+/// encoder read from `SWITCHYARD_ENCODER` when that is set (where the template's encoder layer
+/// puts it).
 pub fn manifest_from_env() -> Result<Manifest, ManifestError> {
-    match std::env::var(ENV_MANIFEST) {
-        Ok(path) if !path.is_empty() => switchyard_core::router::load_manifest(Path::new(&path)),
-        _ => Manifest::embedded(),
-    }
+    let mut manifest = match std::env::var(ENV_MANIFEST) {
+        Ok(path) if !path.is_empty() => switchyard_core::router::load_manifest(Path::new(&path))?,
+        _ => Manifest::embedded()?,
+    };
+    manifest.encoder_dir = std::env::var_os(ENV_ENCODER).filter(|dir| !dir.is_empty()).map(Into::into);
+    Ok(manifest)
 }
 
 /// The agent-worker's tier from `SWITCHYARD_TIER`, checked against the manifest.

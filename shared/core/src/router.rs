@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use switchyard_intents::artifact::{self, Header, Section};
 use switchyard_intents::{Embedder, FeatureSpec, Router, TrainError, TrainSpec, TrainingSet};
 use switchyard_model::manifest::Manifest;
+use switchyard_model::topology::ENV_ENCODER;
 
 /// The shipped manifest's router, compiled in by the build from `routing.router` beside
 /// `routing.yaml` (empty when that file was missing at build time).
@@ -256,7 +257,8 @@ fn prepared(manifest: &Manifest) -> Option<(u64, String)> {
     let path = manifest.source.as_ref()?;
     let text = std::fs::read_to_string(path).ok()?;
     let mut again = Manifest::from_yaml(&text, &path.display().to_string()).ok()?;
-    (again.source, again.base_dir) = (manifest.source.clone(), manifest.base_dir.clone());
+    (again.source, again.base_dir, again.encoder_dir) =
+        (manifest.source.clone(), manifest.base_dir.clone(), manifest.encoder_dir.clone());
     if again != *manifest {
         return None;
     }
@@ -477,9 +479,9 @@ pub fn train_from(manifest: &Manifest, t: &Training) -> Result<(Trained, Vec<u8>
         sections.push(Section { name: CONTINUATION_SECTION.into(), bytes: table.clone().into_bytes() });
         Some(Arc::new(ContinuationModel::parse(&table).map_err(RouterError::Continuation)?))
     };
-    let cascade = match &manifest.classifier.encoder {
-        Some(settings) => {
-            let (cascade, bytes) = train_cascade(&t.set, &manifest.resolve(&settings.model))?;
+    let cascade = match manifest.encoder_folder() {
+        Some(folder) => {
+            let (cascade, bytes) = train_cascade(&t.set, &folder)?;
             sections.push(Section { name: CASCADE_SECTION.into(), bytes });
             Some(Arc::new(cascade))
         }
@@ -506,7 +508,7 @@ pub fn train_cascade(set: &TrainingSet, folder: &Path) -> Result<(Cascade, Vec<u
 
 /// The cascade an artifact's sections hold for `manifest`, if it names an encoder.
 fn cascade_section(manifest: &Manifest, sections: &[Section]) -> Result<Option<Arc<Cascade>>, ArtifactState> {
-    let Some(settings) = &manifest.classifier.encoder else { return Ok(None) };
+    let Some(folder) = manifest.encoder_folder() else { return Ok(None) };
     let Some(section) = sections.iter().find(|s| s.name == CASCADE_SECTION) else {
         return Err(ArtifactState::Stale("it has no cascade router for classifier.encoder".into()));
     };
@@ -517,7 +519,7 @@ fn cascade_section(manifest: &Manifest, sections: &[Section]) -> Result<Option<A
     if router.embedding != cascade::CASCADE_BLOCK || router.intents.len() != manifest.intents.len() {
         return Err(ArtifactState::Stale("its cascade router is not this build's or not the manifest's".into()));
     }
-    Ok(Some(Arc::new(Cascade::new(router, manifest.resolve(&settings.model), identity))))
+    Ok(Some(Arc::new(Cascade::new(router, folder, identity))))
 }
 
 /// Where the artifact of a manifest loaded from a file belongs: beside it, `.router` for its
@@ -777,11 +779,11 @@ pub fn startup_problem(manifest: &Manifest) -> Option<String> {
         ));
     }
     // The encoder is read on the first question in doubt; that it is there is checked now.
-    let encoder = manifest.classifier.encoder.as_ref()?;
-    let folder = manifest.resolve(&encoder.model);
+    let folder = manifest.encoder_folder()?;
     (!folder.join("model.safetensors").is_file()).then(|| {
+        let from = if manifest.encoder_dir.is_some() { ENV_ENCODER } else { "classifier.encoder.model" };
         format!(
-            "classifier.encoder.model: {} has no model.safetensors: ship the encoder's folder with the function",
+            "{from}: {} has no model.safetensors: ship the encoder's folder with the function (the template's encoder layer)",
             folder.display()
         )
     })

@@ -134,6 +134,12 @@ pub struct Manifest {
     /// extension `.router`). Not part of the YAML.
     #[serde(skip)]
     pub source: Option<std::path::PathBuf>,
+    /// Where the cascade's sentence encoder was shipped, when not where
+    /// `classifier.encoder.model` says: a deployed function reads it from `SWITCHYARD_ENCODER`
+    /// (the template's encoder layer). Not part of the YAML, nor of the manifest's hash: the
+    /// encoder is checked against the one the router was trained with by its identity.
+    #[serde(skip)]
+    pub encoder_dir: Option<std::path::PathBuf>,
 }
 
 /// One tier of agents: its own queue, timeout, retries and fallback (the E2I design's timeout table).
@@ -686,6 +692,13 @@ impl Manifest {
             Some(base) if p.is_relative() => base.join(p),
             _ => p.to_path_buf(),
         }
+    }
+
+    /// The folder of the cascade's sentence encoder, when the manifest names one: where it was
+    /// shipped ([`Manifest::encoder_dir`]), else `classifier.encoder.model` resolved.
+    pub fn encoder_folder(&self) -> Option<std::path::PathBuf> {
+        let encoder = self.classifier.encoder.as_ref()?;
+        Some(self.encoder_dir.clone().unwrap_or_else(|| self.resolve(&encoder.model)))
     }
 
     /// The manifest embedded in the binary ([`EMBEDDED_ROUTING_YAML`]), read from its JSON form

