@@ -118,11 +118,15 @@ const EXAMPLE_FLOORS: &[(&str, f64, f64, f64)] = &[
     // right 92.5 / 100 / 90.0 / 100 / 90.0 %, refused 5.8 / 0 / 10.0 / 0 / 6.7 %, off-domain
     // refused 100 / 80 / 90 / 5 / 80 % (every one refused as out of scope before it for
     // rag-manager and research-assistant's own questions).
-    ("e2i", 92.0, 6.0, 100.0),
+    // e2i and unified-chat since their manifests changed (a lexical gate of 0.3 instead of
+    // 0.35; unified-chat's utterances, from two to eleven and sixteen per intent), each score
+    // less one question: e2i 95.8 % right, 2.5 % refused, 95 % off-domain refused;
+    // unified-chat 100 %, 0 %, 70 %.
+    ("e2i", 95.0, 3.4, 90.0),
     ("negotiation", 100.0, 0.0, 80.0),
     ("rag-manager", 90.0, 10.0, 90.0),
     ("research-assistant", 100.0, 0.0, 5.0),
-    ("unified-chat", 90.0, 7.0, 80.0),
+    ("unified-chat", 96.6, 3.4, 65.0),
 ];
 
 #[test]
@@ -251,11 +255,11 @@ const SECOND_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "insurance", (91.0, 1.0, 52.5), (97.0, 1.0, 67.5)),
     ("newuser", "food-delivery", (80.0, 2.5, 42.5), (87.5, 5.0, 72.5)),
     ("newuser", "property", (90.0, 1.2, 27.5), (93.3, 1.2, 62.5)),
-    ("examples", "e2i", (92.5, 5.0, 75.0), (93.3, 5.0, 90.0)),
+    ("examples", "e2i", (95.8, 1.7, 70.0), (96.6, 1.7, 85.0)),
     ("examples", "negotiation", (96.6, 3.4, 50.0), (96.6, 3.4, 50.0)),
     ("examples", "rag-manager", (86.6, 13.4, 60.0), (93.3, 6.7, 50.0)),
     ("examples", "research-assistant", (96.6, 3.4, 0.0), (96.6, 3.4, 0.0)),
-    ("examples", "unified-chat", (91.6, 5.0, 35.0), (91.6, 8.4, 60.0)),
+    ("examples", "unified-chat", (93.3, 5.0, 30.0), (93.3, 5.0, 55.0)),
 ];
 
 /// The third sets, written after the cascade and before the second router's refusal cost
@@ -270,11 +274,11 @@ const THIRD_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "insurance", (90.0, 1.0, 67.5), (94.0, 1.0, 67.5)),
     ("newuser", "food-delivery", (87.5, 1.3, 40.0), (95.0, 3.8, 70.0)),
     ("newuser", "property", (78.8, 3.4, 35.0), (87.7, 2.3, 60.0)),
-    ("examples", "e2i", (94.1, 3.4, 75.0), (94.1, 4.2, 85.0)),
+    ("examples", "e2i", (95.0, 2.5, 75.0), (95.0, 3.4, 85.0)),
     ("examples", "negotiation", (93.3, 6.7, 40.0), (96.6, 3.4, 35.0)),
     ("examples", "rag-manager", (90.0, 10.0, 50.0), (93.3, 6.7, 50.0)),
     ("examples", "research-assistant", (96.6, 3.4, 5.0), (96.6, 3.4, 5.0)),
-    ("examples", "unified-chat", (91.6, 3.4, 35.0), (95.0, 5.0, 40.0)),
+    ("examples", "unified-chat", (93.3, 5.0, 40.0), (98.3, 1.7, 55.0)),
 ];
 
 /// The fourth sets, written after the second router's refusal cost was chosen; same shape as
@@ -286,18 +290,46 @@ const THIRD_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// 4.8 %, 45.0 % with it. A larger background (everyday requests to a general assistant,
 /// without the lines a manifest asks itself) with a second-router refusal cost of 2, chosen on
 /// the first two sets, was scored on this set too and not kept: 89.3 %, 3.9 %, 73.0 % for the
-/// first-time manifests and 91.9 %, 5.6 %, 51.0 % for the examples. Floors as for the second sets.
+/// first-time manifests and 91.9 %, 5.6 %, 51.0 % for the examples. Floors as for the second
+/// sets; the e2i and unified-chat rows of the second to fourth sets are those of the two
+/// manifests as changed before the fifth sets were scored (below), tuned on these sets.
 const FOURTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (77.7, 2.3, 42.5), (86.6, 4.5, 72.5)),
     ("newuser", "university", (91.2, 1.3, 45.0), (93.7, 2.5, 67.5)),
     ("newuser", "insurance", (88.0, 2.0, 55.0), (93.0, 2.0, 65.0)),
     ("newuser", "food-delivery", (77.5, 3.8, 40.0), (86.2, 8.8, 70.0)),
     ("newuser", "property", (83.3, 5.6, 45.0), (85.5, 4.5, 72.5)),
-    ("examples", "e2i", (89.1, 6.7, 75.0), (89.1, 6.7, 80.0)),
+    ("examples", "e2i", (93.3, 2.5, 70.0), (93.3, 2.5, 75.0)),
     ("examples", "negotiation", (96.6, 3.4, 40.0), (96.6, 3.4, 40.0)),
     ("examples", "rag-manager", (83.3, 16.7, 45.0), (96.6, 3.4, 45.0)),
     ("examples", "research-assistant", (93.3, 6.7, 0.0), (93.3, 6.7, 0.0)),
-    ("examples", "unified-chat", (81.6, 5.0, 35.0), (86.6, 10.0, 40.0)),
+    ("examples", "unified-chat", (95.0, 1.7, 25.0), (98.3, 1.7, 50.0)),
+];
+
+/// The fifth sets, written after the fourth were scored; same shape. Scored once, 2026-11-27,
+/// with the shipped router (unchanged since the fourth sets) and two example manifests changed
+/// on the earlier sets: `examples/e2i`'s lexical gate at 0.3 instead of 0.35 (its borderline
+/// band, sent to its LLM classifier in a pipeline, with it), chosen among 0, 0.2, 0.25 and 0.3
+/// on the first four sets; `examples/unified-chat` with eleven utterances for its policy
+/// intent and sixteen for small talk (seven and six before), written after its earlier sets
+/// were read. The first-time manifests 88.4 % right (389/440), 0.5 % refused, off-domain
+/// refused 42.0 % (84/200) alone; with the cascade 91.8 % (404/440), 1.6 %, 65.5 % (131/200).
+/// The examples 94.1 % (254/270), 4.1 %, 44.0 % alone; 94.4 % (255/270), 3.7 %, 47.0 % with
+/// it. The two manifests as they were, on this set: e2i 86.7 % right, 10.8 % refused, 95 %
+/// off-domain refused (now 90.8 %, 6.7 %, 85 %); unified-chat 90.0 %, 1.7 %, 40 % alone and
+/// 88.3 %, 10.0 %, 50 % with the cascade (now 95.0 %, 1.7 %, 35 % and 96.7 %, 3.3 %, 45 %).
+/// Floors as for the second sets.
+const FIFTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
+    ("newuser", "bank", (88.8, 1.2, 30.0), (88.8, 3.4, 67.5)),
+    ("newuser", "university", (92.5, 2.5, 37.5), (92.5, 3.8, 62.5)),
+    ("newuser", "insurance", (88.0, 1.0, 50.0), (93.0, 1.0, 62.5)),
+    ("newuser", "food-delivery", (82.5, 1.3, 37.5), (90.0, 5.0, 62.5)),
+    ("newuser", "property", (84.4, 2.3, 42.5), (88.8, 1.2, 60.0)),
+    ("examples", "e2i", (90.0, 7.5, 80.0), (88.3, 7.5, 90.0)),
+    ("examples", "negotiation", (96.6, 3.4, 50.0), (96.6, 3.4, 45.0)),
+    ("examples", "rag-manager", (90.0, 10.0, 40.0), (96.6, 3.4, 40.0)),
+    ("examples", "research-assistant", (96.6, 3.4, 0.0), (96.6, 3.4, 0.0)),
+    ("examples", "unified-chat", (93.3, 3.4, 30.0), (95.0, 5.0, 40.0)),
 ];
 
 #[test]
@@ -313,6 +345,11 @@ fn third_sets_route_with_the_router_alone_and_with_the_cascade() {
 #[test]
 fn fourth_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("4", FOURTH_SET_FLOORS);
+}
+
+#[test]
+fn fifth_sets_route_with_the_router_alone_and_with_the_cascade() {
+    later_sets("5", FIFTH_SET_FLOORS);
 }
 
 /// Score the sets `<...>_<n>.jsonl` two ways (the router alone, with the cascade) against
