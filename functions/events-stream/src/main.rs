@@ -10,5 +10,7 @@ async fn main() -> Result<(), Error> {
     switchyard_engine::telemetry::init("events-stream", switchyard_engine::telemetry::LogOutput::JsonStdout, "info");
     let verifier = JwtVerifier::from_env()?;
     let system = AwsSystem::from_env(Default::default()).await?;
+    // Chat completions are classified here as at intake: the same check of the trained router.
+    system.require_router()?;
     events_stream::run(&system.deps, &verifier).await
 }

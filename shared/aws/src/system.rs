@@ -91,8 +91,9 @@ impl AwsSystem {
         }
     }
 
-    /// Check the manifest's trained router (intake's init: the one function that classifies;
-    /// the router itself is read with the classifier, on the first question); refuses when the
+    /// Check the manifest's trained router (the init of intake and events-stream, the functions
+    /// that classify questions; the router itself is read with the classifier, on the first
+    /// question); refuses when the
     /// artifact is missing, stale or damaged, naming `switchyard train`. From then on the process
     /// never trains a router.
     pub fn require_router(&self) -> Result<(), StartupError> {
