@@ -243,4 +243,15 @@ fn an_encoder_added_without_rerendering_or_a_layer_removed_by_hand_is_reported()
         problems.iter().any(|p| p.starts_with("IntakeFunction: environment variable SWITCHYARD_ENCODER is set")),
         "{problems:#?}"
     );
+    // AND the layer's content may be the S3 location of a zip uploaded by hand, never nothing
+    let rendered = infra_cmd::render(&manifest);
+    let folder = "      ContentUri: ../models/all-MiniLM-L6-v2\n";
+    assert!(rendered.contains(folder), "the layer's ContentUri line changed; update this test");
+    let on_s3 = rendered.replace(folder, "      ContentUri: {Bucket: my-layers, Key: minilm.zip}\n");
+    assert!(sam::check(&on_s3, &manifest).is_empty(), "{:#?}", sam::check(&on_s3, &manifest));
+    let empty = rendered.replace(folder, "      ContentUri: ''\n");
+    assert_eq!(
+        sam::check(&empty, &manifest),
+        ["EncoderLayer: ContentUri must name the encoder's folder (or the S3 location of its zip)"]
+    );
 }

@@ -487,8 +487,17 @@ pub(crate) fn check_encoder_layer(template: &Template<'_>, manifest: &Manifest, 
     match template.typed(ENCODER_LAYER_ID, LAYER_TYPE, "layer of the cascade's sentence encoder") {
         Err(problem) => problems.push(format!("{problem} (routing.yaml names classifier.encoder)")),
         Ok(props) => {
-            if text(props.get("ContentUri")).is_none_or(|uri| uri.trim().is_empty()) {
-                problems.push(format!("{ENCODER_LAYER_ID}: ContentUri must name the encoder's folder"));
+            // A folder (what render writes) or an S3 location ({Bucket, Key}) of its zip.
+            let content = props.get("ContentUri");
+            let named = match content {
+                Some(Value::String(uri)) => !uri.trim().is_empty(),
+                Some(Value::Mapping(location)) => !location.is_empty(),
+                _ => false,
+            };
+            if !named {
+                problems.push(format!(
+                    "{ENCODER_LAYER_ID}: ContentUri must name the encoder's folder (or the S3 location of its zip)"
+                ));
             }
         }
     }
