@@ -394,6 +394,15 @@ pub(crate) fn check_function(
     }
 
     check_environment(template, topology, f, &id, props, problems);
+    let has_layer = items(props.get("Layers")).into_iter().any(|l| ref_target(l).as_deref() == Some(ENCODER_LAYER_ID));
+    if f.encoder && !has_layer {
+        problems.push(format!(
+            "{id}: Layers must hold !Ref {ENCODER_LAYER_ID} (routing.yaml names classifier.encoder; the function reads it at start)"
+        ));
+    }
+    if !f.encoder && has_layer {
+        problems.push(format!("{id}: Layers holds {ENCODER_LAYER_ID}, but this function reads no encoder"));
+    }
     check_events(f, &id, props, problems);
     check_permissions(template, f, &id, props, problems);
 }
@@ -437,8 +446,6 @@ pub(crate) fn check_environment(
             .push(format!("{id}: environment variable {ENV_TIER} is set on a function that is not an agent-worker")),
         _ => {}
     }
-    let layers: Vec<Option<String>> = items(props.get("Layers")).into_iter().map(ref_target).collect();
-    let has_layer = layers.iter().any(|l| l.as_deref() == Some(ENCODER_LAYER_ID));
     match (f.encoder, text(get(ENV_ENCODER))) {
         (true, Some(got)) if got != LAYER_MOUNT => problems.push(format!(
             "{id}: environment variable {ENV_ENCODER} is `{got}`, want `{LAYER_MOUNT}` (where Lambda unpacks the encoder layer)"
@@ -450,14 +457,6 @@ pub(crate) fn check_environment(
             "{id}: environment variable {ENV_ENCODER} is set, but routing.yaml names no classifier.encoder for this function to read"
         )),
         _ => {}
-    }
-    if f.encoder && !has_layer {
-        problems.push(format!(
-            "{id}: Layers must hold !Ref {ENCODER_LAYER_ID} (routing.yaml names classifier.encoder; the function reads it at start)"
-        ));
-    }
-    if !f.encoder && has_layer {
-        problems.push(format!("{id}: Layers holds {ENCODER_LAYER_ID}, but this function reads no encoder"));
     }
     for (name, _) in &vars {
         let known = name == ENV_TIER
