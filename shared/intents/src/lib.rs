@@ -38,7 +38,8 @@ pub struct TrainingSet {
 }
 
 /// The general background of off-domain questions the repository ships: everyday questions
-/// (science, cooking, sport, small talk, trivia) that no business assistant answers. A router
+/// (science, cooking, sport, trivia) and what people ask of a personal assistant (timers,
+/// music, weather, messages, scores) that no business assistant answers. A router
 /// learns them as "none of the intents", so a fresh manifest refuses what is plainly not its
 /// business without any hand-written list.
 pub const BACKGROUND: &str = include_str!("../background.txt");
