@@ -577,7 +577,10 @@ fn check(header: &Header, manifest: &Manifest, examples_hash: Option<u64>) -> Ar
         return ArtifactState::Stale(format!("trained by {}, this is {}", header.trainer, artifact::TRAINER));
     }
     if header.manifest_hash != manifest_hash(manifest) {
-        return ArtifactState::Stale("the manifest's intents, examples, negative examples or encoder, or the trainer's background, changed".into());
+        return ArtifactState::Stale(
+            "the manifest's intents, examples, negative examples or encoder, or the trainer's background, changed"
+                .into(),
+        );
     }
     if examples_hash.is_some_and(|h| h != header.examples_hash) {
         return ArtifactState::Stale("a file named in classifier.examples or classifier.dialogues changed".into());
