@@ -353,7 +353,9 @@ const FIFTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// what it cost: bank's second set with the cascade (one more refused), insurance's third to
 /// fifth off-domain alone (three to four fewer refused), rag-manager's fourth alone (two more
 /// refused), unified-chat's fourth with the cascade (one more refused) and e2i's fifth alone
-/// (two fewer right). Floors as for the second sets.
+/// (two fewer right). `examples/unified-chat` then gained eight policy utterances, written
+/// after this set was read: 98.3 % right, 0 % refused, 45 % off-domain refused alone, 98.3 %,
+/// 1.7 %, 50 % with the cascade (90.0 %, 10.0 %, 70 % before). Floors as for the second sets.
 const SIXTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (85.5, 1.2, 45.0), (88.8, 2.3, 67.5)),
     ("newuser", "university", (88.7, 1.3, 40.0), (91.2, 1.3, 65.0)),
@@ -364,7 +366,28 @@ const SIXTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("examples", "negotiation", (96.6, 3.4, 55.0), (96.6, 3.4, 50.0)),
     ("examples", "rag-manager", (86.6, 13.4, 60.0), (93.3, 6.7, 60.0)),
     ("examples", "research-assistant", (93.3, 6.7, 0.0), (93.3, 6.7, 0.0)),
-    ("examples", "unified-chat", (90.0, 8.4, 45.0), (88.3, 11.7, 65.0)),
+    ("examples", "unified-chat", (96.6, 1.7, 40.0), (96.6, 3.4, 45.0)),
+];
+
+/// The seventh sets, written from the intents' descriptions only after the sixth were scored,
+/// and scored once, 2026-11-27 (release build), with the background that gained a personal
+/// assistant's requests and `examples/unified-chat`'s eight more policy utterances: the
+/// first-time manifests 87.5 % right (385/440), 0 % refused, off-domain refused 46.5 % (93/200)
+/// alone; with the cascade 89.8 % (395/440), 2.5 %, 67.5 % (135/200). The examples 90.0 %
+/// (243/270), 5.9 %, 56.0 % alone; 94.8 % (256/270), 2.6 %, 53.0 % with it. With the background
+/// before that change, on the same set: first-time manifests 87.3 %, 0.2 %, 43.0 % alone and
+/// 91.1 %, 1.4 %, 64.5 % with the cascade. Floors as for the second sets.
+const SEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
+    ("newuser", "bank", (86.6, 1.2, 45.0), (94.4, 2.3, 55.0)),
+    ("newuser", "university", (93.7, 1.3, 42.5), (87.5, 7.5, 70.0)),
+    ("newuser", "insurance", (86.0, 1.0, 47.5), (88.0, 1.0, 65.0)),
+    ("newuser", "food-delivery", (87.5, 1.3, 45.0), (90.0, 1.3, 65.0)),
+    ("newuser", "property", (78.8, 1.2, 40.0), (83.3, 6.7, 70.0)),
+    ("examples", "e2i", (86.6, 6.7, 80.0), (88.3, 5.9, 90.0)),
+    ("examples", "negotiation", (93.3, 6.7, 55.0), (96.6, 3.4, 40.0)),
+    ("examples", "rag-manager", (70.0, 30.0, 65.0), (93.3, 6.7, 60.0)),
+    ("examples", "research-assistant", (96.6, 3.4, 15.0), (96.6, 3.4, 10.0)),
+    ("examples", "unified-chat", (93.3, 1.7, 40.0), (98.3, 1.7, 40.0)),
 ];
 
 #[test]
@@ -390,6 +413,11 @@ fn fifth_sets_route_with_the_router_alone_and_with_the_cascade() {
 #[test]
 fn sixth_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("6", SIXTH_SET_FLOORS);
+}
+
+#[test]
+fn seventh_sets_route_with_the_router_alone_and_with_the_cascade() {
+    later_sets("7", SEVENTH_SET_FLOORS);
 }
 
 /// Score the sets `<...>_<n>.jsonl` two ways (the router alone, with the cascade) against
