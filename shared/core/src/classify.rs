@@ -382,7 +382,6 @@ impl Classifier {
             scope = scope_score::Scope { score: 0.0, in_scope: false, refused: true, ..scope };
         }
         self.semantic_scope(&mut scope, query_vector.as_ref(), similarity.as_ref().map(|s| s.nearest));
-        let route = self.route(text, &tokens[..n]);
         let want_cues = cues;
         let cues = if want_cues {
             followup::Cues::read(&tokens[..n], &named[..n], &taken[..n], scope.content_words)
@@ -391,7 +390,7 @@ impl Classifier {
         };
         let words = want_cues.then_some((tokens, taken));
         let lexical = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..]));
-        let (routed, router_margin) = match route {
+        let (routed, router_margin) = match self.route(text, raw_vector.as_ref()) {
             Some((routed, threshold)) => {
                 let margin = f64::from(routed.scope_margin - threshold);
                 (Some(routed), Some(margin))
@@ -440,10 +439,8 @@ impl Classifier {
     /// The trained router's reading of `text` (its first [`ROUTER_TEXT_BYTES`] bytes) with the
     /// text's word vector, read again by the cascade when the router is in doubt, with the
     /// deciding router's threshold; `None` without a router or when the text has no word.
-    fn route(&self, text: &str, tokens: &[Token]) -> Option<(switchyard_intents::Routed, f32)> {
+    fn route(&self, text: &str, vector: Option<&[f32; vectors::DIMS]>) -> Option<(switchyard_intents::Routed, f32)> {
         let router = self.router.as_ref()?;
-        let vector = (router.features.dense_dims > 0).then(|| vectors::router_vector(tokens)).flatten();
-        let vector = vector.as_deref();
         let mut end = text.len().min(ROUTER_TEXT_BYTES);
         while !text.is_char_boundary(end) {
             end -= 1;
@@ -452,10 +449,10 @@ impl Classifier {
         if !text.chars().any(char::is_alphanumeric) {
             return None;
         }
-        let routed = router.route_with(text, vector);
+        let routed = router.route_with(text, vector.map(|v| &v[..]));
         let doubt = self.settings.encoder.as_ref().map(|e| e.doubt);
         if let Some(cascade) = self.cascade.as_ref().filter(|_| doubt.is_some_and(|d| cascade::in_doubt(&routed, d))) {
-            if let Some(second) = cascade.route(text, vector) {
+            if let Some(second) = cascade.route(text, vector.map(|v| &v[..])) {
                 return Some((second, cascade.router.threshold));
             }
         }
@@ -809,14 +806,14 @@ fn deletions_of(word: &str) -> Vec<String> {
     keys
 }
 
-/// The router's static word vector of `text` (unit length; `None` when no word has one): the
-/// trained router's dense block ([`crate::router::WordVectors`]).
-pub(crate) fn text_embedding(text: &str) -> Option<Vec<f32>> {
-    vectors::router_vector(&tokenize(text, MAX_INTENT_TOKENS))
+/// The static word vector of `text` (unit length; `None` when no word has one): the trained
+/// router's dense block ([`crate::router::WordVectors`]).
+pub(crate) fn text_embedding(text: &str) -> Option<[f32; vectors::DIMS]> {
+    vectors::text_vector(&tokenize(text, MAX_INTENT_TOKENS))
 }
 
 /// Dimensions of [`text_embedding`].
-pub(crate) const EMBEDDING_DIMS: usize = vectors::ROUTER_DIMS;
+pub(crate) const EMBEDDING_DIMS: usize = vectors::DIMS;
 
 /// The vocabulary's and the trained router's probabilities (manifest order) combined:
 /// `p ∝ lexical^(1 − w) · router^w` with `w` = [`ROUTER_WEIGHT`].

@@ -405,14 +405,14 @@ fn example_lines(text: &str, path: &str, intents: &[String]) -> Result<Vec<(usiz
     Ok(out)
 }
 
-/// The router's static word vectors (256 dimensions distilled from all-MiniLM-L6-v2 the way
-/// the classifier's 64 are, docs/scope.md#word-vectors) as its dense block: the sum of a
-/// text's content words' vectors, unit length.
+/// The static word vectors the classifier ships (64 dimensions distilled from
+/// all-MiniLM-L6-v2, docs/scope.md#word-vectors) as the router's dense block: the mean vector
+/// of a text's content words, unit length.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WordVectors;
 
 /// [`WordVectors`]' name in an artifact.
-pub const WORD_VECTORS: &str = "minilm-router-vectors-256";
+pub const WORD_VECTORS: &str = "minilm-word-vectors-64";
 
 impl Embedder for WordVectors {
     fn name(&self) -> &str {
@@ -422,7 +422,7 @@ impl Embedder for WordVectors {
         crate::classify::EMBEDDING_DIMS
     }
     fn embed(&self, text: &str) -> Option<Vec<f32>> {
-        crate::classify::text_embedding(text)
+        crate::classify::text_embedding(text).map(|v| v.to_vec())
     }
 }
 

