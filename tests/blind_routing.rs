@@ -54,6 +54,17 @@ impl Score {
             100.0 * n as f64 / of as f64
         }
     }
+    /// Adds `line` to `failures` when the score is under `floors` (right % at least, refused %
+    /// at most, off-domain refused % at least): every manifest is scored and printed before a
+    /// test fails, so one run shows every figure.
+    fn check(&self, floors: Floors, line: &str, failures: &mut Vec<String>) {
+        if Score::pct(self.right, self.questions) < floors.0
+            || Score::pct(self.refused, self.questions) > floors.1
+            || Score::pct(self.off_refused, self.off_domain) < floors.2
+        {
+            failures.push(format!("{line} (floors {floors:?})"));
+        }
+    }
     fn line(&self, name: &str) -> String {
         format!(
             "{name:<20} right {:>5.1} % ({}/{})  refused {:>4.1} %  off-domain refused {:>5.1} % ({}/{})  follow-ups {:>5.1} % ({}/{})",
@@ -136,7 +147,7 @@ const EXAMPLE_FLOORS: &[(&str, f64, f64, f64)] = &[
 #[test]
 fn every_shipped_example_routes_its_blind_set() {
     let blind = root().join("tests/fixtures/blind/examples");
-    let mut all = Score::default();
+    let (mut all, mut failures) = (Score::default(), Vec::new());
     for &(name, right, refused, off) in EXAMPLE_FLOORS {
         let m = Manifest::load(&root().join("examples").join(name).join("routing.yaml")).expect("example loads");
         let c = Classifier::new(&m);
@@ -147,11 +158,10 @@ fn every_shipped_example_routes_its_blind_set() {
         );
         println!("{}", s.line(name));
         all.add(&s);
-        assert!(Score::pct(s.right, s.questions) >= right, "{name}: {}", s.line(name));
-        assert!(Score::pct(s.refused, s.questions) <= refused, "{name}: {}", s.line(name));
-        assert!(Score::pct(s.off_refused, s.off_domain) >= off, "{name}: {}", s.line(name));
+        s.check((right, refused, off), &s.line(name), &mut failures);
     }
     println!("{}", all.line("all examples"));
+    assert!(failures.is_empty(), "under the floors:\n{}", failures.join("\n"));
 }
 
 /// The first-time users' manifests: floors (right %, refused % at most, off-domain refused %,
@@ -176,7 +186,7 @@ const NEW_USER_FLOORS: &[(&str, f64, f64, f64, f64)] = &[
 #[test]
 fn first_time_manifests_route_their_blind_questions_and_follow_ups() {
     let dir = root().join("tests/fixtures/blind/newuser");
-    let mut all = Score::default();
+    let (mut all, mut failures) = (Score::default(), Vec::new());
     for &(name, right, refused, off, follow) in NEW_USER_FLOORS {
         let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
         let c = Classifier::new(&m);
@@ -185,12 +195,13 @@ fn first_time_manifests_route_their_blind_questions_and_follow_ups() {
         follow_ups(&c, &dir.join(name).join("follow_ups.yaml"), &mut s);
         println!("{}", s.line(name));
         all.add(&s);
-        assert!(Score::pct(s.right, s.questions) >= right, "{name}: {}", s.line(name));
-        assert!(Score::pct(s.refused, s.questions) <= refused, "{name}: {}", s.line(name));
-        assert!(Score::pct(s.off_refused, s.off_domain) >= off, "{name}: {}", s.line(name));
-        assert!(Score::pct(s.follow_ups_right, s.follow_ups) >= follow, "{name}: {}", s.line(name));
+        s.check((right, refused, off), &s.line(name), &mut failures);
+        if Score::pct(s.follow_ups_right, s.follow_ups) < follow {
+            failures.push(format!("{} (follow-ups under {follow} %)", s.line(name)));
+        }
     }
     println!("{}", all.line("all new users"));
+    assert!(failures.is_empty(), "under the floors:\n{}", failures.join("\n"));
 }
 
 /// The first-time manifests' later follow-up sets (20 conversations each, written from the
@@ -390,6 +401,28 @@ const SEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("examples", "unified-chat", (93.3, 1.7, 40.0), (98.3, 1.7, 40.0)),
 ];
 
+/// The eighth sets, written from the intents' descriptions only after the seventh were scored,
+/// and scored once, 2026-11-27 (release build), two ways: with this router (64-dimension word
+/// vectors as its dense block), the first-time manifests 91.6 % right (403/440), 0.7 % refused,
+/// off-domain refused 45.5 % (91/200) alone; with the cascade 93.4 % (411/440), 1.8 %, 70.5 %
+/// (141/200). The examples 93.3 % (252/270), 4.8 %, 50.0 % alone; 95.2 % (257/270), 3.7 %,
+/// 50.0 % with it (rag-manager 63.3 % and 76.7 % right, refusing the rest). With a 256-dimension
+/// block, which was not kept (docs/performance.md): first-time manifests 91.1 %, 0.9 %, 53.0 %
+/// alone and 93.4 %, 1.8 %, 70.5 % with the cascade; examples 95.6 %, 2.6 %, 47.0 % and 96.7 %,
+/// 1.5 %, 51.0 % (rag-manager 96.7 % right with the cascade). Floors as for the second sets.
+const EIGHTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
+    ("newuser", "bank", (86.6, 2.3, 42.5), (88.8, 4.5, 65.0)),
+    ("newuser", "university", (93.7, 2.5, 40.0), (95.0, 3.8, 70.0)),
+    ("newuser", "insurance", (94.0, 1.0, 47.5), (98.0, 1.0, 62.5)),
+    ("newuser", "food-delivery", (86.2, 2.5, 42.5), (87.5, 3.8, 72.5)),
+    ("newuser", "property", (91.1, 1.2, 42.5), (91.1, 2.3, 70.0)),
+    ("examples", "e2i", (93.3, 2.5, 85.0), (95.0, 2.5, 90.0)),
+    ("examples", "negotiation", (96.6, 3.4, 40.0), (96.6, 3.4, 35.0)),
+    ("examples", "rag-manager", (60.0, 40.0, 50.0), (73.3, 26.7, 50.0)),
+    ("examples", "research-assistant", (96.6, 3.4, 5.0), (96.6, 3.4, 5.0)),
+    ("examples", "unified-chat", (98.3, 1.7, 45.0), (96.6, 3.4, 45.0)),
+];
+
 #[test]
 fn second_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("2", SECOND_SET_FLOORS);
@@ -420,11 +453,17 @@ fn seventh_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("7", SEVENTH_SET_FLOORS);
 }
 
+#[test]
+fn eighth_sets_route_with_the_router_alone_and_with_the_cascade() {
+    later_sets("8", EIGHTH_SET_FLOORS);
+}
+
 /// Score the sets `<...>_<n>.jsonl` two ways (the router alone, with the cascade) against
 /// `floors`.
 fn later_sets(n: &str, floors: &[(&str, &str, Floors, Floors)]) {
     let blind = root().join("tests/fixtures/blind");
     let mut totals = [(Score::default(), Score::default()), (Score::default(), Score::default())];
+    let mut failures = Vec::new();
     for &(group, name, alone, cascaded) in floors {
         let (manifest, questions, off) = match group {
             "newuser" => (
@@ -453,13 +492,12 @@ fn later_sets(n: &str, floors: &[(&str, &str, Floors, Floors)]) {
             let line = s.line(&format!("{name} {label}"));
             println!("{line}");
             sum.add(&s);
-            assert!(Score::pct(s.right, s.questions) >= floors.0, "{line}");
-            assert!(Score::pct(s.refused, s.questions) <= floors.1, "{line}");
-            assert!(Score::pct(s.off_refused, s.off_domain) >= floors.2, "{line}");
+            s.check(floors, &line, &mut failures);
         }
     }
     for ((alone, cascade), group) in totals.iter().zip(["all new users", "all examples"]) {
         println!("{}", alone.line(&format!("{group} alone")));
         println!("{}", cascade.line(&format!("{group} cascade")));
     }
+    assert!(failures.is_empty(), "set {n}, under the floors:\n{}", failures.join("\n"));
 }
