@@ -189,10 +189,10 @@ impl Compact {
         let k = self.classes;
         // Features come in ascending order (the dense block, one bucket after another, last):
         // each is searched for only above the previous one's row, and found at once when it
-        // is the next row.
+        // is the next row; one that is not above the previous is searched for from the start.
         let (mut from, mut previous) = (0usize, 0u32);
         for (&i, &v) in x.index.iter().zip(&x.value) {
-            if i < previous {
+            if i <= previous {
                 from = 0;
             }
             previous = i;
@@ -242,7 +242,14 @@ mod tests {
             }
             out
         };
-        for index in [vec![3, 5, 6, 7, 20], vec![1, 5, 6, 9, 20, 21], vec![20, 3, 7, 4, 5], vec![0, 2, 25], vec![]] {
+        for index in [
+            vec![3, 5, 6, 7, 20],
+            vec![1, 5, 6, 9, 20, 21],
+            vec![20, 3, 7, 4, 5],
+            vec![0, 2, 25],
+            vec![5, 5, 6],
+            vec![],
+        ] {
             let x = Sparse { value: index.iter().map(|&i| 1.0 + i as f32 / 10.0).collect(), index };
             assert_eq!(compact.scores(&x), naive(&x), "{:?}", x.index);
         }
