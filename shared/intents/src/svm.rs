@@ -187,27 +187,8 @@ impl Compact {
     pub fn scores(&self, x: &Sparse) -> Vec<f32> {
         let mut out = self.bias.clone();
         let k = self.classes;
-        // Features come in ascending order (the dense block, one bucket after another, last):
-        // each is searched for only above the previous one's row, and found at once when it
-        // is the next row; one that is not above the previous is searched for from the start.
-        let (mut from, mut previous) = (0usize, 0u32);
         for (&i, &v) in x.index.iter().zip(&x.value) {
-            if i <= previous {
-                from = 0;
-            }
-            previous = i;
-            let found = match self.rows.get(from) {
-                Some(&r) if r == i => Some(from),
-                _ => match self.rows[from.min(self.rows.len())..].binary_search(&i) {
-                    Ok(at) => Some(from + at),
-                    Err(at) => {
-                        from += at;
-                        None
-                    }
-                },
-            };
-            if let Some(row) = found {
-                from = row + 1;
+            if let Ok(row) = self.rows.binary_search(&i) {
                 let s = v * self.scale[row];
                 for (o, &w) in out.iter_mut().zip(&self.matrix[row * k..(row + 1) * k]) {
                     *o += s * f32::from(w);
@@ -215,43 +196,5 @@ impl Compact {
             }
         }
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scores_read_every_feature_in_any_order() {
-        let compact = Compact {
-            classes: 2,
-            rows: vec![3, 5, 6, 7, 20],
-            scale: vec![1.0, 0.5, 2.0, 1.0, 0.25],
-            matrix: vec![1, -1, 2, 2, -3, 1, 4, 0, 8, -8],
-            bias: vec![0.5, -0.5],
-        };
-        let naive = |x: &Sparse| {
-            let mut out = compact.bias.clone();
-            for (&i, &v) in x.index.iter().zip(&x.value) {
-                if let Some(row) = compact.rows.iter().position(|&r| r == i) {
-                    for (c, o) in out.iter_mut().enumerate() {
-                        *o += v * compact.scale[row] * f32::from(compact.matrix[row * 2 + c]);
-                    }
-                }
-            }
-            out
-        };
-        for index in [
-            vec![3, 5, 6, 7, 20],
-            vec![1, 5, 6, 9, 20, 21],
-            vec![20, 3, 7, 4, 5],
-            vec![0, 2, 25],
-            vec![5, 5, 6],
-            vec![],
-        ] {
-            let x = Sparse { value: index.iter().map(|&i| 1.0 + i as f32 / 10.0).collect(), index };
-            assert_eq!(compact.scores(&x), naive(&x), "{:?}", x.index);
-        }
     }
 }
