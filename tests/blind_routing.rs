@@ -423,6 +423,25 @@ const EIGHTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("examples", "unified-chat", (98.3, 1.7, 45.0), (96.6, 3.4, 45.0)),
 ];
 
+/// The ninth sets, written from the intents' descriptions only after the eighth were scored, and
+/// scored once, 2026-11-27 (release build), with the router of their day: the first-time
+/// manifests 88.6 % right (390/440), 0.2 % refused, off-domain refused 43.5 % (87/200) alone;
+/// with the cascade 93.0 % (409/440), 1.4 %, 67.5 % (135/200). The examples 94.1 % (254/270),
+/// 4.4 %, 52.0 % alone; 95.2 % (257/270), 3.0 %, 51.0 % with it (each example at least 91.7 %
+/// right and at most 4.2 % refused with the cascade). Floors as for the second sets.
+const NINTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
+    ("newuser", "bank", (88.8, 1.2, 47.5), (93.3, 2.3, 67.5)),
+    ("newuser", "university", (90.0, 2.5, 35.0), (92.5, 2.5, 62.5)),
+    ("newuser", "insurance", (88.0, 1.0, 37.5), (95.0, 1.0, 62.5)),
+    ("newuser", "food-delivery", (81.2, 1.3, 50.0), (85.0, 6.3, 75.0)),
+    ("newuser", "property", (88.8, 1.2, 35.0), (92.2, 1.2, 57.5)),
+    ("examples", "e2i", (92.5, 5.0, 75.0), (90.8, 5.0, 80.0)),
+    ("examples", "negotiation", (93.3, 6.7, 70.0), (96.6, 3.4, 55.0)),
+    ("examples", "rag-manager", (86.6, 13.4, 60.0), (93.3, 6.7, 55.0)),
+    ("examples", "research-assistant", (93.3, 6.7, 0.0), (93.3, 6.7, 0.0)),
+    ("examples", "unified-chat", (93.3, 5.0, 30.0), (96.6, 3.4, 40.0)),
+];
+
 #[test]
 fn second_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("2", SECOND_SET_FLOORS);
@@ -456,6 +475,11 @@ fn seventh_sets_route_with_the_router_alone_and_with_the_cascade() {
 #[test]
 fn eighth_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("8", EIGHTH_SET_FLOORS);
+}
+
+#[test]
+fn ninth_sets_route_with_the_router_alone_and_with_the_cascade() {
+    later_sets("9", NINTH_SET_FLOORS);
 }
 
 /// Score the sets `<...>_<n>.jsonl` two ways (the router alone, with the cascade) against
