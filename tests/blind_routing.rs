@@ -137,10 +137,13 @@ const EXAMPLE_FLOORS: &[(&str, f64, f64, f64)] = &[
     // rag-manager lower by what that cost, less one question: negotiation 96.7 % right, 3.3 %
     // refused, 95 % off-domain refused; rag-manager 83.3 %, 16.7 %, 95 % (96.7 % right with the
     // cascade).
+    // research-assistant since its manifest lost two keywords that name no subject ("what is",
+    // "how") and gained five utterances: 93.3 % right, 6.7 % refused, 60 % off-domain refused,
+    // less one question.
     ("e2i", 95.0, 3.4, 90.0),
     ("negotiation", 93.3, 6.7, 80.0),
     ("rag-manager", 80.0, 20.0, 90.0),
-    ("research-assistant", 100.0, 0.0, 5.0),
+    ("research-assistant", 90.0, 10.0, 55.0),
     ("unified-chat", 96.6, 3.4, 65.0),
 ];
 
@@ -296,7 +299,8 @@ const THIRD_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("examples", "e2i", (95.0, 2.5, 75.0), (95.0, 3.4, 85.0)),
     ("examples", "negotiation", (93.3, 6.7, 40.0), (96.6, 3.4, 35.0)),
     ("examples", "rag-manager", (90.0, 10.0, 50.0), (93.3, 6.7, 50.0)),
-    ("examples", "research-assistant", (96.6, 3.4, 5.0), (96.6, 3.4, 5.0)),
+    // research-assistant alone since its manifest gained utterances: 93.3 %, 6.7 %, less one.
+    ("examples", "research-assistant", (90.0, 10.0, 5.0), (96.6, 3.4, 5.0)),
     ("examples", "unified-chat", (93.3, 5.0, 40.0), (98.3, 1.7, 55.0)),
 ];
 
@@ -321,7 +325,8 @@ const FOURTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("examples", "e2i", (93.3, 2.5, 70.0), (93.3, 2.5, 75.0)),
     ("examples", "negotiation", (96.6, 3.4, 40.0), (96.6, 3.4, 40.0)),
     ("examples", "rag-manager", (76.6, 23.4, 45.0), (96.6, 3.4, 45.0)),
-    ("examples", "research-assistant", (93.3, 6.7, 0.0), (93.3, 6.7, 0.0)),
+    // research-assistant alone since its manifest gained utterances: 90.0 %, 10.0 %, less one.
+    ("examples", "research-assistant", (86.6, 13.4, 0.0), (93.3, 6.7, 0.0)),
     ("examples", "unified-chat", (95.0, 1.7, 25.0), (95.0, 5.0, 50.0)),
 ];
 

@@ -21,6 +21,7 @@ pub fn run(path: &Path, out: &mut impl Write) -> u8 {
     let written = match Manifest::load(path) {
         Ok(manifest) => summary(path, &manifest, out)
             .and_then(|()| schemas(path, lines, &manifest, out))
+            .and_then(|()| keywords(path, &manifest, out))
             .and_then(|()| router(&manifest, out)),
         Err(err) => problems(lines, &err, out).map(|()| EXIT_INVALID),
     };
@@ -108,6 +109,30 @@ fn schemas(path: &Path, text: &str, m: &Manifest, out: &mut impl Write) -> io::R
         let at = locate(text, &field).map(|l| format!(":{l}")).unwrap_or_default();
         for warning in switchyard_agents::schema::grammar_warnings(&llm.output_schema.schema) {
             writeln!(out, "{}{at}: warning: {field} (agent `{}`): {warning}", path.display(), agent.id)?;
+        }
+    }
+    Ok(())
+}
+
+/// Warnings (the exit code stays) for the keywords of a manifest's only intent that name no
+/// subject ("what is", "how"): with one intent, the router tells it from the background of
+/// off-domain questions alone, and such a keyword teaches it that the shape of any question is
+/// evidence for the intent. With several intents a question word may tell them apart ("why"
+/// for an explanation), so it is left alone there.
+fn keywords(path: &Path, m: &Manifest, out: &mut impl Write) -> io::Result<()> {
+    if m.intents.len() != 1 {
+        return Ok(());
+    }
+    for (i, intent) in m.intents.iter().enumerate() {
+        for (j, keyword) in intent.keywords.iter().enumerate() {
+            if switchyard_core::classify::names_no_subject(keyword) {
+                writeln!(
+                    out,
+                    "{}: warning: intents[{i}].keywords[{j}] `{keyword}` (intent `{}`): every word of it is a question, request or stop word, so it matches nearly any question and lets off-domain questions in; name what the intent is about",
+                    path.display(),
+                    intent.id
+                )?;
+            }
         }
     }
     Ok(())
@@ -379,6 +404,21 @@ intents:
             ),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_keyword_of_the_only_intent_that_names_no_subject_is_warned_about() {
+        let vague = VALID.replace("keywords: [effect]", "keywords: [effect, what is, How did you, why did it drop]");
+        let (code, out) = run_on("vague", &vague);
+        assert_eq!(code, EXIT_VALID, "{out}");
+        assert!(
+            out.contains("warning: intents[0].keywords[1] `what is` (intent `causal_impact`): every word"),
+            "{out}"
+        );
+        assert!(out.contains("warning: intents[0].keywords[2] `How did you`"), "{out}");
+        assert!(!out.contains("keywords[0]") && !out.contains("keywords[3]"), "{out}");
+        let (_, clean) = run_on("subject", VALID);
+        assert!(!clean.contains("].keywords["), "{clean}");
     }
 
     #[test]

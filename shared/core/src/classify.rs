@@ -88,6 +88,18 @@ use std::collections::{HashMap, HashSet};
 use switchyard_model::contracts::ParsedEntity;
 use switchyard_model::manifest::ClassifierSettings;
 
+/// Whether `keyword` names no subject: every word of it is a stop, question or request word
+/// ("what is", "how", "can you"). Such a keyword matches nearly any question, so the router
+/// learns the shape of a question as evidence for its intent and lets off-domain questions in;
+/// `switchyard validate` warns about it.
+pub fn names_no_subject(keyword: &str) -> bool {
+    let tokens = text::tokenize(keyword, 64);
+    !tokens.is_empty()
+        && tokens.iter().all(|t| {
+            text::is_stop_word(&t.text) || scope_score::is_question_word(&t.text) || text::is_request_word(&t.text)
+        })
+}
+
 /// The classifier's hash maps and sets. Their keys are the manifest's own words and ids, built
 /// once; a question's words are only looked up (the few per-question maps hold ids and
 /// gazetteer values, bounded by the token limit), so nothing an attacker writes can grow a

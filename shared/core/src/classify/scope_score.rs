@@ -207,7 +207,7 @@ pub(super) fn domain_weights(
 }
 
 /// Words that ask rather than say what about: they are evidence of nothing.
-fn is_question_word(word: &str) -> bool {
+pub(crate) fn is_question_word(word: &str) -> bool {
     matches!(
         word,
         "how" | "who" | "whom" | "whose" | "which" | "where" | "why" | "what" | "when" | "whether" | "many" | "much"
