@@ -10,7 +10,10 @@
 # ${SWITCHYARD_VENV_DIR:-$HOME/.cache/switchyard}/llama-server-<version>/ (cmake from PyPI in a
 # venv there, only the `llama-server` target, CPU only, no curl); a warm run finds the binary
 # and pays nothing. llama_start starts it on a free loopback port with one thread (`-t 1`:
-# two threads are several times slower on a 2-core machine) and exports
+# two threads are several times slower on a 2-core machine) and one slot (`-np 1`: requests
+# are answered one at a time, so a prompt at temperature 0 gets the same answer whatever the
+# tests ask at once; several slots decode in one batch, whose sums then depend on what else
+# is in it) and exports
 # SWITCHYARD_LLAMA_URL (the OpenAI-compatible base, `http://127.0.0.1:<port>/v1`),
 # SWITCHYARD_LLAMA_PID, SWITCHYARD_LLAMA_BIN and SWITCHYARD_LLAMA_MODEL (the tests restart
 # the server to inject faults). llama_stop stops it.
@@ -81,7 +84,7 @@ llama_start() {
     export SWITCHYARD_LLAMA_BIN SWITCHYARD_LLAMA_MODEL
     port="${LLAMA_PORT:-$(llama_free_port)}"
     log="${LLAMA_LOG:-${TMPDIR:-/tmp}/switchyard-llama-$port.log}"
-    "$SWITCHYARD_LLAMA_BIN" -m "$SWITCHYARD_LLAMA_MODEL" --host 127.0.0.1 --port "$port" -t 1 -c 2048 \
+    "$SWITCHYARD_LLAMA_BIN" -m "$SWITCHYARD_LLAMA_MODEL" --host 127.0.0.1 --port "$port" -t 1 -np 1 -c 2048 \
         --no-webui >"$log" 2>&1 &
     SWITCHYARD_LLAMA_PID=$!
     export SWITCHYARD_LLAMA_PID

@@ -262,7 +262,7 @@ fn own_server() -> (std::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let child = std::process::Command::new(env("SWITCHYARD_LLAMA_BIN"))
         .args(["-m", &env("SWITCHYARD_LLAMA_MODEL"), "--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["-t", "1", "-c", "2048", "--no-webui"])
+        .args(["-t", "1", "-np", "1", "-c", "2048", "--no-webui"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
