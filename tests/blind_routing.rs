@@ -447,6 +447,15 @@ const NINTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("examples", "unified-chat", (93.3, 5.0, 30.0), (96.6, 3.4, 40.0)),
 ];
 
+/// The tenth sets, written from the intents' descriptions only before the ninth were scored.
+/// Only research-assistant's is scored (once, 2026-11-27, release build), as the judge of its
+/// manifest's change (two keywords that name no subject traded for utterances): before, 93.3 %
+/// right (28/30), 6.7 % refused, 10 % off-domain refused alone and 96.7 %, 3.3 %, 5 % with the
+/// cascade; after, 93.3 %, 6.7 %, 45 % alone and 100 %, 0 %, 45 % with it. The other sets are
+/// unread, the judge of the next change. Floors as for the second sets.
+const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] =
+    &[("examples", "research-assistant", (90.0, 10.0, 40.0), (96.6, 3.4, 40.0))];
+
 #[test]
 fn second_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("2", SECOND_SET_FLOORS);
@@ -485,6 +494,11 @@ fn eighth_sets_route_with_the_router_alone_and_with_the_cascade() {
 #[test]
 fn ninth_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("9", NINTH_SET_FLOORS);
+}
+
+#[test]
+fn tenth_set_of_research_assistant_routes_with_the_router_alone_and_with_the_cascade() {
+    later_sets("10", TENTH_SET_FLOORS);
 }
 
 /// Score the sets `<...>_<n>.jsonl` two ways (the router alone, with the cascade) against
