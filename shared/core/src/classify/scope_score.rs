@@ -206,8 +206,13 @@ pub(super) fn domain_weights(
         .collect()
 }
 
+/// Words that say nothing of what a question is about: stop, question and request words.
+pub(crate) fn names_nothing(word: &str) -> bool {
+    is_stop_word(word) || is_question_word(word) || text::is_request_word(word)
+}
+
 /// Words that ask rather than say what about: they are evidence of nothing.
-pub(crate) fn is_question_word(word: &str) -> bool {
+fn is_question_word(word: &str) -> bool {
     matches!(
         word,
         "how" | "who" | "whom" | "whose" | "which" | "where" | "why" | "what" | "when" | "whether" | "many" | "much"
@@ -227,13 +232,7 @@ impl Classifier {
         let mut words = 0.0;
         let mut evidence = 0.0;
         for (t, &named) in tokens.iter().zip(named) {
-            if named
-                || t.has_digit()
-                || is_stop_word(&t.text)
-                || is_question_word(&t.text)
-                || text::is_request_word(&t.text)
-                || t.text.chars().count() < 2
-            {
+            if named || t.has_digit() || names_nothing(&t.text) || t.text.chars().count() < 2 {
                 continue;
             }
             words += 1.0;
