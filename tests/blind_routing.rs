@@ -448,13 +448,28 @@ const NINTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 ];
 
 /// The tenth sets, written from the intents' descriptions only before the ninth were scored.
-/// Only research-assistant's is scored (once, 2026-11-27, release build), as the judge of its
+/// research-assistant's was scored first (once, 2026-11-27, release build), as the judge of its
 /// manifest's change (two keywords that name no subject traded for utterances): before, 93.3 %
 /// right (28/30), 6.7 % refused, 10 % off-domain refused alone and 96.7 %, 3.3 %, 5 % with the
-/// cascade; after, 93.3 %, 6.7 %, 45 % alone and 100 %, 0 %, 45 % with it. The other sets are
-/// unread, the judge of the next change. Floors as for the second sets.
-const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] =
-    &[("examples", "research-assistant", (90.0, 10.0, 40.0), (96.6, 3.4, 40.0))];
+/// cascade; after, 93.3 %, 6.7 %, 45 % alone and 100 %, 0 %, 45 % with it. The others were
+/// scored once afterwards, with the router of their day (no change to it came before them): the
+/// first-time manifests 88.4 % right (389/440), 0.5 % refused, off-domain refused 48.0 %
+/// (96/200) alone; with the cascade 92.7 % (408/440), 1.6 %, 74.0 % (148/200). The other four
+/// examples 92.1 % (221/240), 6.7 %, 66.2 % alone; 96.2 % (231/240), 2.5 %, 68.8 % with it (each
+/// at least 93.3 % right and at most 4.2 % refused with the cascade). Floors as for the second
+/// sets.
+const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
+    ("newuser", "bank", (85.5, 1.2, 45.0), (92.2, 3.4, 65.0)),
+    ("newuser", "university", (88.7, 1.3, 37.5), (93.7, 3.8, 85.0)),
+    ("newuser", "insurance", (90.0, 2.0, 42.5), (94.0, 2.0, 60.0)),
+    ("newuser", "food-delivery", (86.2, 2.5, 55.0), (92.5, 3.8, 77.5)),
+    ("newuser", "property", (85.5, 1.2, 47.5), (85.5, 1.2, 70.0)),
+    ("examples", "e2i", (91.6, 6.7, 75.0), (92.5, 5.0, 85.0)),
+    ("examples", "negotiation", (96.6, 3.4, 65.0), (96.6, 3.4, 60.0)),
+    ("examples", "rag-manager", (70.0, 30.0, 65.0), (93.3, 6.7, 65.0)),
+    ("examples", "research-assistant", (90.0, 10.0, 40.0), (96.6, 3.4, 40.0)),
+    ("examples", "unified-chat", (95.0, 3.4, 40.0), (98.3, 1.7, 45.0)),
+];
 
 #[test]
 fn second_sets_route_with_the_router_alone_and_with_the_cascade() {
@@ -497,7 +512,7 @@ fn ninth_sets_route_with_the_router_alone_and_with_the_cascade() {
 }
 
 #[test]
-fn tenth_set_of_research_assistant_routes_with_the_router_alone_and_with_the_cascade() {
+fn tenth_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("10", TENTH_SET_FLOORS);
 }
 
