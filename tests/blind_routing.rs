@@ -139,10 +139,11 @@ const EXAMPLE_FLOORS: &[(&str, f64, f64, f64)] = &[
     // cascade).
     // research-assistant since its manifest lost two keywords that name no subject ("what is",
     // "how") and gained five utterances: 93.3 % right, 6.7 % refused, 60 % off-domain refused,
-    // less one question.
+    // less one question. rag-manager since its intent gained six utterances: 100 % right, 0 %
+    // refused, 95 % off-domain refused, less one question.
     ("e2i", 95.0, 3.4, 90.0),
     ("negotiation", 93.3, 6.7, 80.0),
-    ("rag-manager", 80.0, 20.0, 90.0),
+    ("rag-manager", 96.6, 3.4, 90.0),
     ("research-assistant", 90.0, 10.0, 55.0),
     ("unified-chat", 96.6, 3.4, 65.0),
 ];
@@ -270,7 +271,9 @@ type Floors = (f64, f64, f64);
 /// they are tuned on: with it the first-time manifests give 94.1 %, 0.9 %, 70.5 % (141/200).
 /// Floors per manifest (set folder, manifest, the router alone, with the cascade): each score
 /// less one question, so that the encoder's float arithmetic on another CPU (other SIMD
-/// kernels) cannot fail a borderline question.
+/// kernels) cannot fail a borderline question. An example whose manifest changed after a set
+/// was scored (research-assistant's keywords and utterances, rag-manager's utterances) has its
+/// row from that set scored again with the manifest as it is.
 const SECOND_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (87.7, 1.2, 45.0), (87.7, 2.3, 72.5)),
     ("newuser", "university", (91.2, 1.3, 35.0), (96.2, 2.5, 65.0)),
@@ -279,7 +282,7 @@ const SECOND_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "property", (90.0, 1.2, 27.5), (93.3, 1.2, 62.5)),
     ("examples", "e2i", (95.8, 1.7, 70.0), (96.6, 1.7, 85.0)),
     ("examples", "negotiation", (96.6, 3.4, 50.0), (96.6, 3.4, 50.0)),
-    ("examples", "rag-manager", (86.6, 13.4, 60.0), (93.3, 6.7, 50.0)),
+    ("examples", "rag-manager", (93.3, 6.7, 55.0), (96.6, 3.4, 55.0)),
     ("examples", "research-assistant", (96.6, 3.4, 0.0), (96.6, 3.4, 0.0)),
     ("examples", "unified-chat", (93.3, 5.0, 30.0), (93.3, 5.0, 55.0)),
 ];
@@ -298,7 +301,7 @@ const THIRD_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "property", (78.8, 3.4, 35.0), (87.7, 2.3, 60.0)),
     ("examples", "e2i", (95.0, 2.5, 75.0), (95.0, 3.4, 85.0)),
     ("examples", "negotiation", (93.3, 6.7, 40.0), (96.6, 3.4, 35.0)),
-    ("examples", "rag-manager", (90.0, 10.0, 50.0), (93.3, 6.7, 50.0)),
+    ("examples", "rag-manager", (93.3, 6.7, 55.0), (96.6, 3.4, 50.0)),
     // research-assistant alone since its manifest gained utterances: 93.3 %, 6.7 %, less one.
     ("examples", "research-assistant", (90.0, 10.0, 5.0), (96.6, 3.4, 5.0)),
     ("examples", "unified-chat", (93.3, 5.0, 40.0), (98.3, 1.7, 55.0)),
@@ -324,7 +327,7 @@ const FOURTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "property", (83.3, 5.6, 45.0), (85.5, 4.5, 72.5)),
     ("examples", "e2i", (93.3, 2.5, 70.0), (93.3, 2.5, 75.0)),
     ("examples", "negotiation", (96.6, 3.4, 40.0), (96.6, 3.4, 40.0)),
-    ("examples", "rag-manager", (76.6, 23.4, 45.0), (96.6, 3.4, 45.0)),
+    ("examples", "rag-manager", (96.6, 3.4, 60.0), (96.6, 3.4, 60.0)),
     // research-assistant alone since its manifest gained utterances: 90.0 %, 10.0 %, less one.
     ("examples", "research-assistant", (86.6, 13.4, 0.0), (93.3, 6.7, 0.0)),
     ("examples", "unified-chat", (95.0, 1.7, 25.0), (95.0, 5.0, 50.0)),
@@ -351,7 +354,7 @@ const FIFTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "property", (84.4, 2.3, 42.5), (88.8, 1.2, 60.0)),
     ("examples", "e2i", (88.3, 7.5, 80.0), (88.3, 7.5, 90.0)),
     ("examples", "negotiation", (96.6, 3.4, 50.0), (96.6, 3.4, 45.0)),
-    ("examples", "rag-manager", (90.0, 10.0, 40.0), (96.6, 3.4, 40.0)),
+    ("examples", "rag-manager", (93.3, 6.7, 50.0), (96.6, 3.4, 50.0)),
     ("examples", "research-assistant", (96.6, 3.4, 0.0), (96.6, 3.4, 0.0)),
     ("examples", "unified-chat", (93.3, 3.4, 30.0), (95.0, 5.0, 40.0)),
 ];
@@ -380,7 +383,7 @@ const SIXTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "property", (87.7, 2.3, 42.5), (87.7, 2.3, 77.5)),
     ("examples", "e2i", (90.8, 5.9, 70.0), (91.6, 5.9, 85.0)),
     ("examples", "negotiation", (96.6, 3.4, 55.0), (96.6, 3.4, 50.0)),
-    ("examples", "rag-manager", (86.6, 13.4, 60.0), (93.3, 6.7, 60.0)),
+    ("examples", "rag-manager", (93.3, 6.7, 65.0), (96.6, 3.4, 65.0)),
     ("examples", "research-assistant", (93.3, 6.7, 0.0), (93.3, 6.7, 0.0)),
     ("examples", "unified-chat", (96.6, 1.7, 40.0), (96.6, 3.4, 45.0)),
 ];
@@ -401,7 +404,7 @@ const SEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "property", (78.8, 1.2, 40.0), (83.3, 6.7, 70.0)),
     ("examples", "e2i", (86.6, 6.7, 80.0), (88.3, 5.9, 90.0)),
     ("examples", "negotiation", (93.3, 6.7, 55.0), (96.6, 3.4, 40.0)),
-    ("examples", "rag-manager", (70.0, 30.0, 65.0), (93.3, 6.7, 60.0)),
+    ("examples", "rag-manager", (93.3, 6.7, 60.0), (93.3, 6.7, 60.0)),
     ("examples", "research-assistant", (96.6, 3.4, 15.0), (96.6, 3.4, 10.0)),
     ("examples", "unified-chat", (93.3, 1.7, 40.0), (98.3, 1.7, 40.0)),
 ];
@@ -423,7 +426,7 @@ const EIGHTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "property", (91.1, 1.2, 42.5), (91.1, 2.3, 70.0)),
     ("examples", "e2i", (93.3, 2.5, 85.0), (95.0, 2.5, 90.0)),
     ("examples", "negotiation", (96.6, 3.4, 40.0), (96.6, 3.4, 35.0)),
-    ("examples", "rag-manager", (60.0, 40.0, 50.0), (73.3, 26.7, 50.0)),
+    ("examples", "rag-manager", (83.3, 16.7, 55.0), (86.6, 13.4, 50.0)),
     ("examples", "research-assistant", (96.6, 3.4, 5.0), (96.6, 3.4, 5.0)),
     ("examples", "unified-chat", (98.3, 1.7, 45.0), (96.6, 3.4, 45.0)),
 ];
@@ -442,7 +445,7 @@ const NINTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "property", (88.8, 1.2, 35.0), (92.2, 1.2, 57.5)),
     ("examples", "e2i", (92.5, 5.0, 75.0), (90.8, 5.0, 80.0)),
     ("examples", "negotiation", (93.3, 6.7, 70.0), (96.6, 3.4, 55.0)),
-    ("examples", "rag-manager", (86.6, 13.4, 60.0), (93.3, 6.7, 55.0)),
+    ("examples", "rag-manager", (96.6, 3.4, 60.0), (96.6, 3.4, 60.0)),
     ("examples", "research-assistant", (93.3, 6.7, 0.0), (93.3, 6.7, 0.0)),
     ("examples", "unified-chat", (93.3, 5.0, 30.0), (96.6, 3.4, 40.0)),
 ];
@@ -456,8 +459,9 @@ const NINTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// first-time manifests 88.4 % right (389/440), 0.5 % refused, off-domain refused 48.0 %
 /// (96/200) alone; with the cascade 92.7 % (408/440), 1.6 %, 74.0 % (148/200). The other four
 /// examples 92.1 % (221/240), 6.7 %, 66.2 % alone; 96.2 % (231/240), 2.5 %, 68.8 % with it (each
-/// at least 93.3 % right and at most 4.2 % refused with the cascade). Floors as for the second
-/// sets.
+/// at least 93.3 % right and at most 4.2 % refused with the cascade). rag-manager's row is from
+/// its manifest with six more utterances (73.3 % right alone when scored, 96.7 % now). Floors as
+/// for the second sets.
 const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (85.5, 1.2, 45.0), (92.2, 3.4, 65.0)),
     ("newuser", "university", (88.7, 1.3, 37.5), (93.7, 3.8, 85.0)),
@@ -466,10 +470,20 @@ const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "property", (85.5, 1.2, 47.5), (85.5, 1.2, 70.0)),
     ("examples", "e2i", (91.6, 6.7, 75.0), (92.5, 5.0, 85.0)),
     ("examples", "negotiation", (96.6, 3.4, 65.0), (96.6, 3.4, 60.0)),
-    ("examples", "rag-manager", (70.0, 30.0, 65.0), (93.3, 6.7, 65.0)),
+    ("examples", "rag-manager", (93.3, 6.7, 55.0), (93.3, 6.7, 55.0)),
     ("examples", "research-assistant", (90.0, 10.0, 40.0), (96.6, 3.4, 40.0)),
     ("examples", "unified-chat", (95.0, 3.4, 40.0), (98.3, 1.7, 45.0)),
 ];
+
+/// The eleventh sets, written from the intents' descriptions only before the tenth were scored.
+/// Only rag-manager's is scored (once, 2026-11-27, release build), as the judge of its
+/// manifest's change (six utterances written from its intent's description, as a first
+/// manifest has them, where it had two): before, 90.0 % right (27/30), 10.0 % refused, 65 %
+/// off-domain refused alone and 100 %, 0 %, 65 % with the cascade; after, 96.7 %, 3.3 %, 65 %
+/// alone and 100 %, 0 %, 65 % with it. The other sets are unread, the judge of the next change.
+/// Floors as for the second sets.
+const ELEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] =
+    &[("examples", "rag-manager", (93.3, 6.7, 60.0), (96.6, 3.4, 60.0))];
 
 #[test]
 fn second_sets_route_with_the_router_alone_and_with_the_cascade() {
@@ -514,6 +528,11 @@ fn ninth_sets_route_with_the_router_alone_and_with_the_cascade() {
 #[test]
 fn tenth_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("10", TENTH_SET_FLOORS);
+}
+
+#[test]
+fn eleventh_set_of_rag_manager_routes_with_the_router_alone_and_with_the_cascade() {
+    later_sets("11", ELEVENTH_SET_FLOORS);
 }
 
 /// Score the sets `<...>_<n>.jsonl` two ways (the router alone, with the cascade) against
