@@ -180,9 +180,11 @@ const NEW_USER_FLOORS: &[(&str, f64, f64, f64, f64)] = &[
     // 0.4 % refused, 53.0 % off-domain refused), insurance's and food delivery's floors are
     // lower by what that cost, less one question: insurance 52.5 % off-domain refused, food
     // delivery 84.4 % right and 1.0 % refused.
+    // Since a turn out of scope alone stays in scope, on a manifest without a lexical gate,
+    // only when its own words read as a follow-up: 42 of 50 follow-ups (insurance 7 of 10).
     ("bank", 87.0, 1.0, 52.5, 80.0),
     ("university", 93.0, 1.0, 47.5, 90.0),
-    ("insurance", 86.0, 2.0, 50.0, 90.0),
+    ("insurance", 86.0, 2.0, 50.0, 70.0),
     ("food-delivery", 83.3, 2.1, 47.5, 100.0),
     ("property", 82.0, 1.0, 47.5, 80.0),
 ];
@@ -215,7 +217,75 @@ fn first_time_manifests_route_their_blind_questions_and_follow_ups() {
 /// earlier prior (66.2 %); the rules' prior was then chosen on it and the first sets, so it is
 /// tuned on (100 of 136 with it). `follow_ups_3.yaml` was committed before that choice and
 /// scored once after it: 109 of 135 (80.7 %; the shipped manifest's model 99, 73.3 %).
-const LATER_FOLLOW_UP_SETS: &[(&str, f64)] = &[("follow_ups_2.yaml", 73.0), ("follow_ups_3.yaml", 80.0)];
+///
+/// Since a turn that is out of scope alone stays in scope only when its own words read as a
+/// follow-up, for a manifest whose scope is the router's alone (`first_time_manifests_refuse_
+/// off_domain_second_turns`): 98 of 136 and 110 of 135. `follow_ups_4.yaml` was committed
+/// unread before that change and scored once both ways: 120 of 150 (80.0 %) before and after
+/// (with the cascade 123 before, 118 after). Floors: each score less one follow-up.
+const LATER_FOLLOW_UP_SETS: &[(&str, f64)] =
+    &[("follow_ups_2.yaml", 71.3), ("follow_ups_3.yaml", 80.7), ("follow_ups_4.yaml", 79.3)];
+
+/// Off-domain questions asked as the second turn of a conversation whose first turn is in
+/// scope (the first turns of each manifest's `follow_ups_2.yaml`, in turn), on the first-time
+/// manifests: the least share refused, the router alone and with the cascade. A turn out of
+/// scope alone is kept when it reads as a follow-up; for a manifest without a lexical gate
+/// only its words may say so. Before that rule the second to ninth sets' 1,600 questions were
+/// refused 17.3 % alone and 55.3 % with the cascade (as first turns about 45 % and 71 %); after
+/// it 43.2 % and 65.2 % (tuned on). The eleventh sets' 200, never read before, scored once both
+/// ways for that change: 19.0 % and 57.5 % before, 43.0 % and 66.0 % after. Floors: each score
+/// less one question.
+const OFF_DOMAIN_SECOND_TURNS: &[(&[u32], f64, f64)] = &[(&[2, 3, 4, 5, 6, 7, 8, 9], 43.1, 65.1), (&[11], 42.5, 65.5)];
+
+#[test]
+fn first_time_manifests_refuse_off_domain_second_turns() {
+    let dir = root().join("tests/fixtures/blind/newuser");
+    let mut failures = Vec::new();
+    for &(sets, alone_floor, cascade_floor) in OFF_DOMAIN_SECOND_TURNS {
+        let (mut refused, mut refused_cascade, mut of) = (0, 0, 0);
+        for name in ["bank", "university", "insurance", "food-delivery", "property"] {
+            let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
+            let mut with = m.clone();
+            with.classifier.encoder = Some(switchyard_model::manifest::EncoderSettings {
+                model: encoder_dir().display().to_string(),
+                doubt: switchyard_model::manifest::DEFAULT_DOUBT,
+            });
+            let path = dir.join(name).join("follow_ups_2.yaml");
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let doc: serde_yaml::Value =
+                serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let firsts: Vec<&str> = doc["dialogues"]
+                .as_sequence()
+                .expect("dialogues")
+                .iter()
+                .map(|d| d["turns"][0]["text"].as_str().expect("text"))
+                .collect();
+            let offs: Vec<String> = sets
+                .iter()
+                .flat_map(|n| read(&dir.join(name).join(format!("off_domain_{n}.jsonl"))))
+                .map(|(q, _)| q)
+                .collect();
+            for (classifier, count) in
+                [(Classifier::new(&m), &mut refused), (Classifier::new(&with), &mut refused_cascade)]
+            {
+                for (i, q) in offs.iter().enumerate() {
+                    let first = firsts[i % firsts.len()];
+                    let r = classifier.classify(first);
+                    let history = [PriorTurn { question: first.to_string(), intent: r.intent, entities: r.entities }];
+                    *count += usize::from(!classifier.classify_in_context(q, &history).in_scope);
+                }
+            }
+            of += offs.len();
+        }
+        let (alone, cascade) = (Score::pct(refused, of), Score::pct(refused_cascade, of));
+        println!("sets {sets:?}: of {of} off-domain second turns refused {alone:.1} % alone, {cascade:.1} % with the cascade");
+        if alone < alone_floor || cascade < cascade_floor {
+            failures
+                .push(format!("sets {sets:?}: {alone:.1} % / {cascade:.1} % (floors {alone_floor} / {cascade_floor})"));
+        }
+    }
+    assert!(failures.is_empty(), "under the floors:\n{}", failures.join("\n"));
+}
 
 /// The later follow-up sets, each played two ways: as a first-time manifest plays them (no
 /// conversations of its own: the rules), and with the shipped manifest's continuation model

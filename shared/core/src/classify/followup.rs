@@ -561,8 +561,17 @@ impl Classifier {
             // in the conversation's favour: after an in-scope turn, the next is likely in scope.
             let router_close = c.router_margin.is_some_and(|m| m >= -CONVERSATION_ROUTER_SLACK)
                 && c.scope_score >= self.settings.scope.threshold;
-            let follows =
-                router_close || cues.continuation || cues.refers_back || cues.bare_question || !c.entities.is_empty();
+            // Without a lexical gate (`classifier.scope.threshold` 0: scope is the router's
+            // alone) the closeness tests below hold for every turn, so only the turn's own words
+            // may say it follows: a margin near the threshold is no such sign there, since an
+            // off-domain question after an in-scope turn ("get me a taxi to the airport") comes
+            // as close as an elliptical follow-up does.
+            let gated = self.settings.scope.threshold > 0.0;
+            let follows = (router_close && gated)
+                || cues.continuation
+                || cues.refers_back
+                || cues.bare_question
+                || !c.entities.is_empty();
             // "what about the same stretch last year": a continuation that names an entity or
             // a period (or breaks the answer down, or corrects it: "break that out by month") and
             // at most one word besides is close whatever that word is.
