@@ -223,8 +223,14 @@ fn first_time_manifests_route_their_blind_questions_and_follow_ups() {
 /// off_domain_second_turns`): 98 of 136 and 110 of 135. `follow_ups_4.yaml` was committed
 /// unread before that change and scored once both ways: 120 of 150 (80.0 %) before and after
 /// (with the cascade 123 before, 118 after). Floors: each score less one follow-up.
-const LATER_FOLLOW_UP_SETS: &[(&str, f64)] =
-    &[("follow_ups_2.yaml", 71.3), ("follow_ups_3.yaml", 80.7), ("follow_ups_4.yaml", 79.3)];
+/// `follow_ups_5.yaml`, written after that change and scored once with the router of its day:
+/// 115 of 150 (76.7 %; 110 with the cascade).
+const LATER_FOLLOW_UP_SETS: &[(&str, f64)] = &[
+    ("follow_ups_2.yaml", 71.3),
+    ("follow_ups_3.yaml", 80.7),
+    ("follow_ups_4.yaml", 79.3),
+    ("follow_ups_5.yaml", 76.0),
+];
 
 /// Off-domain questions asked as the second turn of a conversation whose first turn is in
 /// scope (the first turns of each manifest's `follow_ups_2.yaml`, in turn), on the first-time
@@ -236,6 +242,52 @@ const LATER_FOLLOW_UP_SETS: &[(&str, f64)] =
 /// ways for that change: 19.0 % and 57.5 % before, 43.0 % and 66.0 % after. Floors: each score
 /// less one question.
 const OFF_DOMAIN_SECOND_TURNS: &[(&[u32], f64, f64)] = &[(&[2, 3, 4, 5, 6, 7, 8, 9], 43.1, 65.1), (&[11], 42.5, 65.5)];
+
+/// `off_domain_turns.yaml`: 30 conversations per first-time manifest whose second turn no intent
+/// covers, many worded as follow-ups ("ok cool, and ..."), written from the intents'
+/// descriptions only and scored once with the router of their day: of 150, 34 refused (22.7 %)
+/// alone, 55 (36.7 %) with the cascade. Reading "ok", "so", "actually" at the start or "then" at
+/// the end as a follow-up's words was measured on them at the same time and not kept (17 and 34
+/// refused; four more follow-ups right of 471 on the tuned sets, one of 150 on the fifth). Floors:
+/// each score less one question. A conversation lets in most off-domain turns worded as
+/// follow-ups: the weakness this set records.
+const OFF_DOMAIN_TURNS_FLOORS: (f64, f64) = (22.0, 36.0);
+
+#[test]
+fn first_time_manifests_refuse_off_domain_turns_worded_as_follow_ups() {
+    let dir = root().join("tests/fixtures/blind/newuser");
+    let (mut refused, mut refused_cascade, mut of) = (0, 0, 0);
+    for name in ["bank", "university", "insurance", "food-delivery", "property"] {
+        let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
+        let mut with = m.clone();
+        with.classifier.encoder = Some(switchyard_model::manifest::EncoderSettings {
+            model: encoder_dir().display().to_string(),
+            doubt: switchyard_model::manifest::DEFAULT_DOUBT,
+        });
+        let path = dir.join(name).join("off_domain_turns.yaml");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for dialogue in doc["dialogues"].as_sequence().expect("dialogues") {
+            let turns = dialogue["turns"].as_sequence().expect("turns");
+            assert_eq!(turns[1]["intent"], "out_of_scope", "{}: the second turn is off-domain", path.display());
+            let (first, second) = (turns[0]["text"].as_str().expect("text"), turns[1]["text"].as_str().expect("text"));
+            for (classifier, count) in
+                [(Classifier::new(&m), &mut refused), (Classifier::new(&with), &mut refused_cascade)]
+            {
+                let r = classifier.classify(first);
+                let history = [PriorTurn { question: first.to_string(), intent: r.intent, entities: r.entities }];
+                *count += usize::from(!classifier.classify_in_context(second, &history).in_scope);
+            }
+            of += 1;
+        }
+    }
+    let (alone, cascade) = (Score::pct(refused, of), Score::pct(refused_cascade, of));
+    println!("of {of} off-domain second turns worded as follow-ups: refused {alone:.1} % alone, {cascade:.1} % with the cascade");
+    assert!(
+        alone >= OFF_DOMAIN_TURNS_FLOORS.0 && cascade >= OFF_DOMAIN_TURNS_FLOORS.1,
+        "{alone:.1} % / {cascade:.1} % (floors {OFF_DOMAIN_TURNS_FLOORS:?})"
+    );
+}
 
 #[test]
 fn first_time_manifests_refuse_off_domain_second_turns() {
