@@ -101,12 +101,38 @@ fn follow_ups(c: &Classifier, path: &Path, s: &mut Score) {
     s.follow_ups_right += right;
 }
 
+/// The conversations of a dialogue file (`dialogues:`, each with its `turns`).
+fn dialogues(path: &Path) -> Vec<serde_yaml::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    match doc.get("dialogues") {
+        Some(serde_yaml::Value::Sequence(conversations)) => conversations.clone(),
+        _ => panic!("{}: no `dialogues` list", path.display()),
+    }
+}
+
+/// Whether `c` refuses `second` asked right after `first` (classified alone, as a session
+/// classifies its first turn).
+fn refused_after(c: &Classifier, first: &str, second: &str) -> bool {
+    let r = c.classify(first);
+    let history = [PriorTurn { question: first.to_string(), intent: r.intent, entities: r.entities }];
+    !c.classify_in_context(second, &history).in_scope
+}
+
+/// `m` with the cascade: `classifier.encoder` naming all-MiniLM-L6-v2 at the default doubt.
+fn with_cascade(m: &Manifest) -> Manifest {
+    let mut with = m.clone();
+    with.classifier.encoder = Some(switchyard_model::manifest::EncoderSettings {
+        model: encoder_dir().display().to_string(),
+        doubt: switchyard_model::manifest::DEFAULT_DOUBT,
+    });
+    with
+}
+
 /// (follow-ups given their intent in scope, follow-ups) of a dialogue file.
 fn follow_up_score(c: &Classifier, path: &Path) -> (usize, usize) {
     let mut s = Score::default();
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    for dialogue in doc["dialogues"].as_sequence().expect("dialogues") {
+    for dialogue in dialogues(path) {
         let mut history: Vec<PriorTurn> = Vec::new();
         for (n, turn) in dialogue["turns"].as_sequence().expect("turns").iter().enumerate() {
             let text = turn["text"].as_str().expect("text");
@@ -259,24 +285,16 @@ fn first_time_manifests_refuse_off_domain_turns_worded_as_follow_ups() {
     let (mut refused, mut refused_cascade, mut of) = (0, 0, 0);
     for name in ["bank", "university", "insurance", "food-delivery", "property"] {
         let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
-        let mut with = m.clone();
-        with.classifier.encoder = Some(switchyard_model::manifest::EncoderSettings {
-            model: encoder_dir().display().to_string(),
-            doubt: switchyard_model::manifest::DEFAULT_DOUBT,
-        });
+        let with = with_cascade(&m);
         let path = dir.join(name).join("off_domain_turns.yaml");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        for dialogue in doc["dialogues"].as_sequence().expect("dialogues") {
+        for dialogue in dialogues(&path) {
             let turns = dialogue["turns"].as_sequence().expect("turns");
             assert_eq!(turns[1]["intent"], "out_of_scope", "{}: the second turn is off-domain", path.display());
             let (first, second) = (turns[0]["text"].as_str().expect("text"), turns[1]["text"].as_str().expect("text"));
             for (classifier, count) in
                 [(Classifier::new(&m), &mut refused), (Classifier::new(&with), &mut refused_cascade)]
             {
-                let r = classifier.classify(first);
-                let history = [PriorTurn { question: first.to_string(), intent: r.intent, entities: r.entities }];
-                *count += usize::from(!classifier.classify_in_context(second, &history).in_scope);
+                *count += usize::from(refused_after(&classifier, first, second));
             }
             of += 1;
         }
@@ -297,21 +315,10 @@ fn first_time_manifests_refuse_off_domain_second_turns() {
         let (mut refused, mut refused_cascade, mut of) = (0, 0, 0);
         for name in ["bank", "university", "insurance", "food-delivery", "property"] {
             let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
-            let mut with = m.clone();
-            with.classifier.encoder = Some(switchyard_model::manifest::EncoderSettings {
-                model: encoder_dir().display().to_string(),
-                doubt: switchyard_model::manifest::DEFAULT_DOUBT,
-            });
-            let path = dir.join(name).join("follow_ups_2.yaml");
-            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let doc: serde_yaml::Value =
-                serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let firsts: Vec<&str> = doc["dialogues"]
-                .as_sequence()
-                .expect("dialogues")
-                .iter()
-                .map(|d| d["turns"][0]["text"].as_str().expect("text"))
-                .collect();
+            let with = with_cascade(&m);
+            let conversations = dialogues(&dir.join(name).join("follow_ups_2.yaml"));
+            let firsts: Vec<&str> =
+                conversations.iter().map(|d| d["turns"][0]["text"].as_str().expect("text")).collect();
             let offs: Vec<String> = sets
                 .iter()
                 .flat_map(|n| read(&dir.join(name).join(format!("off_domain_{n}.jsonl"))))
@@ -321,10 +328,7 @@ fn first_time_manifests_refuse_off_domain_second_turns() {
                 [(Classifier::new(&m), &mut refused), (Classifier::new(&with), &mut refused_cascade)]
             {
                 for (i, q) in offs.iter().enumerate() {
-                    let first = firsts[i % firsts.len()];
-                    let r = classifier.classify(first);
-                    let history = [PriorTurn { question: first.to_string(), intent: r.intent, entities: r.entities }];
-                    *count += usize::from(!classifier.classify_in_context(q, &history).in_scope);
+                    *count += usize::from(refused_after(&classifier, firsts[i % firsts.len()], q));
                 }
             }
             of += offs.len();
@@ -678,11 +682,7 @@ fn later_sets(n: &str, floors: &[(&str, &str, Floors, Floors)]) {
         };
         let (questions, off) = (read(&questions), read(&off));
         let m = Manifest::load(&manifest).expect("manifest loads");
-        let mut with = m.clone();
-        with.classifier.encoder = Some(switchyard_model::manifest::EncoderSettings {
-            model: encoder_dir().display().to_string(),
-            doubt: switchyard_model::manifest::DEFAULT_DOUBT,
-        });
+        let with = with_cascade(&m);
         let total = &mut totals[usize::from(group != "newuser")];
         for (label, manifest, floors, sum) in
             [("alone", &m, alone, &mut total.0), ("cascade", &with, cascaded, &mut total.1)]
