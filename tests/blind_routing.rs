@@ -279,27 +279,34 @@ const OFF_DOMAIN_SECOND_TURNS: &[(&[u32], f64, f64)] = &[(&[2, 3, 4, 5, 6, 7, 8,
 /// follow-ups: the weakness this set records.
 const OFF_DOMAIN_TURNS_FLOORS: (f64, f64) = (22.0, 36.0);
 
+/// The five first-time manifests under `tests/fixtures/blind/newuser`.
+const FIRST_TIME: [&str; 5] = ["bank", "university", "insurance", "food-delivery", "property"];
+
+/// The classifiers of a first-time manifest: its router alone, and with the cascade.
+fn alone_and_cascade(name: &str) -> [Classifier; 2] {
+    let m = Manifest::load(&root().join("tests/fixtures/blind/newuser").join(name).join("routing.yaml"))
+        .expect("manifest loads");
+    [Classifier::new(&m), Classifier::new(&with_cascade(&m))]
+}
+
 #[test]
 fn first_time_manifests_refuse_off_domain_turns_worded_as_follow_ups() {
     let dir = root().join("tests/fixtures/blind/newuser");
-    let (mut refused, mut refused_cascade, mut of) = (0, 0, 0);
-    for name in ["bank", "university", "insurance", "food-delivery", "property"] {
-        let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
-        let with = with_cascade(&m);
+    let (mut refused, mut of) = ([0usize; 2], 0);
+    for name in FIRST_TIME {
+        let classifiers = alone_and_cascade(name);
         let path = dir.join(name).join("off_domain_turns.yaml");
         for dialogue in dialogues(&path) {
             let turns = dialogue["turns"].as_sequence().expect("turns");
             assert_eq!(turns[1]["intent"], "out_of_scope", "{}: the second turn is off-domain", path.display());
             let (first, second) = (turns[0]["text"].as_str().expect("text"), turns[1]["text"].as_str().expect("text"));
-            for (classifier, count) in
-                [(Classifier::new(&m), &mut refused), (Classifier::new(&with), &mut refused_cascade)]
-            {
-                *count += usize::from(refused_after(&classifier, first, second));
+            for (classifier, count) in classifiers.iter().zip(&mut refused) {
+                *count += usize::from(refused_after(classifier, first, second));
             }
             of += 1;
         }
     }
-    let (alone, cascade) = (Score::pct(refused, of), Score::pct(refused_cascade, of));
+    let [alone, cascade] = refused.map(|r| Score::pct(r, of));
     println!("of {of} off-domain second turns worded as follow-ups: refused {alone:.1} % alone, {cascade:.1} % with the cascade");
     assert!(
         alone >= OFF_DOMAIN_TURNS_FLOORS.0 && cascade >= OFF_DOMAIN_TURNS_FLOORS.1,
@@ -310,30 +317,29 @@ fn first_time_manifests_refuse_off_domain_turns_worded_as_follow_ups() {
 #[test]
 fn first_time_manifests_refuse_off_domain_second_turns() {
     let dir = root().join("tests/fixtures/blind/newuser");
-    let mut failures = Vec::new();
-    for &(sets, alone_floor, cascade_floor) in OFF_DOMAIN_SECOND_TURNS {
-        let (mut refused, mut refused_cascade, mut of) = (0, 0, 0);
-        for name in ["bank", "university", "insurance", "food-delivery", "property"] {
-            let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
-            let with = with_cascade(&m);
-            let conversations = dialogues(&dir.join(name).join("follow_ups_2.yaml"));
-            let firsts: Vec<&str> =
-                conversations.iter().map(|d| d["turns"][0]["text"].as_str().expect("text")).collect();
+    // Per group of sets: refused alone, refused with the cascade, asked.
+    let mut counts = vec![([0usize; 2], 0usize); OFF_DOMAIN_SECOND_TURNS.len()];
+    for name in FIRST_TIME {
+        let classifiers = alone_and_cascade(name);
+        let conversations = dialogues(&dir.join(name).join("follow_ups_2.yaml"));
+        let firsts: Vec<&str> = conversations.iter().map(|d| d["turns"][0]["text"].as_str().expect("text")).collect();
+        for (&(sets, _, _), (refused, of)) in OFF_DOMAIN_SECOND_TURNS.iter().zip(&mut counts) {
             let offs: Vec<String> = sets
                 .iter()
                 .flat_map(|n| read(&dir.join(name).join(format!("off_domain_{n}.jsonl"))))
                 .map(|(q, _)| q)
                 .collect();
-            for (classifier, count) in
-                [(Classifier::new(&m), &mut refused), (Classifier::new(&with), &mut refused_cascade)]
-            {
+            for (classifier, count) in classifiers.iter().zip(refused.iter_mut()) {
                 for (i, q) in offs.iter().enumerate() {
-                    *count += usize::from(refused_after(&classifier, firsts[i % firsts.len()], q));
+                    *count += usize::from(refused_after(classifier, firsts[i % firsts.len()], q));
                 }
             }
-            of += offs.len();
+            *of += offs.len();
         }
-        let (alone, cascade) = (Score::pct(refused, of), Score::pct(refused_cascade, of));
+    }
+    let mut failures = Vec::new();
+    for (&(sets, alone_floor, cascade_floor), &(refused, of)) in OFF_DOMAIN_SECOND_TURNS.iter().zip(&counts) {
+        let [alone, cascade] = refused.map(|r| Score::pct(r, of));
         println!("sets {sets:?}: of {of} off-domain second turns refused {alone:.1} % alone, {cascade:.1} % with the cascade");
         if alone < alone_floor || cascade < cascade_floor {
             failures
@@ -343,9 +349,6 @@ fn first_time_manifests_refuse_off_domain_second_turns() {
     assert!(failures.is_empty(), "under the floors:\n{}", failures.join("\n"));
 }
 
-/// The later follow-up sets, each played two ways: as a first-time manifest plays them (no
-/// conversations of its own: the rules), and with the shipped manifest's continuation model
-/// (what every manifest got when that model was compiled in).
 #[test]
 fn first_time_manifests_route_their_later_follow_up_sets() {
     let dir = root().join("tests/fixtures/blind/newuser");
@@ -354,7 +357,7 @@ fn first_time_manifests_route_their_later_follow_up_sets() {
     let own = own.expect("the shipped manifest has its own continuation model");
     for &(file, floor) in LATER_FOLLOW_UP_SETS {
         let (mut rules, mut shipped_model, mut of) = (0, 0, 0);
-        for name in ["bank", "university", "insurance", "food-delivery", "property"] {
+        for name in FIRST_TIME {
             let m = Manifest::load(&dir.join(name).join("routing.yaml")).expect("manifest loads");
             let path = dir.join(name).join(file);
             let mut c = Classifier::new(&m);
