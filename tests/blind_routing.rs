@@ -605,14 +605,29 @@ const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 ];
 
 /// The eleventh sets, written from the intents' descriptions only before the tenth were scored.
-/// Only rag-manager's is scored (once, 2026-11-27, release build), as the judge of its
+/// rag-manager's was scored first (once, 2026-11-27, release build), as the judge of its
 /// manifest's change (six utterances written from its intent's description, as a first
 /// manifest has them, where it had two): before, 90.0 % right (27/30), 10.0 % refused, 65 %
 /// off-domain refused alone and 100 %, 0 %, 65 % with the cascade; after, 96.7 %, 3.3 %, 65 %
-/// alone and 100 %, 0 %, 65 % with it. The other sets are unread, the judge of the next change.
-/// Floors as for the second sets.
-const ELEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] =
-    &[("examples", "rag-manager", (93.3, 6.7, 60.0), (96.6, 3.4, 60.0))];
+/// alone and 100 %, 0 %, 65 % with it. The others were scored once afterwards, both with the
+/// router as shipped and with a refit of the word vectors that was then not kept
+/// (docs/performance.md): as shipped, the first-time manifests 87.5 % right (385/440), 1.1 %
+/// refused, off-domain refused 47.0 % (94/200) alone; with the cascade 90.2 % (397/440), 3.2 %,
+/// 72.5 % (145/200). The other four examples 93.8 % (225/240), 4.6 %, 60.0 % alone; 94.2 %
+/// (226/240), 3.3 %, 61.2 % with it (each at least 90.0 % right and at most 5.0 % refused with
+/// the cascade). Floors as for the second sets.
+const ELEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
+    ("newuser", "bank", (78.8, 3.4, 47.5), (83.3, 4.5, 70.0)),
+    ("newuser", "university", (87.5, 2.5, 52.5), (90.0, 6.3, 70.0)),
+    ("newuser", "insurance", (91.0, 1.0, 42.5), (94.0, 1.0, 70.0)),
+    ("newuser", "food-delivery", (85.0, 3.8, 40.0), (88.7, 6.3, 75.0)),
+    ("newuser", "property", (88.8, 1.2, 40.0), (88.8, 4.5, 65.0)),
+    ("examples", "e2i", (90.0, 6.7, 75.0), (89.1, 5.9, 85.0)),
+    ("examples", "negotiation", (90.0, 10.0, 50.0), (93.3, 6.7, 50.0)),
+    ("examples", "rag-manager", (93.3, 6.7, 60.0), (96.6, 3.4, 60.0)),
+    ("examples", "research-assistant", (90.0, 10.0, 45.0), (93.3, 6.7, 40.0)),
+    ("examples", "unified-chat", (98.3, 1.7, 50.0), (98.3, 1.7, 50.0)),
+];
 
 #[test]
 fn second_sets_route_with_the_router_alone_and_with_the_cascade() {
@@ -660,7 +675,7 @@ fn tenth_sets_route_with_the_router_alone_and_with_the_cascade() {
 }
 
 #[test]
-fn eleventh_set_of_rag_manager_routes_with_the_router_alone_and_with_the_cascade() {
+fn eleventh_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("11", ELEVENTH_SET_FLOORS);
 }
 
