@@ -112,7 +112,7 @@ def static_vectors(s, p, table):
     return a_norm, u, t_norm, t / t_norm
 
 
-def refit(tokens, table, texts, sentence_vectors):
+def refit(tokens, table, texts, sentence_vectors, share=REFIT_SHARE):
     """Step 2: the table trained so that each text's static vector points where the encoder's
     vector of the text points; returns the kept blend of start and refit."""
     s, p = text_matrices(texts, tokens)
@@ -151,7 +151,7 @@ def refit(tokens, table, texts, sentence_vectors):
             x[rows] -= REFIT_STEP * (m[rows] / (1 - 0.9 ** step)) / (np.sqrt(v[rows] / (1 - 0.999 ** step)) + 1e-8)
             x[rows] /= np.linalg.norm(x[rows], axis=1, keepdims=True) + 1e-9
         print(f"refit: pass {epoch + 1}, held-out cosine {fit(x):.4f}", file=sys.stderr)
-    kept = REFIT_SHARE * x + (1 - REFIT_SHARE) * start
+    kept = share * x + (1 - share) * start
     kept /= np.linalg.norm(kept, axis=1, keepdims=True) + 1e-9
     print(f"refit: kept table, held-out cosine {fit(kept):.4f}", file=sys.stderr)
     return kept
@@ -191,13 +191,11 @@ def main():
     if sys.argv[1:2] == ["corpus"] and len(sys.argv) == 5:
         sys.stdout.write("".join(line + "\n" for line in corpus(*sys.argv[2:5])))
     elif sys.argv[1:2] == ["table"] and len(sys.argv) in (5, 6):
-        global REFIT_SHARE
-        if len(sys.argv) == 6:
-            REFIT_SHARE = float(sys.argv[5])
+        share = float(sys.argv[5]) if len(sys.argv) == 6 else REFIT_SHARE
         header, pieces, table = read_table(TABLE)
         texts = open(sys.argv[2], encoding="utf-8").read().split("\n")[:-1]
         sentence_vectors = np.fromfile(sys.argv[3], dtype="<f4").reshape(len(texts), -1)
-        kept = refit(pieces, table, texts, sentence_vectors)
+        kept = refit(pieces, table, texts, sentence_vectors, share)
         quantised = np.clip(np.round(kept * 127.0), -127, 127).astype(np.int8)
         open(sys.argv[4], "wb").write(header + quantised.tobytes())
     else:

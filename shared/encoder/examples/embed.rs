@@ -1,6 +1,6 @@
-//! Sentence vectors of many texts, for offline work (the word-vector table's refit,
-//! `scripts/word-vectors.py`): reads one text per line on standard input, writes each text's
-//! vector as little-endian `f32`s, in input order, to the file named second.
+//! Sentence vectors of many texts, for offline work (the word-vector refit study,
+//! `bench/peers/routing/refit_table.py`): reads one text per line on standard input, writes
+//! each text's vector as little-endian `f32`s, in input order, to the file named second.
 //!
 //! ```text
 //! cargo run --release -p switchyard-encoder --example embed -- MODEL_DIR OUT.f32 < texts.txt
