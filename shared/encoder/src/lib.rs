@@ -235,8 +235,25 @@ impl Encoder {
         ids
     }
 
+    /// How many blocks [`Encoder::embed_layers`] reads when asked for `layers`: at least one, at
+    /// most every block. Its vector is this times [`Encoder::dims`] long.
+    pub fn layers_read(&self, layers: usize) -> usize {
+        layers.clamp(1, self.blocks.len().max(1))
+    }
+
     /// `text`'s sentence vector: the mean of its tokens' last hidden states, unit length.
     pub fn embed(&self, text: &str) -> Vec<f32> {
+        self.embed_layers(text, 1)
+    }
+
+    /// `text`'s vector from its last `layers` blocks ([`Encoder::layers_read`] of them): for
+    /// each block, the mean of its tokens' hidden states at unit length, the deepest first, side
+    /// by side and scaled by `1/√layers`, so that the whole is unit length too. It is
+    /// `layers_read(layers) × dims()` long, and `embed_layers(text, 1)` is [`Encoder::embed`].
+    /// A linear model reading the last two blocks tells intents apart better than one reading
+    /// the last alone (docs/performance.md).
+    pub fn embed_layers(&self, text: &str, layers: usize) -> Vec<f32> {
+        let layers = self.layers_read(layers);
         let ids = self.tokens(text);
         let (t, h) = (ids.len(), self.shape.hidden);
         let mut x = Vec::with_capacity(t * h);
@@ -246,17 +263,23 @@ impl Encoder {
             x.extend(word.iter().zip(place).zip(&self.token_type).map(|((w, p), k)| w + p + k));
         }
         self.embedding_norm.apply(&mut x);
-        for block in &self.blocks {
+        let mut pooled = vec![0.0f32; layers * h];
+        let first_kept = self.blocks.len().saturating_sub(layers);
+        for (i, block) in self.blocks.iter().enumerate() {
             self.block(block, &mut x, t);
-        }
-        let mut pooled = vec![0.0f32; h];
-        for row in x.chunks(h) {
-            for (p, v) in pooled.iter_mut().zip(row) {
-                *p += v;
+            if i >= first_kept {
+                // Deepest first: the last block fills the first `h` places.
+                let slot = self.blocks.len() - 1 - i;
+                pool_unit(&x, &mut pooled[slot * h..(slot + 1) * h]);
             }
         }
-        let norm = pooled.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-        pooled.iter_mut().for_each(|v| *v /= norm);
+        if self.blocks.is_empty() {
+            pool_unit(&x, &mut pooled);
+        }
+        if layers > 1 {
+            let scale = 1.0 / (layers as f32).sqrt();
+            pooled.iter_mut().for_each(|v| *v *= scale);
+        }
         pooled
     }
 
@@ -306,6 +329,17 @@ impl Encoder {
         b.out_norm.apply(&mut down);
         *x = down;
     }
+}
+
+/// The mean of `x`'s rows (`out.len()` wide) into `out`, at unit length.
+fn pool_unit(x: &[f32], out: &mut [f32]) {
+    for row in x.chunks(out.len()) {
+        for (p, v) in out.iter_mut().zip(row) {
+            *p += v;
+        }
+    }
+    let norm = out.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+    out.iter_mut().for_each(|v| *v /= norm);
 }
 
 /// What identifies the encoder of a sentence-transformers folder without reading its weights:

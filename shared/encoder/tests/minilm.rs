@@ -37,3 +37,25 @@ fn tokens_and_vectors_match_sentence_transformers() {
         assert!(cosine > 0.99999 && worst < 1e-4, "{text:?}: cosine {cosine}, largest difference {worst}");
     }
 }
+
+#[test]
+fn several_layers_are_unit_means_side_by_side_the_last_first() {
+    let encoder = Encoder::load(&model_dir()).expect("the model folder loads");
+    let (h, blocks) = (encoder.dims(), encoder.shape().layers);
+    let text = "can you move my meeting with the design team to friday";
+    let last = encoder.embed(text);
+    assert_eq!(encoder.embed_layers(text, 1), last, "one layer is the sentence vector");
+    assert_eq!(encoder.embed_layers(text, 0), last, "none asked reads as one");
+    let two = encoder.embed_layers(text, 2);
+    assert_eq!(two.len(), 2 * h);
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm(&two) - 1.0).abs() < 1e-5, "the whole is unit length: {}", norm(&two));
+    for (a, b) in two[..h].iter().zip(&last) {
+        assert!((a * 2f32.sqrt() - b).abs() < 1e-6, "the deepest block comes first");
+    }
+    let earlier = &two[h..];
+    assert!((norm(earlier) * 2f32.sqrt() - 1.0).abs() < 1e-5);
+    let cosine: f32 = earlier.iter().zip(&last).map(|(a, b)| a * b).sum::<f32>() * 2f32.sqrt();
+    assert!(cosine < 0.999, "the block before the last reads otherwise: cosine {cosine}");
+    assert_eq!(encoder.embed_layers(text, blocks + 5).len(), blocks * h, "at most every block");
+}
