@@ -266,8 +266,9 @@ const LATER_FOLLOW_UP_SETS: &[(&str, f64)] = &[
 /// refused 17.3 % alone and 55.3 % with the cascade (as first turns about 45 % and 71 %); after
 /// it 43.2 % and 65.2 % (tuned on). The eleventh sets' 200, never read before, scored once both
 /// ways for that change: 19.0 % and 57.5 % before, 43.0 % and 66.0 % after. Floors: each score
-/// less one question.
-const OFF_DOMAIN_SECOND_TURNS: &[(&[u32], f64, f64)] = &[(&[2, 3, 4, 5, 6, 7, 8, 9], 43.1, 65.1), (&[11], 42.5, 65.5)];
+/// less one question. Since the second router reads the encoder's last two blocks: 64.4 % with
+/// the cascade on the second to ninth sets (floor: less one question), 65.5 % on the eleventh.
+const OFF_DOMAIN_SECOND_TURNS: &[(&[u32], f64, f64)] = &[(&[2, 3, 4, 5, 6, 7, 8, 9], 43.1, 64.3), (&[11], 42.5, 65.5)];
 
 /// `off_domain_turns.yaml`: 30 conversations per first-time manifest whose second turn no intent
 /// covers, many worded as follow-ups ("ok cool, and ..."), written from the intents'
@@ -406,10 +407,13 @@ type Floors = (f64, f64, f64);
 /// less one question, so that the encoder's float arithmetic on another CPU (other SIMD
 /// kernels) cannot fail a borderline question. An example whose manifest changed after a set
 /// was scored (research-assistant's keywords and utterances, rag-manager's utterances) has its
-/// row from that set scored again with the manifest as it is.
+/// row from that set scored again with the manifest as it is. Since the second router reads the
+/// encoder's last two blocks ([`switchyard_core::classify::cascade::CASCADE_LAYERS`]), the
+/// cascade's floors on the second to eleventh sets that this lowered are its new scores less
+/// one question (20 of the 200 manifest-and-set rows, most by one or two off-domain questions).
 const SECOND_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (87.7, 1.2, 45.0), (87.7, 2.3, 72.5)),
-    ("newuser", "university", (91.2, 1.3, 35.0), (96.2, 2.5, 65.0)),
+    ("newuser", "university", (91.2, 1.3, 35.0), (96.2, 2.5, 60.0)),
     ("newuser", "insurance", (91.0, 1.0, 52.5), (97.0, 1.0, 67.5)),
     ("newuser", "food-delivery", (80.0, 2.5, 42.5), (87.5, 5.0, 72.5)),
     ("newuser", "property", (90.0, 1.2, 27.5), (93.3, 1.2, 62.5)),
@@ -428,15 +432,15 @@ const SECOND_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// (247/270), 6.7 %, 52.0 % with it. Floors as for the second sets.
 const THIRD_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (84.4, 3.4, 50.0), (91.1, 4.5, 65.0)),
-    ("newuser", "university", (95.0, 1.3, 42.5), (87.5, 7.5, 67.5)),
+    ("newuser", "university", (95.0, 1.3, 42.5), (87.5, 7.5, 62.5)),
     ("newuser", "insurance", (90.0, 1.0, 60.0), (94.0, 1.0, 62.5)),
-    ("newuser", "food-delivery", (87.5, 1.3, 40.0), (95.0, 3.8, 70.0)),
+    ("newuser", "food-delivery", (87.5, 1.3, 40.0), (92.5, 3.8, 70.0)),
     ("newuser", "property", (78.8, 3.4, 35.0), (87.7, 2.3, 60.0)),
     ("examples", "e2i", (95.0, 2.5, 75.0), (95.0, 3.4, 85.0)),
     ("examples", "negotiation", (93.3, 6.7, 40.0), (96.6, 3.4, 35.0)),
     ("examples", "rag-manager", (93.3, 6.7, 55.0), (96.6, 3.4, 50.0)),
     // research-assistant alone since its manifest gained utterances: 93.3 %, 6.7 %, less one.
-    ("examples", "research-assistant", (90.0, 10.0, 5.0), (96.6, 3.4, 5.0)),
+    ("examples", "research-assistant", (90.0, 10.0, 5.0), (90.0, 10.0, 5.0)),
     ("examples", "unified-chat", (93.3, 5.0, 40.0), (98.3, 1.7, 55.0)),
 ];
 
@@ -457,12 +461,12 @@ const FOURTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "university", (91.2, 1.3, 45.0), (93.7, 2.5, 67.5)),
     ("newuser", "insurance", (88.0, 2.0, 45.0), (93.0, 2.0, 65.0)),
     ("newuser", "food-delivery", (77.5, 3.8, 40.0), (86.2, 8.8, 70.0)),
-    ("newuser", "property", (83.3, 5.6, 45.0), (85.5, 4.5, 72.5)),
+    ("newuser", "property", (83.3, 5.6, 45.0), (85.5, 6.7, 72.5)),
     ("examples", "e2i", (93.3, 2.5, 70.0), (93.3, 2.5, 75.0)),
     ("examples", "negotiation", (96.6, 3.4, 40.0), (96.6, 3.4, 40.0)),
     ("examples", "rag-manager", (96.6, 3.4, 60.0), (96.6, 3.4, 60.0)),
     // research-assistant alone since its manifest gained utterances: 90.0 %, 10.0 %, less one.
-    ("examples", "research-assistant", (86.6, 13.4, 0.0), (93.3, 6.7, 0.0)),
+    ("examples", "research-assistant", (86.6, 13.4, 0.0), (86.6, 13.4, 0.0)),
     ("examples", "unified-chat", (95.0, 1.7, 25.0), (95.0, 5.0, 50.0)),
 ];
 
@@ -480,11 +484,11 @@ const FOURTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// 88.3 %, 10.0 %, 50 % with the cascade (now 95.0 %, 1.7 %, 35 % and 96.7 %, 3.3 %, 45 %).
 /// Floors as for the second sets.
 const FIFTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
-    ("newuser", "bank", (88.8, 1.2, 30.0), (88.8, 3.4, 67.5)),
+    ("newuser", "bank", (88.8, 1.2, 30.0), (88.8, 6.7, 67.5)),
     ("newuser", "university", (92.5, 2.5, 37.5), (92.5, 3.8, 62.5)),
     ("newuser", "insurance", (88.0, 1.0, 45.0), (93.0, 1.0, 62.5)),
     ("newuser", "food-delivery", (82.5, 1.3, 37.5), (90.0, 5.0, 62.5)),
-    ("newuser", "property", (84.4, 2.3, 42.5), (88.8, 1.2, 60.0)),
+    ("newuser", "property", (84.4, 2.3, 42.5), (86.6, 1.2, 60.0)),
     ("examples", "e2i", (88.3, 7.5, 80.0), (88.3, 7.5, 90.0)),
     ("examples", "negotiation", (96.6, 3.4, 50.0), (96.6, 3.4, 45.0)),
     ("examples", "rag-manager", (93.3, 6.7, 50.0), (96.6, 3.4, 50.0)),
@@ -513,7 +517,7 @@ const SIXTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "university", (88.7, 1.3, 40.0), (91.2, 1.3, 65.0)),
     ("newuser", "insurance", (91.0, 1.0, 42.5), (93.0, 1.0, 67.5)),
     ("newuser", "food-delivery", (85.0, 2.5, 52.5), (85.0, 8.8, 72.5)),
-    ("newuser", "property", (87.7, 2.3, 42.5), (87.7, 2.3, 77.5)),
+    ("newuser", "property", (87.7, 2.3, 42.5), (87.7, 2.3, 72.5)),
     ("examples", "e2i", (90.8, 5.9, 70.0), (91.6, 5.9, 85.0)),
     ("examples", "negotiation", (96.6, 3.4, 55.0), (96.6, 3.4, 50.0)),
     ("examples", "rag-manager", (93.3, 6.7, 65.0), (96.6, 3.4, 65.0)),
@@ -531,9 +535,9 @@ const SIXTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// 91.1 %, 1.4 %, 64.5 % with the cascade. Floors as for the second sets.
 const SEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (86.6, 1.2, 45.0), (94.4, 2.3, 55.0)),
-    ("newuser", "university", (93.7, 1.3, 42.5), (87.5, 7.5, 70.0)),
-    ("newuser", "insurance", (86.0, 1.0, 47.5), (88.0, 1.0, 65.0)),
-    ("newuser", "food-delivery", (87.5, 1.3, 45.0), (90.0, 1.3, 65.0)),
+    ("newuser", "university", (93.7, 1.3, 42.5), (87.5, 7.5, 60.0)),
+    ("newuser", "insurance", (86.0, 1.0, 47.5), (88.0, 3.0, 65.0)),
+    ("newuser", "food-delivery", (87.5, 1.3, 45.0), (90.0, 1.3, 60.0)),
     ("newuser", "property", (78.8, 1.2, 40.0), (83.3, 6.7, 70.0)),
     ("examples", "e2i", (86.6, 6.7, 80.0), (88.3, 5.9, 90.0)),
     ("examples", "negotiation", (93.3, 6.7, 55.0), (96.6, 3.4, 40.0)),
@@ -553,7 +557,7 @@ const SEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// 1.5 %, 51.0 % (rag-manager 96.7 % right with the cascade). Floors as for the second sets.
 const EIGHTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (86.6, 2.3, 42.5), (88.8, 4.5, 65.0)),
-    ("newuser", "university", (93.7, 2.5, 40.0), (95.0, 3.8, 70.0)),
+    ("newuser", "university", (93.7, 2.5, 40.0), (95.0, 3.8, 65.0)),
     ("newuser", "insurance", (94.0, 1.0, 47.5), (98.0, 1.0, 62.5)),
     ("newuser", "food-delivery", (86.2, 2.5, 42.5), (87.5, 3.8, 72.5)),
     ("newuser", "property", (91.1, 1.2, 42.5), (91.1, 2.3, 70.0)),
@@ -572,9 +576,9 @@ const EIGHTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// right and at most 4.2 % refused with the cascade). Floors as for the second sets.
 const NINTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (88.8, 1.2, 47.5), (93.3, 2.3, 67.5)),
-    ("newuser", "university", (90.0, 2.5, 35.0), (92.5, 2.5, 62.5)),
-    ("newuser", "insurance", (88.0, 1.0, 37.5), (95.0, 1.0, 62.5)),
-    ("newuser", "food-delivery", (81.2, 1.3, 50.0), (85.0, 6.3, 75.0)),
+    ("newuser", "university", (90.0, 2.5, 35.0), (92.5, 2.5, 57.5)),
+    ("newuser", "insurance", (88.0, 1.0, 37.5), (93.0, 3.0, 62.5)),
+    ("newuser", "food-delivery", (81.2, 1.3, 50.0), (85.0, 6.3, 70.0)),
     ("newuser", "property", (88.8, 1.2, 35.0), (92.2, 1.2, 57.5)),
     ("examples", "e2i", (92.5, 5.0, 75.0), (90.8, 5.0, 80.0)),
     ("examples", "negotiation", (93.3, 6.7, 70.0), (96.6, 3.4, 55.0)),
@@ -597,9 +601,9 @@ const NINTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// for the second sets.
 const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (85.5, 1.2, 45.0), (92.2, 3.4, 65.0)),
-    ("newuser", "university", (88.7, 1.3, 37.5), (93.7, 3.8, 85.0)),
+    ("newuser", "university", (88.7, 1.3, 37.5), (93.7, 3.8, 75.0)),
     ("newuser", "insurance", (90.0, 2.0, 42.5), (94.0, 2.0, 60.0)),
-    ("newuser", "food-delivery", (86.2, 2.5, 55.0), (92.5, 3.8, 77.5)),
+    ("newuser", "food-delivery", (86.2, 2.5, 55.0), (92.5, 6.3, 77.5)),
     ("newuser", "property", (85.5, 1.2, 47.5), (85.5, 1.2, 70.0)),
     ("examples", "e2i", (91.6, 6.7, 75.0), (92.5, 5.0, 85.0)),
     ("examples", "negotiation", (96.6, 3.4, 65.0), (96.6, 3.4, 60.0)),
@@ -622,15 +626,36 @@ const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// the cascade). Floors as for the second sets.
 const ELEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (78.8, 3.4, 47.5), (83.3, 4.5, 70.0)),
-    ("newuser", "university", (87.5, 2.5, 52.5), (90.0, 6.3, 70.0)),
+    ("newuser", "university", (87.5, 2.5, 52.5), (90.0, 6.3, 65.0)),
     ("newuser", "insurance", (91.0, 1.0, 42.5), (94.0, 1.0, 70.0)),
     ("newuser", "food-delivery", (85.0, 3.8, 40.0), (88.7, 6.3, 75.0)),
-    ("newuser", "property", (88.8, 1.2, 40.0), (88.8, 4.5, 65.0)),
+    ("newuser", "property", (88.8, 1.2, 40.0), (88.8, 4.5, 60.0)),
     ("examples", "e2i", (90.0, 6.7, 75.0), (89.1, 5.9, 85.0)),
     ("examples", "negotiation", (90.0, 10.0, 50.0), (93.3, 6.7, 50.0)),
     ("examples", "rag-manager", (93.3, 6.7, 60.0), (96.6, 3.4, 60.0)),
     ("examples", "research-assistant", (90.0, 10.0, 45.0), (93.3, 6.7, 40.0)),
     ("examples", "unified-chat", (98.3, 1.7, 50.0), (98.3, 1.7, 50.0)),
+];
+
+/// The twelfth sets, written from the intents' descriptions only before the eleventh were
+/// scored, and scored once (2026-11-28, release build) as the judge of the second router's
+/// reading of the encoder's last two blocks, both ways. The router alone (unchanged by it): the
+/// first-time manifests 85.0 % right (374/440), 0.9 % refused, off-domain refused 45.0 %
+/// (90/200); the examples 95.6 % (258/270), 1.9 %, 58.0 %. With the cascade reading the last
+/// block: 88.4 % (389/440), 4.1 %, 69.0 % (138/200) and 97.4 % (263/270), 1.1 %, 65.0 %; reading
+/// the last two: 88.0 % (387/440), 3.9 %, 68.5 % (137/200) and 96.7 % (261/270), 1.9 %, 65.0 %.
+/// Floors (the last two blocks) as for the second sets.
+const TWELFTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
+    ("newuser", "bank", (81.1, 1.2, 45.0), (83.3, 5.6, 70.0)),
+    ("newuser", "university", (88.7, 1.3, 40.0), (90.0, 2.5, 57.5)),
+    ("newuser", "insurance", (90.0, 1.0, 40.0), (92.0, 3.0, 62.5)),
+    ("newuser", "food-delivery", (76.2, 5.0, 40.0), (86.2, 8.8, 72.5)),
+    ("newuser", "property", (82.2, 2.3, 47.5), (82.2, 5.6, 67.5)),
+    ("examples", "e2i", (93.3, 3.4, 75.0), (95.0, 2.5, 95.0)),
+    ("examples", "negotiation", (93.3, 6.7, 50.0), (93.3, 6.7, 50.0)),
+    ("examples", "rag-manager", (96.6, 3.4, 55.0), (96.6, 3.4, 55.0)),
+    ("examples", "research-assistant", (96.6, 3.4, 50.0), (96.6, 3.4, 50.0)),
+    ("examples", "unified-chat", (91.6, 3.4, 35.0), (93.3, 5.0, 50.0)),
 ];
 
 #[test]
@@ -681,6 +706,11 @@ fn tenth_sets_route_with_the_router_alone_and_with_the_cascade() {
 #[test]
 fn eleventh_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("11", ELEVENTH_SET_FLOORS);
+}
+
+#[test]
+fn twelfth_sets_route_with_the_router_alone_and_with_the_cascade() {
+    later_sets("12", TWELFTH_SET_FLOORS);
 }
 
 /// Score the sets `<...>_<n>.jsonl` two ways (the router alone, with the cascade) against
