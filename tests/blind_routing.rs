@@ -410,7 +410,7 @@ type Floors = (f64, f64, f64);
 /// row from that set scored again with the manifest as it is. Since the second router reads the
 /// encoder's last two blocks ([`switchyard_core::classify::cascade::CASCADE_LAYERS`]), the
 /// cascade's floors on the second to eleventh sets that this lowered are its new scores less
-/// one question (20 of the 200 manifest-and-set rows, most by one or two off-domain questions).
+/// one question (20 of their 100 manifest-and-set rows, most by one or two off-domain questions).
 const SECOND_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (87.7, 1.2, 45.0), (87.7, 2.3, 72.5)),
     ("newuser", "university", (91.2, 1.3, 35.0), (96.2, 2.5, 60.0)),
