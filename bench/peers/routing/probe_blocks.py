@@ -16,7 +16,7 @@ import sys
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from common import load
+from common import first_k, load
 
 BLOCKS = 3
 
@@ -41,12 +41,8 @@ def score(texts_path, vectors_path):
     blocks = blocks / np.maximum(np.linalg.norm(blocks, axis=2, keepdims=True), 1e-12)
     labels = np.array([y for _, y, _ in data])
     split = np.array([s for _, _, s in data])
-    # The first ten per intent in file order, as `common.first_k` takes them.
-    seen, ten = {}, []
-    for i, (_, y, s) in enumerate(data):
-        if s == "train" and seen.get(y, 0) < 10:
-            ten.append(i)
-            seen[y] = seen.get(y, 0) + 1
+    # `first_k` over (row index, intent): the rows of the first ten per intent in file order.
+    ten = [i for i, _ in first_k([(i, y) for i, (_, y, s) in enumerate(data) if s == "train"], 10)]
     trains = {"ten per intent": np.array(ten), "every query": np.where(split == "train")[0]}
     val = np.where(split == "val")[0]
     for n in range(1, BLOCKS + 1):
