@@ -496,7 +496,7 @@ pub fn train_from(manifest: &Manifest, t: &Training) -> Result<(Trained, Vec<u8>
 pub fn train_cascade(set: &TrainingSet, folder: &Path) -> Result<(Cascade, Vec<u8>), RouterError> {
     let identity = cascade::identity(folder).map_err(RouterError::Encoder)?;
     let encoder = cascade::shared_encoder(folder).map_err(RouterError::Encoder)?;
-    let spec = TrainSpec { refusal_cost: cascade::REFUSAL_COST, ..train_spec() };
+    let spec = TrainSpec { svm: cascade::MODEL, refusal_cost: cascade::REFUSAL_COST, ..train_spec() };
     let texts: Vec<&str> =
         set.examples.iter().map(|(t, _)| t.as_str()).chain(set.background.iter().map(String::as_str)).collect();
     let block = TrainingBlock::new(&encoder, &texts, spec.threads);

@@ -22,7 +22,7 @@ const MAGIC: &[u8; 4] = b"SYRT";
 /// The byte format's version.
 pub const FORMAT: u32 = 3;
 /// The trainer's version: a router trained by another is stale.
-pub const TRAINER: &str = concat!("svm-ngrams/", env!("CARGO_PKG_VERSION"));
+pub const TRAINER: &str = concat!("linear-ngrams/", env!("CARGO_PKG_VERSION"));
 
 /// What the header of an artifact says.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 //! The trained router: which intent a question has, and whether any intent has it at all,
 //! learned ahead from a manifest's own examples with one method for every manifest.
 //!
-//! A question becomes hashed word and character n-grams ([`features`]); one linear SVM per
-//! intent scores it ([`svm`]); the best score below a threshold means "no intent": out of
+//! A question becomes hashed word and character n-grams ([`features`]); one linear model per
+//! intent (an SVM, or a logistic regression) scores it ([`svm`]); the best score below a threshold means "no intent": out of
 //! scope. The threshold is calibrated by cross-validation on the manifest's own examples
 //! ([`Router::train`]), so that only a chosen share of held-out in-scope questions fall below
 //! it: a customer wrongly refused is worse than a fallback answer. Training happens ahead of
@@ -13,7 +13,7 @@
 //! # Layout
 //!
 //! - [`features`]: text → sparse hashed features.
-//! - [`svm`]: one-vs-rest linear SVMs by dual coordinate descent.
+//! - [`svm`]: one-vs-rest linear SVMs and logistic regressions by dual coordinate descent.
 //! - [`artifact`]: the trained router as bytes, with the manifest's hash and the trainer's
 //!   version.
 #![warn(missing_docs)]
@@ -23,7 +23,7 @@ pub mod features;
 pub mod svm;
 
 pub use features::{featurize, featurize_with, Embedder, FeatureSpec, Sparse};
-pub use svm::{Compact, SvmSpec, Weights};
+pub use svm::{Compact, Loss, SvmSpec, Weights};
 
 /// Labelled examples to learn from: texts with their intent, and texts of no intent.
 #[derive(Debug, Clone, Default)]
@@ -91,7 +91,7 @@ pub fn noise() -> Vec<String> {
 pub struct TrainSpec {
     /// Features.
     pub features: FeatureSpec,
-    /// The SVMs.
+    /// The linear models (a linear SVM unless told otherwise).
     pub svm: SvmSpec,
     /// Folds of the cross-validation that places the threshold (0: no threshold); a set of
     /// at most [`SMALL_SET`] intent examples gets [`SMALL_SET_FOLDS`], so that each held-out
@@ -131,7 +131,7 @@ pub struct Router {
     pub intents: Vec<String>,
     /// How texts become features.
     pub features: FeatureSpec,
-    /// The SVMs, as shipped.
+    /// The linear models, as shipped.
     pub weights: Compact,
     /// A best score less the background's below this is out of scope.
     pub threshold: f32,
@@ -148,7 +148,7 @@ pub struct Router {
 pub struct Routed {
     /// The best intent's index.
     pub intent: usize,
-    /// Its score (SVM margin).
+    /// Its score (the SVM's margin, or the logistic model's log-odds).
     pub score: f32,
     /// Its lead over the second best.
     pub margin: f32,
