@@ -267,13 +267,14 @@ const LATER_FOLLOW_UP_SETS: &[(&str, f64)] = &[
 /// it 43.2 % and 65.2 % (tuned on). The eleventh sets' 200, never read before, scored once both
 /// ways for that change: 19.0 % and 57.5 % before, 43.0 % and 66.0 % after. Floors: each score
 /// less one question. Since the second router reads the encoder's last two blocks: 64.4 % with
-/// the cascade on the second to ninth sets (floor: less one question), 65.5 % on the eleventh.
+/// the cascade on the second to ninth sets (floor: less one question), 65.5 % on the eleventh;
+/// since it is a logistic regression, 68.1 % and 69.0 % (floors kept).
 const OFF_DOMAIN_SECOND_TURNS: &[(&[u32], f64, f64)] = &[(&[2, 3, 4, 5, 6, 7, 8, 9], 43.1, 64.3), (&[11], 42.5, 65.5)];
 
 /// `off_domain_turns.yaml`: 30 conversations per first-time manifest whose second turn no intent
 /// covers, many worded as follow-ups ("ok cool, and ..."), written from the intents'
 /// descriptions only and scored once with the router of their day: of 150, 34 refused (22.7 %)
-/// alone, 55 (36.7 %) with the cascade. Reading "ok", "so", "actually" at the start or "then" at
+/// alone, 55 (36.7 %) with the cascade (58, 38.7 %, with its logistic second router). Reading "ok", "so", "actually" at the start or "then" at
 /// the end as a follow-up's words was measured on them at the same time and not kept (17 and 34
 /// refused; four more follow-ups right of 471 on the tuned sets, one of 150 on the fifth). Floors:
 /// each score less one question. Most of the turns let in are in scope asked alone too (101 of
@@ -411,6 +412,9 @@ type Floors = (f64, f64, f64);
 /// encoder's last two blocks ([`switchyard_core::classify::cascade::CASCADE_LAYERS`]), the
 /// cascade's floors on the second to eleventh sets that this lowered are its new scores less
 /// one question (20 of their 100 manifest-and-set rows, most by one or two off-domain questions).
+/// Since the second router is a logistic regression ([`switchyard_core::classify::cascade::MODEL`]),
+/// likewise on the second to twelfth sets (16 of 110 rows): with the cascade, university refuses
+/// more of its own questions (seven of these rows; 2.0 → 5.8 % over the second to eleventh).
 const SECOND_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (87.7, 1.2, 45.0), (87.7, 2.3, 72.5)),
     ("newuser", "university", (91.2, 1.3, 35.0), (96.2, 2.5, 60.0)),
@@ -432,7 +436,7 @@ const SECOND_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// (247/270), 6.7 %, 52.0 % with it. Floors as for the second sets.
 const THIRD_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (84.4, 3.4, 50.0), (91.1, 4.5, 65.0)),
-    ("newuser", "university", (95.0, 1.3, 42.5), (87.5, 7.5, 62.5)),
+    ("newuser", "university", (95.0, 1.3, 42.5), (85.0, 11.3, 62.5)),
     ("newuser", "insurance", (90.0, 1.0, 60.0), (94.0, 1.0, 62.5)),
     ("newuser", "food-delivery", (87.5, 1.3, 40.0), (92.5, 3.8, 70.0)),
     ("newuser", "property", (78.8, 3.4, 35.0), (87.7, 2.3, 60.0)),
@@ -457,12 +461,12 @@ const THIRD_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// sets; the e2i and unified-chat rows of the second to fourth sets are those of the two
 /// manifests as changed before the fifth sets were scored (below), tuned on these sets.
 const FOURTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
-    ("newuser", "bank", (77.7, 2.3, 42.5), (86.6, 4.5, 72.5)),
+    ("newuser", "bank", (77.7, 2.3, 42.5), (86.6, 6.7, 72.5)),
     ("newuser", "university", (91.2, 1.3, 45.0), (93.7, 2.5, 67.5)),
     ("newuser", "insurance", (88.0, 2.0, 45.0), (93.0, 2.0, 65.0)),
     ("newuser", "food-delivery", (77.5, 3.8, 40.0), (86.2, 8.8, 70.0)),
     ("newuser", "property", (83.3, 5.6, 45.0), (85.5, 6.7, 72.5)),
-    ("examples", "e2i", (93.3, 2.5, 70.0), (93.3, 2.5, 75.0)),
+    ("examples", "e2i", (93.3, 2.5, 70.0), (91.6, 2.5, 75.0)),
     ("examples", "negotiation", (96.6, 3.4, 40.0), (96.6, 3.4, 40.0)),
     ("examples", "rag-manager", (96.6, 3.4, 60.0), (96.6, 3.4, 60.0)),
     // research-assistant alone since its manifest gained utterances: 90.0 %, 10.0 %, less one.
@@ -486,7 +490,7 @@ const FOURTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 const FIFTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (88.8, 1.2, 30.0), (88.8, 6.7, 67.5)),
     ("newuser", "university", (92.5, 2.5, 37.5), (92.5, 3.8, 62.5)),
-    ("newuser", "insurance", (88.0, 1.0, 45.0), (93.0, 1.0, 62.5)),
+    ("newuser", "insurance", (88.0, 1.0, 45.0), (93.0, 3.0, 62.5)),
     ("newuser", "food-delivery", (82.5, 1.3, 37.5), (90.0, 5.0, 62.5)),
     ("newuser", "property", (84.4, 2.3, 42.5), (86.6, 1.2, 60.0)),
     ("examples", "e2i", (88.3, 7.5, 80.0), (88.3, 7.5, 90.0)),
@@ -513,8 +517,8 @@ const FIFTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// after this set was read: 98.3 % right, 0 % refused, 45 % off-domain refused alone, 98.3 %,
 /// 1.7 %, 50 % with the cascade (90.0 %, 10.0 %, 70 % before). Floors as for the second sets.
 const SIXTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
-    ("newuser", "bank", (85.5, 1.2, 45.0), (88.8, 2.3, 67.5)),
-    ("newuser", "university", (88.7, 1.3, 40.0), (91.2, 1.3, 65.0)),
+    ("newuser", "bank", (85.5, 1.2, 45.0), (86.6, 2.3, 67.5)),
+    ("newuser", "university", (88.7, 1.3, 40.0), (88.7, 5.0, 65.0)),
     ("newuser", "insurance", (91.0, 1.0, 42.5), (93.0, 1.0, 67.5)),
     ("newuser", "food-delivery", (85.0, 2.5, 52.5), (85.0, 8.8, 72.5)),
     ("newuser", "property", (87.7, 2.3, 42.5), (87.7, 2.3, 72.5)),
@@ -534,7 +538,7 @@ const SIXTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// before that change, on the same set: first-time manifests 87.3 %, 0.2 %, 43.0 % alone and
 /// 91.1 %, 1.4 %, 64.5 % with the cascade. Floors as for the second sets.
 const SEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
-    ("newuser", "bank", (86.6, 1.2, 45.0), (94.4, 2.3, 55.0)),
+    ("newuser", "bank", (86.6, 1.2, 45.0), (94.4, 2.3, 50.0)),
     ("newuser", "university", (93.7, 1.3, 42.5), (87.5, 7.5, 60.0)),
     ("newuser", "insurance", (86.0, 1.0, 47.5), (88.0, 3.0, 65.0)),
     ("newuser", "food-delivery", (87.5, 1.3, 45.0), (90.0, 1.3, 60.0)),
@@ -557,7 +561,7 @@ const SEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// 1.5 %, 51.0 % (rag-manager 96.7 % right with the cascade). Floors as for the second sets.
 const EIGHTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (86.6, 2.3, 42.5), (88.8, 4.5, 65.0)),
-    ("newuser", "university", (93.7, 2.5, 40.0), (95.0, 3.8, 65.0)),
+    ("newuser", "university", (93.7, 2.5, 40.0), (91.2, 7.5, 65.0)),
     ("newuser", "insurance", (94.0, 1.0, 47.5), (98.0, 1.0, 62.5)),
     ("newuser", "food-delivery", (86.2, 2.5, 42.5), (87.5, 3.8, 72.5)),
     ("newuser", "property", (91.1, 1.2, 42.5), (91.1, 2.3, 70.0)),
@@ -576,13 +580,13 @@ const EIGHTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// right and at most 4.2 % refused with the cascade). Floors as for the second sets.
 const NINTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (88.8, 1.2, 47.5), (93.3, 2.3, 67.5)),
-    ("newuser", "university", (90.0, 2.5, 35.0), (92.5, 2.5, 57.5)),
+    ("newuser", "university", (90.0, 2.5, 35.0), (87.5, 10.0, 57.5)),
     ("newuser", "insurance", (88.0, 1.0, 37.5), (93.0, 3.0, 62.5)),
     ("newuser", "food-delivery", (81.2, 1.3, 50.0), (85.0, 6.3, 70.0)),
-    ("newuser", "property", (88.8, 1.2, 35.0), (92.2, 1.2, 57.5)),
+    ("newuser", "property", (88.8, 1.2, 35.0), (90.0, 1.2, 57.5)),
     ("examples", "e2i", (92.5, 5.0, 75.0), (90.8, 5.0, 80.0)),
     ("examples", "negotiation", (93.3, 6.7, 70.0), (96.6, 3.4, 55.0)),
-    ("examples", "rag-manager", (96.6, 3.4, 60.0), (96.6, 3.4, 60.0)),
+    ("examples", "rag-manager", (96.6, 3.4, 60.0), (96.6, 3.4, 50.0)),
     ("examples", "research-assistant", (93.3, 6.7, 0.0), (93.3, 6.7, 0.0)),
     ("examples", "unified-chat", (93.3, 5.0, 30.0), (96.6, 3.4, 40.0)),
 ];
@@ -601,7 +605,7 @@ const NINTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// for the second sets.
 const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (85.5, 1.2, 45.0), (92.2, 3.4, 65.0)),
-    ("newuser", "university", (88.7, 1.3, 37.5), (93.7, 3.8, 75.0)),
+    ("newuser", "university", (88.7, 1.3, 37.5), (93.7, 6.3, 75.0)),
     ("newuser", "insurance", (90.0, 2.0, 42.5), (94.0, 2.0, 60.0)),
     ("newuser", "food-delivery", (86.2, 2.5, 55.0), (92.5, 6.3, 77.5)),
     ("newuser", "property", (85.5, 1.2, 47.5), (85.5, 1.2, 70.0)),
@@ -625,10 +629,10 @@ const TENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// (226/240), 3.3 %, 61.2 % with it (each at least 90.0 % right and at most 5.0 % refused with
 /// the cascade). Floors as for the second sets.
 const ELEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
-    ("newuser", "bank", (78.8, 3.4, 47.5), (83.3, 4.5, 70.0)),
-    ("newuser", "university", (87.5, 2.5, 52.5), (90.0, 6.3, 65.0)),
+    ("newuser", "bank", (78.8, 3.4, 47.5), (80.0, 4.5, 70.0)),
+    ("newuser", "university", (87.5, 2.5, 52.5), (90.0, 8.8, 65.0)),
     ("newuser", "insurance", (91.0, 1.0, 42.5), (94.0, 1.0, 70.0)),
-    ("newuser", "food-delivery", (85.0, 3.8, 40.0), (88.7, 6.3, 75.0)),
+    ("newuser", "food-delivery", (85.0, 3.8, 40.0), (88.7, 6.3, 65.0)),
     ("newuser", "property", (88.8, 1.2, 40.0), (88.8, 4.5, 60.0)),
     ("examples", "e2i", (90.0, 6.7, 75.0), (89.1, 5.9, 85.0)),
     ("examples", "negotiation", (90.0, 10.0, 50.0), (93.3, 6.7, 50.0)),
@@ -647,7 +651,7 @@ const ELEVENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
 /// Floors (the last two blocks) as for the second sets.
 const TWELFTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (81.1, 1.2, 45.0), (83.3, 5.6, 70.0)),
-    ("newuser", "university", (88.7, 1.3, 40.0), (90.0, 2.5, 57.5)),
+    ("newuser", "university", (88.7, 1.3, 40.0), (87.5, 10.0, 57.5)),
     ("newuser", "insurance", (90.0, 1.0, 40.0), (92.0, 3.0, 62.5)),
     ("newuser", "food-delivery", (76.2, 5.0, 40.0), (86.2, 8.8, 72.5)),
     ("newuser", "property", (82.2, 2.3, 47.5), (82.2, 5.6, 67.5)),
@@ -656,6 +660,27 @@ const TWELFTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("examples", "rag-manager", (96.6, 3.4, 55.0), (96.6, 3.4, 55.0)),
     ("examples", "research-assistant", (96.6, 3.4, 50.0), (96.6, 3.4, 50.0)),
     ("examples", "unified-chat", (91.6, 3.4, 35.0), (93.3, 5.0, 50.0)),
+];
+
+/// The thirteenth sets, written from the intents' descriptions only before the twelfth were
+/// scored, and scored once (2026-11-28, release build) as the judge of the logistic second
+/// router, both ways. The router alone (unchanged by it): the first-time manifests 93.2 % right
+/// (410/440), 0.2 % refused, off-domain refused 52.0 % (104/200); the examples 97.0 %
+/// (262/270), 2.6 %, 62.0 %. With the cascade's SVM second router, before: 97.5 % (429/440),
+/// 0.7 %, 70.0 % (140/200) and 97.4 % (263/270), 2.6 %, 64.0 %; with the logistic one: 97.3 %
+/// (428/440), 0.9 %, 74.5 % (149/200) and 97.4 % (263/270), 2.6 %, 65.0 %. Floors (the logistic
+/// second router) as for the second sets.
+const THIRTEENTH_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
+    ("newuser", "bank", (90.0, 1.2, 47.5), (94.4, 1.2, 70.0)),
+    ("newuser", "university", (97.5, 1.3, 52.5), (96.2, 3.8, 80.0)),
+    ("newuser", "insurance", (94.0, 1.0, 52.5), (97.0, 2.0, 67.5)),
+    ("newuser", "food-delivery", (87.5, 2.5, 52.5), (95.0, 2.5, 67.5)),
+    ("newuser", "property", (91.1, 1.2, 42.5), (97.7, 1.2, 75.0)),
+    ("examples", "e2i", (93.3, 5.9, 70.0), (94.1, 5.9, 85.0)),
+    ("examples", "negotiation", (96.6, 3.4, 45.0), (96.6, 3.4, 45.0)),
+    ("examples", "rag-manager", (93.3, 6.7, 65.0), (93.3, 6.7, 65.0)),
+    ("examples", "research-assistant", (96.6, 3.4, 55.0), (96.6, 3.4, 55.0)),
+    ("examples", "unified-chat", (98.3, 1.7, 50.0), (98.3, 1.7, 50.0)),
 ];
 
 #[test]
@@ -711,6 +736,11 @@ fn eleventh_sets_route_with_the_router_alone_and_with_the_cascade() {
 #[test]
 fn twelfth_sets_route_with_the_router_alone_and_with_the_cascade() {
     later_sets("12", TWELFTH_SET_FLOORS);
+}
+
+#[test]
+fn thirteenth_sets_route_with_the_router_alone_and_with_the_cascade() {
+    later_sets("13", THIRTEENTH_SET_FLOORS);
 }
 
 /// Score the sets `<...>_<n>.jsonl` two ways (the router alone, with the cascade) against
