@@ -65,16 +65,26 @@ impl Order {
 }
 
 /// One binary problem: `positive(i)` says whether example `i` is of the class; example `i`
-/// weighs `weights[i]` (its share of `C`).
-fn binary(
-    xs: &[Sparse],
-    norms: &[f32],
-    weights: &[f32],
-    positive: &dyn Fn(usize) -> bool,
+/// weighs `weights[i]` (its share of `C`); `norms[i]` is its squared length.
+struct Binary<'a> {
+    xs: &'a [Sparse],
+    norms: &'a [f32],
+    weights: &'a [f32],
+    positive: &'a dyn Fn(usize) -> bool,
     dim: usize,
-    spec: &SvmSpec,
-    seed: u64,
-) -> (Vec<f32>, f32) {
+}
+
+/// `w += step·x` and `b += step` (the bias feature is 1).
+fn add(w: &mut [f32], b: &mut f32, x: &Sparse, step: f32) {
+    for (&j, &v) in x.index.iter().zip(&x.value) {
+        w[j as usize] += step * v;
+    }
+    *b += step;
+}
+
+/// One binary SVM (squared hinge) by dual coordinate descent.
+fn binary(problem: &Binary, spec: &SvmSpec, seed: u64) -> (Vec<f32>, f32) {
+    let Binary { xs, norms, weights, positive, dim } = *problem;
     let n = xs.len();
     let diags: Vec<f32> = weights.iter().map(|w| 1.0 / (2.0 * spec.c * w.max(1e-3))).collect();
     let mut alpha = vec![0f32; n];
@@ -96,10 +106,7 @@ fn binary(
                 alpha[i] = (old - g / (norms[i] + 1.0 + diag)).max(0.0);
                 let step = (alpha[i] - old) * y;
                 if step != 0.0 {
-                    for (&j, &v) in xs[i].index.iter().zip(&xs[i].value) {
-                        w[j as usize] += step * v;
-                    }
-                    b += step;
+                    add(&mut w, &mut b, &xs[i], step);
                 }
             }
         }
@@ -113,15 +120,8 @@ fn binary(
 /// One binary logistic regression by dual coordinate descent: each example's pair of dual
 /// variables `(α, C·w − α)` moves by a few Newton steps on its one-variable problem, and the
 /// weights follow `α·y·x`. `spec.tolerance` bounds the largest gradient of a pass.
-fn binary_logistic(
-    xs: &[Sparse],
-    norms: &[f32],
-    weights: &[f32],
-    positive: &dyn Fn(usize) -> bool,
-    dim: usize,
-    spec: &SvmSpec,
-    seed: u64,
-) -> (Vec<f32>, f32) {
+fn binary_logistic(problem: &Binary, spec: &SvmSpec, seed: u64) -> (Vec<f32>, f32) {
+    let Binary { xs, norms, weights, positive, dim } = *problem;
     let n = xs.len();
     let bounds: Vec<f64> = weights.iter().map(|w| f64::from(spec.c * w.max(1e-3))).collect();
     // α of each example; its partner is `bound − α`. Both start inside (0, bound).
@@ -130,11 +130,7 @@ fn binary_logistic(
     let mut b = 0f32;
     let label = |i: usize| if positive(i) { 1.0f64 } else { -1.0 };
     for (i, x) in xs.iter().enumerate() {
-        let step = (alpha[i] * label(i)) as f32;
-        for (&j, &v) in x.index.iter().zip(&x.value) {
-            w[j as usize] += step * v;
-        }
-        b += step;
+        add(&mut w, &mut b, x, (alpha[i] * label(i)) as f32);
     }
     let mut order: Vec<usize> = (0..n).collect();
     let mut rng = Order(seed | 1);
@@ -170,10 +166,7 @@ fn binary_logistic(
                 let step = ((new_alpha - alpha[i]) * y) as f32;
                 alpha[i] = new_alpha;
                 if step != 0.0 {
-                    for (&j, &v) in xs[i].index.iter().zip(&xs[i].value) {
-                        w[j as usize] += step * v;
-                    }
-                    b += step;
+                    add(&mut w, &mut b, &xs[i], step);
                 }
             }
         }
@@ -215,9 +208,10 @@ pub fn train(
                         .map(|c| {
                             let positive = |i: usize| labels[i] == c;
                             let seed = 0x9e37_79b9_7f4a_7c15 ^ c as u64;
+                            let problem = Binary { xs, norms, weights, positive: &positive, dim };
                             let (w, b) = match spec.loss {
-                                Loss::SquaredHinge => binary(xs, norms, weights, &positive, dim, spec, seed),
-                                Loss::Logistic => binary_logistic(xs, norms, weights, &positive, dim, spec, seed),
+                                Loss::SquaredHinge => binary(&problem, spec, seed),
+                                Loss::Logistic => binary_logistic(&problem, spec, seed),
                             };
                             (c, w, b)
                         })
