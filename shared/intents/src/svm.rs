@@ -144,7 +144,8 @@ fn binary_logistic(problem: &Binary, spec: &SvmSpec, seed: u64) -> (Vec<f32>, f3
             let c = bounds[i];
             let a = f64::from(norms[i]) + 1.0;
             let yscore = y * f64::from(xs[i].dot(&w) + b);
-            // Which of the pair to solve for: the one whose gradient says it should grow.
+            // Solve for whichever of the pair the optimum makes the smaller, so that its
+            // logarithm stays accurate (LIBLINEAR's choice).
             let (mut z_old, sign) =
                 if 0.5 * a * (c - 2.0 * alpha[i]) + yscore < 0.0 { (c - alpha[i], -1.0) } else { (alpha[i], 1.0) };
             z_old = z_old.clamp(f64::MIN_POSITIVE, c);
@@ -180,8 +181,8 @@ fn binary_logistic(problem: &Binary, spec: &SvmSpec, seed: u64) -> (Vec<f32>, f3
     (w, b)
 }
 
-/// Train one SVM per class on `xs` (features) and `labels` (class ids below `classes`), each
-/// example weighing `weights[i]`; `threads` classes are trained at once.
+/// Train one linear model per class (`spec.loss`) on `xs` (features) and `labels` (class ids
+/// below `classes`), each example weighing `weights[i]`; `threads` classes are trained at once.
 pub fn train(
     xs: &[Sparse],
     labels: &[usize],

@@ -3,9 +3,9 @@
 //! adds a sentence encoder's vector ([`switchyard_encoder::Encoder`]) to the word vectors.
 //! Both routers are trained by `switchyard train` on the same examples and background, with
 //! the same features and calibration; the second is a logistic regression ([`MODEL`]) where
-//! the first is a linear SVM. The encoder is loaded
-//! on the first question in doubt (once per process and folder), never at start. Should it not
-//! load, the first router's answer stands and the failure is logged once.
+//! the first is a linear SVM. The encoder is loaded on the first question in doubt (once per
+//! process and folder), never at start. Should it not load, the first router's answer stands
+//! and the failure is logged once.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
