@@ -267,20 +267,20 @@ const LATER_FOLLOW_UP_SETS: &[(&str, f64)] = &[
 /// it 43.2 % and 65.2 % (tuned on). The eleventh sets' 200, never read before, scored once both
 /// ways for that change: 19.0 % and 57.5 % before, 43.0 % and 66.0 % after. Floors: each score
 /// less one question. Since the second router reads the encoder's last two blocks: 64.4 % with
-/// the cascade on the second to ninth sets (floor: less one question), 65.5 % on the eleventh;
-/// since it is a logistic regression, 68.1 % and 69.0 % (floors kept).
-const OFF_DOMAIN_SECOND_TURNS: &[(&[u32], f64, f64)] = &[(&[2, 3, 4, 5, 6, 7, 8, 9], 43.1, 64.3), (&[11], 42.5, 65.5)];
+/// the cascade on the second to ninth sets, 65.5 % on the eleventh; since it is a logistic
+/// regression, 68.1 % and 69.0 % (the cascade's floors: each less one question).
+const OFF_DOMAIN_SECOND_TURNS: &[(&[u32], f64, f64)] = &[(&[2, 3, 4, 5, 6, 7, 8, 9], 43.1, 68.0), (&[11], 42.5, 68.5)];
 
 /// `off_domain_turns.yaml`: 30 conversations per first-time manifest whose second turn no intent
 /// covers, many worded as follow-ups ("ok cool, and ..."), written from the intents'
 /// descriptions only and scored once with the router of their day: of 150, 34 refused (22.7 %)
-/// alone, 55 (36.7 %) with the cascade (58, 38.7 %, with its logistic second router). Reading "ok", "so", "actually" at the start or "then" at
-/// the end as a follow-up's words was measured on them at the same time and not kept (17 and 34
-/// refused; four more follow-ups right of 471 on the tuned sets, one of 150 on the fifth). Floors:
-/// each score less one question. Most of the turns let in are in scope asked alone too (101 of
-/// 150 by the router alone; the conversation's rules keep 15 more): the weakness this set
-/// records is the router's.
-const OFF_DOMAIN_TURNS_FLOORS: (f64, f64) = (22.0, 36.0);
+/// alone, 55 (36.7 %) with the cascade; 58 (38.7 %) with its logistic second router. Reading
+/// "ok", "so", "actually" at the start or "then" at the end as a follow-up's words was measured
+/// on them at the same time and not kept (17 and 34 refused; four more follow-ups right of 471
+/// on the tuned sets, one of 150 on the fifth). Floors: each score less one question. Most of
+/// the turns let in are in scope asked alone too (101 of 150 by the router alone; the
+/// conversation's rules keep 15 more): the weakness this set records is the router's.
+const OFF_DOMAIN_TURNS_FLOORS: (f64, f64) = (22.0, 38.0);
 
 /// The five first-time manifests under `tests/fixtures/blind/newuser`.
 const FIRST_TIME: [&str; 5] = ["bank", "university", "insurance", "food-delivery", "property"];
@@ -412,9 +412,10 @@ type Floors = (f64, f64, f64);
 /// encoder's last two blocks ([`switchyard_core::classify::cascade::CASCADE_LAYERS`]), the
 /// cascade's floors on the second to eleventh sets that this lowered are its new scores less
 /// one question (20 of their 100 manifest-and-set rows, most by one or two off-domain questions).
-/// Since the second router is a logistic regression ([`switchyard_core::classify::cascade::MODEL`]),
-/// likewise on the second to twelfth sets (16 of 110 rows): with the cascade, university refuses
-/// more of its own questions (seven of these rows; 2.0 → 5.8 % over the second to eleventh).
+/// Since the second router is a logistic regression
+/// ([`switchyard_core::classify::cascade::MODEL`]), likewise on the second to twelfth sets (16
+/// of 110 rows): with the cascade, university refuses more of its own questions (seven of these
+/// rows; 2.0 → 5.8 % over the second to eleventh).
 const SECOND_SET_FLOORS: &[(&str, &str, Floors, Floors)] = &[
     ("newuser", "bank", (87.7, 1.2, 45.0), (87.7, 2.3, 72.5)),
     ("newuser", "university", (91.2, 1.3, 35.0), (96.2, 2.5, 60.0)),

@@ -5,10 +5,10 @@
 //!
 //! A question becomes hashed word and character n-grams ([`features`]); one linear model per
 //! intent (an SVM, or a logistic regression) scores it ([`svm`]); the best score below a
-//! threshold means "no intent": out of scope. The threshold is calibrated by cross-validation on the manifest's own examples
-//! ([`Router::train`]), so that only a chosen share of held-out in-scope questions fall below
-//! it: a customer wrongly refused is worse than a fallback answer. Training happens ahead of
-//! time; a function loads the result ([`artifact`]) at init.
+//! threshold means "no intent": out of scope. The threshold is calibrated by cross-validation
+//! on the manifest's own examples ([`Router::train`]), so that only a chosen share of held-out
+//! in-scope questions fall below it: a customer wrongly refused is worse than a fallback
+//! answer. Training happens ahead of time; a function loads the result ([`artifact`]) at init.
 //!
 //! # Layout
 //!

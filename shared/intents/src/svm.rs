@@ -26,9 +26,14 @@ pub struct SvmSpec {
     pub tolerance: f32,
 }
 
+impl SvmSpec {
+    /// The linear SVM both routers start from: squared hinge, `C` = 1, at most 40 passes.
+    pub const DEFAULT: SvmSpec = SvmSpec { loss: Loss::SquaredHinge, c: 1.0, max_epochs: 40, tolerance: 0.05 };
+}
+
 impl Default for SvmSpec {
     fn default() -> Self {
-        SvmSpec { loss: Loss::SquaredHinge, c: 1.0, max_epochs: 40, tolerance: 0.05 }
+        SvmSpec::DEFAULT
     }
 }
 

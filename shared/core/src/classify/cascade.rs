@@ -23,7 +23,7 @@ pub const ENCODER_WEIGHT: f32 = 3.0;
 /// already scores right, which pays where examples are few. Chosen with [`REFUSAL_COST`] on
 /// CLINC150's validation split (`C` among 3, 10 and 30) and on the ninth to eleventh blind sets
 /// of first-time manifests (docs/performance.md).
-pub const MODEL: SvmSpec = SvmSpec { loss: Loss::Logistic, c: 10.0, max_epochs: 40, tolerance: 0.05 };
+pub const MODEL: SvmSpec = SvmSpec { loss: Loss::Logistic, c: 10.0, ..SvmSpec::DEFAULT };
 
 /// The second router's cost of refusing one in-scope question, in off-domain questions let in
 /// (as rates, in the cross-validation that places its threshold; the first router's is
