@@ -48,7 +48,8 @@
 //! 5. **The trained router.** The manifest's trained router ([`crate::router`], a linear
 //!    model over word and character n-grams learnt ahead from the manifest's texts, its
 //!    example files and a background of off-domain questions) gives its own probabilities;
-//!    the two are blended geometrically (`ROUTER_WEIGHT` on the router's). The router also
+//!    the two are blended geometrically (`ROUTER_WEIGHT` on the router's, or
+//!    [`cascade::ROUTER_WEIGHT`] where the cascade's second router decides). The router also
 //!    decides scope (below). A manifest the trainer refuses (one intent) is classified by its
 //!    vocabulary alone.
 //! 6. **Ambiguity and cascade.** A query is ambiguous when the top two probabilities are
@@ -399,19 +400,20 @@ impl Classifier {
         };
         let words = want_cues.then_some((tokens, taken));
         let lexical = self.probabilities(&scores, similarity.as_ref().map(|s| &s.per_intent[..]));
-        let (routed, router_margin) = match self.route(text, raw_vector.as_ref()) {
-            Some((routed, threshold)) => {
+        let (routed, router_margin, router_weight) = match self.route(text, raw_vector.as_ref()) {
+            Some((routed, threshold, by_cascade)) => {
                 let margin = f64::from(routed.scope_margin - threshold);
-                (Some(routed), Some(margin))
+                let weight = if by_cascade { cascade::ROUTER_WEIGHT } else { ROUTER_WEIGHT };
+                (Some(routed), Some(margin), weight)
             }
-            None => (None, None),
+            None => (None, None, ROUTER_WEIGHT),
         };
         if let Some(routed) = &routed {
             scope.in_scope = scope.in_scope && routed.in_scope;
         }
         let probabilities = match (lexical, &routed) {
             (Some(lexical), None) => Some(lexical),
-            (Some(lexical), Some(routed)) => Some(blend(&lexical, &routed.probabilities)),
+            (Some(lexical), Some(routed)) => Some(blend(&lexical, &routed.probabilities, router_weight)),
             (None, Some(routed)) => Some(routed.probabilities.iter().map(|&p| f64::from(p)).collect()),
             (None, None) => None,
         };
@@ -447,8 +449,13 @@ impl Classifier {
 
     /// The trained router's reading of `text` (its first [`ROUTER_TEXT_BYTES`] bytes) with the
     /// text's word vector, read again by the cascade when the router is in doubt, with the
-    /// deciding router's threshold; `None` without a router or when the text has no word.
-    fn route(&self, text: &str, vector: Option<&[f32; vectors::DIMS]>) -> Option<(switchyard_intents::Routed, f32)> {
+    /// deciding router's threshold and whether the cascade's second router decided; `None`
+    /// without a router or when the text has no word.
+    fn route(
+        &self,
+        text: &str,
+        vector: Option<&[f32; vectors::DIMS]>,
+    ) -> Option<(switchyard_intents::Routed, f32, bool)> {
         let router = self.router.as_ref()?;
         let mut end = text.len().min(ROUTER_TEXT_BYTES);
         while !text.is_char_boundary(end) {
@@ -462,10 +469,10 @@ impl Classifier {
         let doubt = self.settings.encoder.as_ref().map(|e| e.doubt);
         if let Some(cascade) = self.cascade.as_ref().filter(|_| doubt.is_some_and(|d| cascade::in_doubt(&routed, d))) {
             if let Some(second) = cascade.route(text, vector.map(|v| &v[..])) {
-                return Some((second, cascade.router.threshold));
+                return Some((second, cascade.router.threshold, true));
             }
         }
-        Some((routed, router.threshold))
+        Some((routed, router.threshold, false))
     }
 
     /// Sets the intent, confidence, ambiguity flag and alternatives of `c` from the
@@ -824,13 +831,14 @@ pub(crate) fn text_embedding(text: &str) -> Option<[f32; vectors::DIMS]> {
 /// Dimensions of [`text_embedding`].
 pub(crate) const EMBEDDING_DIMS: usize = vectors::DIMS;
 
-/// The vocabulary's and the trained router's probabilities (manifest order) combined:
-/// `p ∝ lexical^(1 − w) · router^w` with `w` = [`ROUTER_WEIGHT`].
-fn blend(lexical: &[f64], router: &[f32]) -> Vec<f64> {
+/// The vocabulary's and the deciding router's probabilities (manifest order) combined:
+/// `p ∝ lexical^(1 − w) · router^w`, `w` being [`ROUTER_WEIGHT`] for the trained router and
+/// [`cascade::ROUTER_WEIGHT`] for the cascade's second router.
+fn blend(lexical: &[f64], router: &[f32], w: f64) -> Vec<f64> {
     let logs: Vec<f64> = lexical
         .iter()
         .zip(router)
-        .map(|(&l, &r)| (1.0 - ROUTER_WEIGHT) * l.max(1e-12).ln() + ROUTER_WEIGHT * f64::from(r).max(1e-12).ln())
+        .map(|(&l, &r)| (1.0 - w) * l.max(1e-12).ln() + w * f64::from(r).max(1e-12).ln())
         .collect();
     let max = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let exps: Vec<f64> = logs.iter().map(|l| (l - max).exp()).collect();

@@ -661,3 +661,15 @@ fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
     let (_, next) = follow_up(&c, gap, "and only tell me about the weather in Paris");
     assert!(!next.in_scope, "{next:?}");
 }
+
+#[test]
+fn the_cascades_second_router_outweighs_a_sure_vocabulary_where_the_first_would_not() {
+    let (vocabulary, router) = ([0.97, 0.03], [0.3f32, 0.7]);
+    let first = blend(&vocabulary, &router, ROUTER_WEIGHT);
+    let second = blend(&vocabulary, &router, cascade::ROUTER_WEIGHT);
+    assert!(first[0] > first[1], "the first router's reading yields to the vocabulary: {first:?}");
+    assert!(second[1] > second[0], "the second router's reading decides: {second:?}");
+    for p in [&first, &second] {
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{p:?}");
+    }
+}
