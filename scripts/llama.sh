@@ -120,7 +120,7 @@ llama_free_port() {
 
 llama_start() {
     llama_install || { echo "llama.sh: could not install llama-server" >&2; return 1; }
-    local port log i base answer status asked
+    local port log i base answer status asked wait_status
     SWITCHYARD_LLAMA_BIN="$(llama_bin_dir)/llama-server"
     SWITCHYARD_LLAMA_MODEL="$(llama_model)" || return 1
     export SWITCHYARD_LLAMA_BIN SWITCHYARD_LLAMA_MODEL
@@ -131,16 +131,22 @@ llama_start() {
         --no-webui >"$log" 2>&1 &
     SWITCHYARD_LLAMA_PID=$!
     export SWITCHYARD_LLAMA_PID
-    for i in $(seq 1 150); do
-        if ! kill -0 "$SWITCHYARD_LLAMA_PID" 2>/dev/null; then
-            llama_died "$log"
-            return 1
-        fi
-        if curl -sf "$base/health" >/dev/null 2>&1; then
-            break
-        fi
-        sleep 0.2
-    done
+    # Bash reports a background job killed by a signal on its own stderr, in a line of its own;
+    # while waiting that goes nowhere, so a crash is told once, by llama_died.
+    {
+        for i in $(seq 1 150); do
+            if ! kill -0 "$SWITCHYARD_LLAMA_PID" || curl -sf "$base/health" >/dev/null; then
+                break
+            fi
+            sleep 0.2
+        done
+        wait_status=0
+        kill -0 "$SWITCHYARD_LLAMA_PID" || wait "$SWITCHYARD_LLAMA_PID" || wait_status=$?
+    } 2>/dev/null
+    if [ "$wait_status" -ne 0 ]; then
+        llama_died "$log" "$wait_status"
+        return 1
+    fi
     if ! curl -sf "$base/health" >/dev/null 2>&1; then
         echo "llama.sh: llama-server did not answer /health on port $port within 30 s; log: $log; cpu: $(llama_cpu)" >&2
         llama_stop
@@ -150,11 +156,13 @@ llama_start() {
     asked=$(date +%s%N)
     answer="$(curl -s -m 60 -o /dev/stdout -w '\n%{http_code}' "$base/v1/chat/completions" \
         -H 'Content-Type: application/json' \
-        -d '{"messages":[{"role":"user","content":"Say yes."}],"max_tokens":1,"temperature":0}' 2>/dev/null)"
+        -d '{"messages":[{"role":"user","content":"Say yes."}],"max_tokens":1,"temperature":0}' 2>/dev/null || true)"
     status="${answer##*$'\n'}"
     if [ "$status" != 200 ] || ! printf '%s' "$answer" | grep -q '"choices"'; then
         if ! kill -0 "$SWITCHYARD_LLAMA_PID" 2>/dev/null; then
-            llama_died "$log"
+            wait_status=0
+            wait "$SWITCHYARD_LLAMA_PID" 2>/dev/null || wait_status=$?
+            llama_died "$log" "$wait_status"
             return 1
         fi
         echo "llama.sh: llama-server did not answer a one-token completion (HTTP ${status:-none}); log: $log; cpu: $(llama_cpu)" >&2
@@ -166,11 +174,9 @@ llama_start() {
     return 0
 }
 
-# The server is gone: one line with how it ended, its log and this CPU.
+# The server is gone (log, exit status): one line with how it ended, its log and this CPU.
 llama_died() {
-    local code signal=""
-    wait "$SWITCHYARD_LLAMA_PID" 2>/dev/null
-    code=$?
+    local code=$2 signal=""
     unset SWITCHYARD_LLAMA_PID
     if [ "$code" -gt 128 ]; then
         signal=" (signal $(kill -l $((code - 128)) 2>/dev/null || echo $((code - 128))))"

@@ -32,7 +32,10 @@ source scripts/moto.sh
 moto_start
 trap moto_stop EXIT
 
-step "start a real model on loopback (llama-server + SmolLM2-135M; built once per version, cached)"
+step "the model server's start-up check reports a crash and a dead server in one line (stand-ins)"
+bash tests/llama_start.sh
+
+step "start a real model on loopback (llama-server + SmolLM2-135M; built once per version and CPU, cached; checked with a one-token completion)"
 # shellcheck source=scripts/llama.sh
 source scripts/llama.sh
 llama_start
