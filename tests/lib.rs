@@ -322,6 +322,81 @@ pub mod tokens {
         }
     }
 
+    /// The public JWKS of `issuer` with its keys' `kid`s renamed `ec-<suffix>` and
+    /// `rsa-<suffix>`: another issuer key pair posing as a rotation of the first.
+    pub fn jwks_with_kids(issuer: &Issuer, suffix: &str) -> Value {
+        let mut jwks: Value = serde_json::from_str(&issuer.jwks()).expect("jwks");
+        for key in jwks["keys"].as_array_mut().expect("keys") {
+            let kid = key["kid"].as_str().expect("kid").split('-').next().expect("prefix").to_string();
+            key["kid"] = json!(format!("{kid}-{suffix}"));
+        }
+        jwks
+    }
+
+    /// Tokens every door that verifies JWTs refuses, each with the words its 401 says: no
+    /// token, malformed ones, `alg: none`, HS256 (also signed with the RSA key's public bytes
+    /// as the HMAC secret, the key-confusion attack), an unknown `kid`, a forged payload,
+    /// another issuer's signature, wrong `iss`, wrong `aud`, expired, not yet valid, no `exp`,
+    /// no `sub`. `issuer` is the trusted one; `now` the verifier's clock.
+    pub fn refused(issuer: &Issuer, now: i64) -> Vec<(Option<String>, &'static str)> {
+        let es = json!({ "alg": "ES256", "kid": "ec-1" });
+        let valid = issuer.token("owner", &[], now);
+        let claims = claims("owner", &[], now);
+        let with = |key: &str, value: Value| {
+            let mut c = claims.clone();
+            c[key] = value;
+            c
+        };
+        let forged_payload = {
+            // The owner's valid token with the subject swapped after signing.
+            let parts: Vec<&str> = valid.split('.').collect();
+            let evil = b64(self::claims("intruder", &["admin"], now).to_string().as_bytes());
+            format!("{}.{evil}.{}", parts[0], parts[2])
+        };
+        let other_issuer = Issuer::new().token("owner", &[], now);
+        let none_alg = format!("{}.{}.", b64(br#"{"alg":"none"}"#), b64(claims.to_string().as_bytes()));
+        let hs256 =
+            format!("{}.{}.c2lnbmF0dXJl", b64(br#"{"alg":"HS256","kid":"ec-1"}"#), b64(claims.to_string().as_bytes()));
+        let confusion = {
+            // HS256 with the RSA key's public modulus as the shared secret.
+            let signed = format!("{}.{}", b64(br#"{"alg":"HS256","kid":"rsa-1"}"#), b64(claims.to_string().as_bytes()));
+            let (n, _) = rsa_components(issuer.rsa.public_key().as_ref());
+            let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &n);
+            format!("{signed}.{}", b64(aws_lc_rs::hmac::sign(&key, signed.as_bytes()).as_ref()))
+        };
+        vec![
+            (None, "a Bearer token is required"),
+            (Some("Basic dXNlcjpwYXNz".into()), "a Bearer token is required"),
+            (Some("Bearer".into()), "a Bearer token is required"),
+            (Some("Bearer not-a-jwt".into()), "must be three base64url parts"),
+            (Some("Bearer a.b.c.d".into()), "must be three base64url parts"),
+            (Some("Bearer !!!.e30.e30".into()), "the header is not base64url JSON"),
+            (Some(format!("Bearer {}", "a".repeat(9000))), "longer than 8192 bytes"),
+            (Some(format!("Bearer {none_alg}")), "alg must be RS256 or ES256"),
+            (Some(format!("Bearer {hs256}")), "alg must be RS256 or ES256"),
+            (Some(format!("Bearer {confusion}")), "alg must be RS256 or ES256"),
+            (
+                Some(format!("Bearer {}", issuer.sign(&json!({"alg":"ES256","kid":"other"}), &claims))),
+                "kid names no key",
+            ),
+            (Some(format!("Bearer {forged_payload}")), "signature does not verify"),
+            (Some(format!("Bearer {other_issuer}")), "signature does not verify"),
+            (
+                Some(format!("Bearer {}", issuer.sign(&es, &with("iss", json!("https://evil.test"))))),
+                "iss is not the accepted issuer",
+            ),
+            (
+                Some(format!("Bearer {}", issuer.sign(&es, &with("aud", json!("another-client"))))),
+                "aud is not an accepted audience",
+            ),
+            (Some(format!("Bearer {}", issuer.sign(&es, &with("exp", json!(now - 120))))), "expired"),
+            (Some(format!("Bearer {}", issuer.sign(&es, &with("nbf", json!(now + 600))))), "not valid yet"),
+            (Some(format!("Bearer {}", issuer.sign(&es, &with("exp", Value::Null)))), "has no exp"),
+            (Some(format!("Bearer {}", issuer.sign(&es, &with("aud", json!([]))))), "aud is not an accepted audience"),
+            (Some(format!("Bearer {}", issuer.sign(&es, &with("sub", json!(""))))), "has no sub"),
+        ]
+    }
+
     /// Valid claims for `sub` at `now`.
     pub fn claims(sub: &str, roles: &[&str], now: i64) -> Value {
         json!({ "iss": ISSUER, "aud": AUDIENCE, "sub": sub, "roles": roles, "iat": now, "exp": now + 3600 })

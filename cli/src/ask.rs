@@ -54,7 +54,11 @@ pub struct AskArgs {
 /// Arguments of `switchyard serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Port on 127.0.0.1 (0 picks a free one).
+    /// Address to listen on. An address other than loopback needs `--auth jwt`, or
+    /// `--dev-auth` to keep the dev identity headers there.
+    #[arg(long, env = "SWITCHYARD_SERVE_BIND", default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
+    /// Port (0 picks a free one).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// Manifest to route with (default: the embedded routing.yaml).
@@ -63,6 +67,82 @@ pub struct ServeArgs {
     /// Where the queues and the state live.
     #[arg(long, value_enum, default_value_t = Backend::Memory)]
     pub backend: Backend,
+    /// Connection limits (docs/serve.md#connections).
+    #[command(flatten)]
+    pub limits: crate::serve::Limits,
+    /// A `Host` name answered besides the loopback names and the bind address (repeat the
+    /// flag; comma separated in the variable). Any other Host is answered 421.
+    #[arg(long = "allow-host", env = "SWITCHYARD_SERVE_ALLOW_HOSTS", value_delimiter = ',')]
+    pub allow_hosts: Vec<String>,
+    /// Who the caller is: `dev` trusts the x-switchyard-user / x-switchyard-roles headers (or
+    /// `Bearer dev:<user>`); `jwt` verifies a bearer JWT as the deployed functions do.
+    #[arg(long, value_enum, env = "SWITCHYARD_SERVE_AUTH", default_value_t = ServeAuth::Dev)]
+    pub auth: ServeAuth,
+    /// Keep the dev identity headers on a non-loopback address: whoever reaches the port can
+    /// then act as any user.
+    #[arg(long)]
+    pub dev_auth: bool,
+    /// The token checks of `--auth jwt`.
+    #[command(flatten)]
+    pub jwt: JwtArgs,
+}
+
+/// How `switchyard serve` knows its callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeAuth {
+    /// The dev identity headers.
+    Dev,
+    /// Verified bearer JWTs.
+    Jwt,
+}
+
+/// The settings of `serve --auth jwt`: the same variables the `events-stream` function reads
+/// (switchyard_engine::jwt), or flags.
+#[derive(Debug, Clone, Args)]
+pub struct JwtArgs {
+    /// The issuer (`iss`) tokens must carry.
+    #[arg(long = "jwt-issuer", env = "SWITCHYARD_JWT_ISSUER")]
+    pub issuer: Option<String>,
+    /// An accepted audience (`aud`, or `client_id`); repeat, or comma separated.
+    #[arg(long = "jwt-audience", env = "SWITCHYARD_JWT_AUDIENCE", value_delimiter = ',')]
+    pub audiences: Vec<String>,
+    /// The issuer's JWKS document (JSON), fixed for the process's life.
+    #[arg(long = "jwt-jwks", env = "SWITCHYARD_JWT_JWKS")]
+    pub jwks: Option<String>,
+    /// Where the issuer publishes its JWKS: fetched at start, and again for an unknown `kid`
+    /// (at most once a minute).
+    #[arg(long = "jwt-jwks-url", env = "SWITCHYARD_JWT_JWKS_URL")]
+    pub jwks_url: Option<String>,
+}
+
+impl JwtArgs {
+    /// The verifier these settings describe (fetching the JWKS when given a URL).
+    pub async fn verifier(&self) -> anyhow::Result<switchyard_engine::jwt::JwtVerifier> {
+        use switchyard_engine::jwt::{JwtConfigError, JwtVerifier, ENV_JWT_JWKS_URL};
+        let issuer = self.issuer.as_deref().unwrap_or("");
+        let verifier = match (&self.jwks, &self.jwks_url) {
+            (Some(document), None) => JwtVerifier::new(issuer, &self.audiences, document)?,
+            (None, Some(url)) => {
+                JwtVerifier::from_jwks_url(issuer, &self.audiences, url, switchyard_engine::http_client::HttpClient::new())
+                    .await?
+            }
+            (Some(_), Some(_)) => anyhow::bail!(
+                "--jwt-jwks (SWITCHYARD_JWT_JWKS) and --jwt-jwks-url (SWITCHYARD_JWT_JWKS_URL) are both set: give the issuer's keys one way"
+            ),
+            (None, None) => {
+                // Name the first setting missing, in the order the checks read them.
+                let missing = if issuer.trim().is_empty() {
+                    switchyard_engine::jwt::ENV_JWT_ISSUER
+                } else if self.audiences.iter().all(|a| a.trim().is_empty()) {
+                    switchyard_engine::jwt::ENV_JWT_AUDIENCE
+                } else {
+                    ENV_JWT_JWKS_URL
+                };
+                return Err(JwtConfigError::Missing(missing).into());
+            }
+        };
+        Ok(verifier)
+    }
 }
 
 /// Run one question through the pipeline and print the answer.
@@ -347,20 +427,44 @@ fn print_orchestration(o: &serde_json::Value) {
     }
 }
 
-/// Serve the intake API on 127.0.0.1 with workers in-process.
+/// Why `serve` will not start: dev identity headers on an address others can reach.
+fn refuse_dev_auth_off_loopback(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.auth == ServeAuth::Dev && !args.bind.is_loopback() && !args.dev_auth {
+        anyhow::bail!(
+            "refusing to serve on {} with the dev identity headers: whoever reaches that address could act as any user. \
+             Verify tokens with --auth jwt (--jwt-issuer, --jwt-audience, --jwt-jwks-url), or pass --dev-auth to accept the headers there",
+            args.bind
+        );
+    }
+    Ok(())
+}
+
+/// Serve the intake API with workers in-process.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
+    refuse_dev_auth_off_loopback(&args)?;
+    let verifier = match args.auth {
+        ServeAuth::Jwt => Some(Arc::new(args.jwt.verifier().await?)),
+        ServeAuth::Dev => None,
+    };
     let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
-    let settings = EngineSettings { dev_identity_headers: true, ..EngineSettings::default() };
+    let settings = EngineSettings { dev_identity_headers: args.auth == ServeAuth::Dev, ..EngineSettings::default() };
     let (deps, _pollers) = start_backend(args.backend, manifest, settings).await?;
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
+    let listener = tokio::net::TcpListener::bind((args.bind, args.port)).await?;
     let addr = listener.local_addr()?;
     eprintln!(
         "switchyard: serving the intake API on http://{addr} (manifest `{}`, backend {:?})",
         deps.manifest.name, args.backend
     );
-    eprintln!("switchyard: caller from the x-switchyard-user / x-switchyard-roles headers (dev only)");
+    match args.auth {
+        ServeAuth::Dev => {
+            eprintln!("switchyard: caller from the x-switchyard-user / x-switchyard-roles headers (dev only)")
+        }
+        ServeAuth::Jwt => eprintln!("switchyard: caller from a verified bearer JWT"),
+    }
     println!("listening on http://{addr}");
-    crate::serve::run(listener, deps).await?;
+    let access =
+        crate::serve::Access { hosts: crate::serve::HostAllowlist::new(args.bind, &args.allow_hosts), verifier };
+    crate::serve::run(listener, deps, args.limits, access).await?;
     Ok(0)
 }
 

@@ -4,6 +4,23 @@
 //! when asked) go through the same streamed routes as the `events-stream` Lambda function
 //! (`switchyard_engine::live`, `switchyard_engine::chat`). `/`, `/console.js` and `/console.css`
 //! are the web console ([`crate::console`]).
+//!
+//! # Connections
+//! Each connection is served by hyper's HTTP/1.1 server under a deadline ([`Limits`],
+//! docs/serve.md#connections): a request's head must arrive within the header timeout of its
+//! first byte (or of the connection's opening), its body within the body timeout, and a
+//! kept-alive connection with no request in flight is closed after the idle timeout. A
+//! response being sent (an event stream, a streamed chat completion) has no deadline: its
+//! heartbeat comments keep proxies and clients from closing it. At most
+//! [`Limits::max_connections`] connections are served at once; one more is answered `503` and
+//! closed, so a flood of idle sockets costs a descriptor each for a moment, not for ever.
+//!
+//! # Access
+//! A request whose `Host` is not on the [`HostAllowlist`] (the loopback names, the bind
+//! address and the `--allow-host` names) is answered `421` before anything else: a web page
+//! that rebinds its own name to this address cannot reach the API. With `--auth jwt` the
+//! caller is the bearer token's, verified by [`switchyard_engine::jwt::JwtVerifier`] as the
+//! `events-stream` function verifies it; the dev identity headers are then ignored.
 
 use crate::backend::api_event;
 use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
@@ -11,21 +28,411 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use std::sync::Arc;
+use hyper::body::{Frame, SizeHint};
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 use switchyard_core::admission::{FieldError, ValidationError};
 use switchyard_engine::handlers::{error_response, handle_http, is_openai_path, openai_error_response};
 use switchyard_engine::intake::IntakeError;
+use switchyard_engine::jwt::{JwtError, JwtVerifier};
 use switchyard_engine::live::{self, Identity, StreamReply};
 use switchyard_engine::Deps;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tower::ServiceExt;
 
 /// Largest request body read; larger bodies get 413 before the intake sees them.
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 
+/// Refused connections (over the cap) kept open at once for a moment after their `503`, so a
+/// request still arriving is read off and the close is not a reset; past this many, a refused
+/// connection is closed as soon as its answer is written and what has arrived is read.
+const MAX_REFUSALS_IN_FLIGHT: usize = 256;
+
+/// How long a refused connection is kept open after its `503` for the rest of its request.
+const REFUSAL_LINGER: Duration = Duration::from_millis(50);
+
+/// The connection limits of `switchyard serve`: each a flag and an environment variable, with
+/// defaults that hold behind a load balancer and on a laptop (docs/serve.md#connections).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Limits {
+    /// Time allowed for a request's head (request line and headers), from its first byte, or
+    /// from the connection's opening for its first request (e.g. 10, 10s, 500ms).
+    #[arg(long = "header-timeout", env = "SWITCHYARD_SERVE_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// Time allowed for a request's body, once its head is read; past it the answer is 408.
+    #[arg(long = "body-timeout", env = "SWITCHYARD_SERVE_BODY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub body_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request.
+    #[arg(long = "idle-timeout", env = "SWITCHYARD_SERVE_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Connections served at once; one more is answered 503 and closed.
+    #[arg(long = "max-connections", env = "SWITCHYARD_SERVE_MAX_CONNECTIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 512,
+        }
+    }
+}
+
+/// A duration flag: whole or decimal seconds (`10`, `10s`, `1.5`) or milliseconds (`500ms`),
+/// more than zero and at most a day.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    let (number, scale) = match (trimmed.strip_suffix("ms"), trimmed.strip_suffix('s')) {
+        (Some(ms), _) => (ms, 0.001),
+        (None, Some(s)) => (s, 1.0),
+        (None, None) => (trimmed, 1.0),
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v * scale <= 86_400.0 => Ok(Duration::from_secs_f64(v * scale)),
+        _ => Err(format!(
+            "`{text}` is not a duration: seconds (10, 10s, 1.5) or milliseconds (500ms), above 0 and at most a day"
+        )),
+    }
+}
+
+/// The `Host` names a server answers for (lower case, without port).
+#[derive(Debug, Clone)]
+pub struct HostAllowlist {
+    names: Vec<String>,
+}
+
+impl HostAllowlist {
+    /// `localhost`, `127.0.0.1`, `::1`, the address the server is bound to, and `extra`.
+    pub fn new(bind: std::net::IpAddr, extra: &[String]) -> HostAllowlist {
+        let mut names: Vec<String> = ["localhost", "127.0.0.1", "::1"].iter().map(|n| n.to_string()).collect();
+        names.push(bind.to_string());
+        names.extend(extra.iter().map(|n| host_name(n).to_string()).filter(|n| !n.is_empty()));
+        names.sort();
+        names.dedup();
+        HostAllowlist { names }
+    }
+
+    /// Whether a `Host` value (`name`, `name:port`, `[v6]:port`) names this server.
+    pub fn admits(&self, host: &str) -> bool {
+        let name = host_name(host);
+        self.names.iter().any(|n| *n == name)
+    }
+}
+
+/// The name of a `Host` value, lower case, without port, brackets or trailing dot.
+fn host_name(host: &str) -> String {
+    let host = host.trim();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else if host.matches(':').count() == 1 {
+        host.split(':').next().unwrap_or("")
+    } else {
+        host
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Who may use the server and as whom.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// The `Host` names answered.
+    pub hosts: HostAllowlist,
+    /// With `--auth jwt`: the verifier of bearer tokens (else the dev identity headers).
+    pub verifier: Option<Arc<JwtVerifier>>,
+}
+
+/// What the handler needs besides the request.
+struct App {
+    system: Arc<Deps>,
+    limits: Limits,
+    access: Access,
+}
+
 /// Serve until the process is stopped.
-pub async fn run(listener: tokio::net::TcpListener, system: Arc<Deps>) -> anyhow::Result<()> {
-    let app = axum::Router::new().fallback(handle).with_state(system);
-    axum::serve(listener, app).await?;
-    Ok(())
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    system: Arc<Deps>,
+    limits: Limits,
+    access: Access,
+) -> anyhow::Result<()> {
+    let app = axum::Router::new().fallback(handle).with_state(Arc::new(App { system, limits, access }));
+    let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors (EMFILE) or a connection reset before it was accepted:
+                // wait a moment instead of spinning, and go on.
+                tracing::warn!(error = %e, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        match slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                tokio::spawn(connection(stream, app.clone(), limits, slot));
+            }
+            Err(_) => {
+                refuse_over_capacity(&stream);
+                if let Ok(refusal) = refusals.clone().try_acquire_owned() {
+                    tokio::spawn(linger(stream, refusal));
+                }
+            }
+        }
+    }
+}
+
+/// Answer a connection over the cap with `503`, and read off what it has sent so far (a
+/// socket closed with unread data is reset, and the client may lose the answer). Never
+/// waits: a fresh socket's send buffer takes the whole answer.
+fn refuse_over_capacity(stream: &TcpStream) {
+    let body = serde_json::json!({ "error": {
+        "code": "unavailable",
+        "message": "the server is at its connection limit; retry shortly",
+        "request_id": uuid::Uuid::new_v4().to_string(),
+    }})
+    .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
+    drain_ready(stream);
+}
+
+/// Read whatever has arrived on `stream` without waiting; whether it has ended.
+fn drain_ready(stream: &TcpStream) -> bool {
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match stream.try_read(&mut sink) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// Keep a refused connection open for [`REFUSAL_LINGER`], reading off the rest of its request.
+async fn linger(mut stream: TcpStream, _refusal: OwnedSemaphorePermit) {
+    let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+        let _ = stream.shutdown().await;
+        let mut sink = [0u8; 4096];
+        let mut drained = 0;
+        while drained < 64 * 1024 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drained += n,
+            }
+        }
+    })
+    .await;
+}
+
+/// Serve one connection until it closes or its deadline ([`Watch::expired`]) passes.
+async fn connection(stream: TcpStream, app: axum::Router, limits: Limits, _slot: OwnedSemaphorePermit) {
+    let _ = stream.set_nodelay(true);
+    let watch = Arc::new(Watch::new());
+    let io = TokioIo::new(Watched { stream, watch: watch.clone() });
+    let on_request = watch.clone();
+    let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+        let app = app.clone();
+        let busy = Busy::begin(on_request.clone());
+        async move {
+            let response = match app.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
+        }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        // The deadlines are this module's (`Watch`), which tell a slow head from an idle
+        // keep-alive; hyper's own header timeout would count both the same.
+        .header_read_timeout(None::<Duration>)
+        .serve_connection(io, service);
+    tokio::select! {
+        result = served => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        () = watch.expired(&limits) => tracing::debug!("connection closed at its deadline"),
+    }
+}
+
+/// Where a connection is, for its deadline.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Waiting since `since` for a request's first byte: the first request of the connection
+    /// (`fresh`), or the next one on a kept-alive connection.
+    Waiting { since: Instant, fresh: bool },
+    /// A request's first byte came at `since`; its head has not been read yet.
+    ReadingHead { since: Instant },
+    /// This many requests are being answered (their response bodies not sent to the end).
+    Busy(usize),
+}
+
+/// A connection's phase, shared by its reads, its requests and its deadline.
+struct Watch {
+    phase: Mutex<Phase>,
+    changed: Notify,
+}
+
+impl Watch {
+    fn new() -> Watch {
+        Watch { phase: Mutex::new(Phase::Waiting { since: Instant::now(), fresh: true }), changed: Notify::new() }
+    }
+
+    fn update(&self, next: impl FnOnce(Phase) -> Phase) {
+        let mut phase = self.phase.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *phase = next(*phase);
+        self.changed.notify_one();
+    }
+
+    /// Bytes arrived: a request has begun unless one is already being read or answered.
+    fn on_bytes(&self) {
+        let waiting = matches!(*self.phase.lock().unwrap_or_else(|p| p.into_inner()), Phase::Waiting { .. });
+        if waiting {
+            self.update(|phase| match phase {
+                Phase::Waiting { .. } => Phase::ReadingHead { since: Instant::now() },
+                other => other,
+            });
+        }
+    }
+
+    /// When the connection is closed if nothing changes; `None` while a request is answered.
+    fn deadline(&self, limits: &Limits) -> Option<Instant> {
+        match *self.phase.lock().unwrap_or_else(|p| p.into_inner()) {
+            Phase::Waiting { since, fresh: true } | Phase::ReadingHead { since } => Some(since + limits.header_timeout),
+            Phase::Waiting { since, fresh: false } => Some(since + limits.idle_timeout),
+            Phase::Busy(_) => None,
+        }
+    }
+
+    /// Completes when the connection's deadline has passed.
+    async fn expired(&self, limits: &Limits) {
+        loop {
+            let changed = self.changed.notified();
+            match self.deadline(limits) {
+                None => changed.await,
+                Some(at) => {
+                    tokio::select! {
+                        () = changed => {}
+                        () = tokio::time::sleep_until(at) => {
+                            if self.deadline(limits).is_some_and(|d| d <= Instant::now()) {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A request being answered: from hyper's call of the service to the end of the response body.
+struct Busy(Arc<Watch>);
+
+impl Busy {
+    fn begin(watch: Arc<Watch>) -> Busy {
+        watch.update(|phase| match phase {
+            Phase::Busy(n) => Phase::Busy(n + 1),
+            _ => Phase::Busy(1),
+        });
+        Busy(watch)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.update(|phase| match phase {
+            Phase::Busy(n) if n > 1 => Phase::Busy(n - 1),
+            _ => Phase::Waiting { since: Instant::now(), fresh: false },
+        });
+    }
+}
+
+/// A response body that keeps its connection [`Phase::Busy`] until it is sent or dropped.
+struct Tracked {
+    body: Body,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The connection's socket, telling its [`Watch`] when bytes arrive.
+struct Watched {
+    stream: TcpStream,
+    watch: Arc<Watch>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.watch.on_bytes();
+        }
+        read
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
 }
 
 /// A request refused before it reaches the handler, through the handler's one error mapping
@@ -42,17 +449,30 @@ fn invalid(field: &str, rule: &str) -> IntakeError {
     IntakeError::Invalid(ValidationError { errors: vec![FieldError { field: field.into(), rule: rule.into() }] })
 }
 
-async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
+async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
+    let host = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| request.headers().get(axum::http::header::HOST).and_then(|h| h.to_str().ok()));
+    match host {
+        Some(host) if app.access.hosts.admits(host) => {}
+        Some(_) => return refuse(request.uri().path(), IntakeError::UnknownHost),
+        None => return refuse(request.uri().path(), invalid("host", "the Host header is required")),
+    }
     if let Some(page) = crate::console::asset(request.method(), request.uri().path()) {
         return page;
     }
+    let system = &app.system;
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
-    let bytes = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
-        Ok(b) => b,
-        Err(_) => {
+    let bytes = match tokio::time::timeout(app.limits.body_timeout, axum::body::to_bytes(body, MAX_REQUEST_BYTES)).await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
             return refuse(&path, IntakeError::TooLarge { size: MAX_REQUEST_BYTES + 1, limit: MAX_REQUEST_BYTES })
         }
+        Err(_) => return refuse(&path, IntakeError::BodyTimeout { limit: app.limits.body_timeout }),
     };
     let body = if bytes.is_empty() {
         None
@@ -72,10 +492,38 @@ async fn handle(State(system): State<Arc<Deps>>, request: Request) -> Response {
         Ok(e) => e,
         Err(_) => return refuse(&path, invalid("request", "could not be read as an API Gateway event")),
     };
+    let Some(verifier) = &app.access.verifier else {
+        if live::wants_stream(&event) {
+            return to_streamed(live::handle_stream(system, Identity::Gateway, &event).await);
+        }
+        return to_response(handle_http(system, event).await);
+    };
     if live::wants_stream(&event) {
-        return to_streamed(live::handle_stream(&system, Identity::Gateway, &event).await);
+        return to_streamed(live::handle_stream(system, Identity::Jwt(verifier), &event).await);
     }
-    to_response(handle_http(&system, event).await)
+    // The other routes read the caller from the authorizer's claims, as behind API Gateway:
+    // the token is verified here and its claims put where the authorizer puts them. The
+    // OpenAPI document is served without identity (handlers::OPENAPI_JSON).
+    let authorization = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let now = system.clock.now().timestamp();
+    let claims = match verifier.verify_authorization_fresh(authorization, now).await {
+        Ok(token) => Some((token.subject, token.roles.join(","))),
+        Err(JwtError::Missing) if path == "/openapi.json" => None,
+        Err(e) => {
+            tracing::info!(reason = %e, "refused: bad bearer token");
+            return refuse(&path, IntakeError::BadToken(e.to_string()));
+        }
+    };
+    let event = match claims {
+        None => event,
+        Some((sub, roles)) => {
+            match api_event(parts.method.as_str(), &path, &query, &headers, event.body, Some((&sub, &roles))) {
+                Ok(e) => e,
+                Err(_) => return refuse(&path, invalid("request", "could not be read as an API Gateway event")),
+            }
+        }
+    };
+    to_response(handle_http(system, event).await)
 }
 
 /// An API Gateway response as an HTTP response.

@@ -125,10 +125,11 @@ struct Follower {
     sent: HashSet<String>,
     started: Instant,
     last_frame: Instant,
-    /// Wait before the next read.
+    /// Wait between a read and the next one.
     poll: Duration,
-    /// Read the log at once (the first read).
-    read_now: bool,
+    /// When the next read is due: kept across heartbeats, so a heartbeat shorter than the
+    /// wait between reads never pushes the read back.
+    next_read: Instant,
     failures: u32,
     /// Nothing more to send.
     done: bool,
@@ -168,24 +169,22 @@ impl Follower {
                 self.done = true;
                 return Some(Followed::TimeLimit);
             }
-            if !self.read_now {
+            let now = Instant::now();
+            if now < self.next_read {
                 // Sleep until the next read, or the heartbeat, or the time limit: whichever
                 // comes first.
-                let now = Instant::now();
-                let read_at = now + self.poll;
                 let beat_at = self.last_frame + self.settings.heartbeat;
                 let limit_at = self.started + self.settings.max_duration;
-                let wake = read_at.min(beat_at).min(limit_at);
+                let wake = self.next_read.min(beat_at).min(limit_at);
                 tokio::time::sleep_until(wake).await;
-                if wake == limit_at && wake < read_at {
+                if wake == limit_at && wake < self.next_read {
                     continue;
                 }
-                if wake == beat_at && wake < read_at {
+                if wake == beat_at && wake < self.next_read {
                     self.last_frame = Instant::now();
                     return Some(Followed::Heartbeat);
                 }
             }
-            self.read_now = false;
             match self.store.list_events(&self.query_id).await {
                 Err(e) => {
                     self.failures += 1;
@@ -195,6 +194,7 @@ impl Follower {
                         return Some(Followed::Unavailable);
                     }
                     self.poll = (self.poll * 2).min(self.settings.max_poll);
+                    self.next_read = Instant::now() + self.poll;
                 }
                 Ok(log) => {
                     self.failures = 0;
@@ -214,9 +214,11 @@ impl Follower {
                     };
                     if fresh.is_empty() {
                         self.poll = (self.poll * 2).min(self.settings.max_poll);
+                        self.next_read = Instant::now() + self.poll;
                         continue;
                     }
                     self.poll = self.settings.first_poll;
+                    self.next_read = Instant::now() + self.poll;
                     self.done = fresh.iter().any(|e| e.kind == EventKind::Final);
                     self.sent.extend(fresh.iter().map(|e| e.key.clone()));
                     self.last_frame = Instant::now();
@@ -269,7 +271,7 @@ pub fn follow_events(
         started: now,
         last_frame: now,
         poll: settings.first_poll,
-        read_now: true,
+        next_read: now,
         failures: 0,
         done: false,
         preamble: true,

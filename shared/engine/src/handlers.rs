@@ -269,6 +269,8 @@ fn error_parts(e: &IntakeError, request_id: &str) -> ErrorParts {
         IntakeError::Forbidden { .. } | IntakeError::RoleRequired { .. } => (403, "forbidden", None),
         IntakeError::NotFound | IntakeError::UnknownRoute => (404, "not_found", None),
         IntakeError::MethodNotAllowed { .. } => (405, "method_not_allowed", None),
+        IntakeError::BodyTimeout { .. } => (408, "request_timeout", None),
+        IntakeError::UnknownHost => (421, "misdirected_request", None),
         IntakeError::Conflict(_) => (409, "conflict", None),
         IntakeError::TooLarge { .. } => (413, "too_large", None),
         IntakeError::NotReady { query_id, .. } => (504, "not_ready", Some(json!({ "query_id": query_id }))),

@@ -154,6 +154,30 @@ impl HttpClient {
         tokio::time::timeout(timeout, exchange).await.map_err(|_| HttpError::Timeout(timeout.as_millis() as u64))?
     }
 
+    /// GET `url` (a JWKS document); the whole exchange within `timeout`, a body longer than
+    /// `max_bytes` is a transport error.
+    pub async fn get(&self, url: &str, timeout: Duration, max_bytes: usize) -> Result<HttpReply, HttpError> {
+        let request = hyper::Request::get(url)
+            .header("accept", "application/json")
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| HttpError::Invalid(format!("GET {url}: {e}")))?;
+        let exchange = async {
+            let response = self.client().request(request).await.map_err(|e| transport(format!("GET {url}"), e))?;
+            let status = response.status().as_u16();
+            let retry_after = retry_after(response.headers());
+            let body = http_body_util::Limited::new(response.into_body(), max_bytes)
+                .collect()
+                .await
+                .map_err(|source| HttpError::Transport {
+                    message: format!("reading the response of {url} (at most {max_bytes} bytes): {source}"),
+                    source,
+                })?
+                .to_bytes();
+            Ok(HttpReply { status, retry_after, body })
+        };
+        tokio::time::timeout(timeout, exchange).await.map_err(|_| HttpError::Timeout(timeout.as_millis() as u64))?
+    }
+
     /// POST `body` as JSON to `url` and hand each piece of a 2xx response's body to
     /// `on_chunk` as it arrives (a streamed answer); the whole exchange within `timeout`. The
     /// reply's body is empty for a 2xx answer and the error body otherwise.

@@ -78,6 +78,10 @@ pub enum IntakeError {
     /// 404: no such route ([`super::handlers::HTTP_ROUTES`] lists the ones there are).
     #[error("no such route")]
     UnknownRoute,
+    /// 421: the request's `Host` is not one the server answers for (a server that checks
+    /// it, against DNS rebinding).
+    #[error("this server does not answer for the request's Host; it answers for its own names only")]
+    UnknownHost,
     /// 405: the route exists, but not with this method.
     #[error("method not allowed on this route (allowed: {allowed})")]
     MethodNotAllowed {
@@ -91,6 +95,12 @@ pub enum IntakeError {
         size: usize,
         /// Bytes allowed.
         limit: usize,
+    },
+    /// 408: the request's body did not arrive within the server's body timeout.
+    #[error("the request body did not arrive within {} ms", limit.as_millis())]
+    BodyTimeout {
+        /// The body timeout.
+        limit: Duration,
     },
     /// 409: the idempotency key or query id is already used by a different request.
     #[error("{0}")]

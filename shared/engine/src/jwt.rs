@@ -12,12 +12,21 @@
 //! - `exp` is in the future and `nbf` (when present) in the past, both with
 //!   [`CLOCK_LEEWAY_S`] of leeway; `sub` is present and not empty.
 //!
-//! The keys come from configuration (`SWITCHYARD_JWT_JWKS`, the issuer's JWKS document), not
-//! from the network: the function's init stays a parse of a few hundred bytes.
+//! In a function the keys come from configuration (`SWITCHYARD_JWT_JWKS`, the issuer's JWKS
+//! document), not from the network: the function's init stays a parse of a few hundred bytes.
+//! `switchyard serve --auth jwt` may instead fetch them from the issuer's JWKS URL
+//! (`SWITCHYARD_JWT_JWKS_URL`, [`JwtVerifier::from_jwks_url`]); then a token whose `kid` the
+//! cached keys do not hold makes the verifier fetch the document once more (at most once per
+//! [`JWKS_REFRESH_MIN_INTERVAL`]) before it refuses: a key rotation is picked up on the first
+//! token signed with the new key, and a flood of made-up `kid`s costs one fetch a minute.
 
+use crate::http_client::HttpClient;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::Value;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Longest token accepted (Cognito's ID tokens are about 1 KB; 8 KB leaves room for claims).
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;
@@ -31,16 +40,33 @@ pub const ENV_JWT_ISSUER: &str = "SWITCHYARD_JWT_ISSUER";
 pub const ENV_JWT_AUDIENCE: &str = "SWITCHYARD_JWT_AUDIENCE";
 /// The issuer's JWKS document (JSON: `{"keys":[…]}`).
 pub const ENV_JWT_JWKS: &str = "SWITCHYARD_JWT_JWKS";
+/// Where the issuer publishes its JWKS document (`switchyard serve --auth jwt`), in place of
+/// [`ENV_JWT_JWKS`].
+pub const ENV_JWT_JWKS_URL: &str = "SWITCHYARD_JWT_JWKS_URL";
+
+/// Shortest time between two fetches of the JWKS caused by unknown `kid`s: issuers rotate
+/// keys in days and publish the new key before signing with it, so one fetch a minute
+/// picks a rotation up at once and bounds what forged `kid`s can make the server fetch.
+pub const JWKS_REFRESH_MIN_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Time allowed for one fetch of the JWKS document.
+pub const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Largest JWKS document read (an issuer's is a few KB).
+pub const MAX_JWKS_BYTES: usize = 256 * 1024;
 
 /// Why the verifier could not be built from its configuration (an init failure).
 #[derive(Debug, thiserror::Error)]
 pub enum JwtConfigError {
     /// A setting is missing or empty.
-    #[error("{0} is not set: the events-stream function verifies callers' JWTs itself and needs the issuer, the audiences and the issuer's JWKS")]
+    #[error("{0} is not set: verifying callers' JWTs needs the issuer, the audiences and the issuer's JWKS (document or URL)")]
     Missing(&'static str),
     /// The JWKS document does not parse or holds no usable key.
     #[error("{ENV_JWT_JWKS}: {0}")]
     Jwks(String),
+    /// The JWKS document could not be fetched from its URL, or what came back is unusable.
+    #[error("{ENV_JWT_JWKS_URL}: {0}")]
+    JwksUrl(String),
 }
 
 /// Why a token was refused. The message names the claim or part and the rule; it never
@@ -117,7 +143,44 @@ struct Key {
 pub struct JwtVerifier {
     issuer: String,
     audiences: Vec<String>,
-    keys: Vec<Key>,
+    /// The keys in use; replaced whole when the JWKS is fetched again.
+    keys: RwLock<Arc<Vec<Key>>>,
+    /// Where the keys come from when they are fetched, not configured.
+    source: Option<JwksSource>,
+}
+
+/// A JWKS URL and when it was last fetched for an unknown `kid`.
+#[derive(Debug)]
+struct JwksSource {
+    url: String,
+    client: HttpClient,
+    /// Held while fetching, so concurrent unknown `kid`s cause one fetch.
+    last_refresh: tokio::sync::Mutex<Option<Instant>>,
+}
+
+/// The signing keys of a JWKS document, or why there are none.
+fn parse_keys(jwks: &str) -> Result<Vec<Key>, String> {
+    let document: Jwks = serde_json::from_str(jwks).map_err(|e| format!("not a JWKS document ({e})"))?;
+    let mut keys = Vec::new();
+    for (i, jwk) in document.keys.into_iter().enumerate() {
+        if let Some(key) = jwk.into_key(i)? {
+            keys.push(key);
+        }
+    }
+    if keys.is_empty() {
+        return Err("no RS256 (RSA, 2048 bits or more) or ES256 (P-256) signing key".into());
+    }
+    Ok(keys)
+}
+
+/// Fetch and parse the JWKS document at `url`.
+async fn fetch_keys(client: &HttpClient, url: &str) -> Result<Vec<Key>, String> {
+    let reply = client.get(url, JWKS_FETCH_TIMEOUT, MAX_JWKS_BYTES).await.map_err(|e| e.to_string())?;
+    if reply.status != 200 {
+        return Err(format!("GET {url} answered {}", reply.status));
+    }
+    let text = std::str::from_utf8(&reply.body).map_err(|_| format!("GET {url}: the document is not UTF-8"))?;
+    parse_keys(text).map_err(|e| format!("GET {url}: {e}"))
 }
 
 #[derive(Deserialize)]
@@ -193,6 +256,18 @@ impl Jwk {
     }
 }
 
+/// The issuer and the audiences, trimmed; each must be there.
+fn check_settings(issuer: &str, audiences: &[String]) -> Result<(String, Vec<String>), JwtConfigError> {
+    if issuer.trim().is_empty() {
+        return Err(JwtConfigError::Missing(ENV_JWT_ISSUER));
+    }
+    let audiences: Vec<String> = audiences.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+    if audiences.is_empty() {
+        return Err(JwtConfigError::Missing(ENV_JWT_AUDIENCE));
+    }
+    Ok((issuer.trim().to_string(), audiences))
+}
+
 fn claim_strings(value: Option<&Value>) -> Vec<String> {
     match value {
         Some(Value::String(s)) => s
@@ -211,25 +286,56 @@ impl JwtVerifier {
     /// A verifier for tokens of `issuer` meant for one of `audiences`, signed by a key of the
     /// JWKS document `jwks`. Keys of other types or uses are ignored; none left is an error.
     pub fn new(issuer: &str, audiences: &[String], jwks: &str) -> Result<JwtVerifier, JwtConfigError> {
-        if issuer.trim().is_empty() {
-            return Err(JwtConfigError::Missing(ENV_JWT_ISSUER));
+        let (issuer, audiences) = check_settings(issuer, audiences)?;
+        let keys = parse_keys(jwks).map_err(JwtConfigError::Jwks)?;
+        Ok(JwtVerifier { issuer, audiences, keys: RwLock::new(Arc::new(keys)), source: None })
+    }
+
+    /// A verifier whose keys are fetched from the JWKS document at `url` now, and again when a
+    /// token names a `kid` they do not hold (at most once per [`JWKS_REFRESH_MIN_INTERVAL`]).
+    pub async fn from_jwks_url(
+        issuer: &str,
+        audiences: &[String],
+        url: &str,
+        client: HttpClient,
+    ) -> Result<JwtVerifier, JwtConfigError> {
+        let (issuer, audiences) = check_settings(issuer, audiences)?;
+        let url = url.trim();
+        if !(url.starts_with("https://") || url.starts_with("http://")) {
+            return Err(JwtConfigError::JwksUrl(format!("`{url}` must be an http:// or https:// URL")));
         }
-        let audiences: Vec<String> = audiences.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
-        if audiences.is_empty() {
-            return Err(JwtConfigError::Missing(ENV_JWT_AUDIENCE));
+        let keys = fetch_keys(&client, url).await.map_err(JwtConfigError::JwksUrl)?;
+        let source = JwksSource { url: url.to_string(), client, last_refresh: tokio::sync::Mutex::new(None) };
+        Ok(JwtVerifier { issuer, audiences, keys: RwLock::new(Arc::new(keys)), source: Some(source) })
+    }
+
+    /// The keys in use now.
+    fn current_keys(&self) -> Arc<Vec<Key>> {
+        self.keys.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Fetch the JWKS again for a `kid` the cached keys do not hold, unless it was fetched for
+    /// that reason less than [`JWKS_REFRESH_MIN_INTERVAL`] ago. Whether the keys were replaced.
+    async fn refresh_for_unknown_kid(&self) -> bool {
+        let Some(source) = &self.source else {
+            return false;
+        };
+        let mut last = source.last_refresh.lock().await;
+        if last.is_some_and(|at| at.elapsed() < JWKS_REFRESH_MIN_INTERVAL) {
+            return false;
         }
-        let document: Jwks =
-            serde_json::from_str(jwks).map_err(|e| JwtConfigError::Jwks(format!("not a JWKS document ({e})")))?;
-        let mut keys = Vec::new();
-        for (i, jwk) in document.keys.into_iter().enumerate() {
-            if let Some(key) = jwk.into_key(i).map_err(JwtConfigError::Jwks)? {
-                keys.push(key);
+        *last = Some(Instant::now());
+        match fetch_keys(&source.client, &source.url).await {
+            Ok(keys) => {
+                tracing::info!(keys = keys.len(), "JWKS fetched again for an unknown kid");
+                *self.keys.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(keys);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "fetching the JWKS again failed; the cached keys stay");
+                false
             }
         }
-        if keys.is_empty() {
-            return Err(JwtConfigError::Jwks("no RS256 (RSA, 2048 bits or more) or ES256 (P-256) signing key".into()));
-        }
-        Ok(JwtVerifier { issuer: issuer.trim().to_string(), audiences, keys })
     }
 
     /// The verifier configured by [`ENV_JWT_ISSUER`], [`ENV_JWT_AUDIENCE`] and [`ENV_JWT_JWKS`].
@@ -252,7 +358,17 @@ impl JwtVerifier {
         self.verify(token, now)
     }
 
-    /// Verify `token` at `now` (epoch seconds).
+    /// [`JwtVerifier::verify_authorization`], and for a token whose `kid` the cached keys do
+    /// not hold, once more after fetching the JWKS again (a verifier built from a URL; at most
+    /// once per [`JWKS_REFRESH_MIN_INTERVAL`]). What every door that verifies tokens calls.
+    pub async fn verify_authorization_fresh(&self, header: Option<&str>, now: i64) -> Result<VerifiedToken, JwtError> {
+        match self.verify_authorization(header, now) {
+            Err(JwtError::UnknownKey) if self.refresh_for_unknown_kid().await => self.verify_authorization(header, now),
+            other => other,
+        }
+    }
+
+    /// Verify `token` at `now` (epoch seconds) with the cached keys.
     pub fn verify(&self, token: &str, now: i64) -> Result<VerifiedToken, JwtError> {
         if token.len() > MAX_TOKEN_LEN {
             return Err(JwtError::TooLong);
@@ -272,14 +388,14 @@ impl JwtVerifier {
             _ => return Err(JwtError::UnsupportedAlgorithm),
         };
         let kid = header.get("kid").and_then(Value::as_str);
-        let candidates: Vec<&Key> = self
-            .keys
+        let keys = self.current_keys();
+        let candidates: Vec<&Key> = keys
             .iter()
             .filter(|k| k.algorithm == algorithm)
             .filter(|k| match (kid, &k.kid) {
                 (Some(wanted), Some(have)) => wanted == have,
-                (None, _) => self.keys.len() == 1,
-                (Some(_), None) => self.keys.len() == 1,
+                (None, _) => keys.len() == 1,
+                (Some(_), None) => keys.len() == 1,
             })
             .collect();
         if candidates.is_empty() {

@@ -89,12 +89,12 @@ fn header<'a>(request: &'a ApiGatewayV2httpRequest, name: &str) -> Option<&'a st
     request.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn caller(deps: &Deps, identity: Identity<'_>, request: &ApiGatewayV2httpRequest) -> Result<Caller, IntakeError> {
+async fn caller(deps: &Deps, identity: Identity<'_>, request: &ApiGatewayV2httpRequest) -> Result<Caller, IntakeError> {
     match identity {
         Identity::Gateway => handlers::caller(deps, request).ok_or(IntakeError::Unauthenticated),
         Identity::Jwt(verifier) => {
             let now = deps.clock.now().timestamp();
-            match verifier.verify_authorization(header(request, "authorization"), now) {
+            match verifier.verify_authorization_fresh(header(request, "authorization"), now).await {
                 Ok(token) => Ok(Caller { user_id: token.subject, roles: token.roles }),
                 Err(e) => {
                     tracing::info!(reason = %e, "refused: bad bearer token");
@@ -164,7 +164,7 @@ async fn open(
     if !STREAM_ROUTES.iter().any(|(m, t)| *t == template && *m == method.as_str()) {
         return Err(IntakeError::MethodNotAllowed { allowed });
     }
-    let caller = caller(deps, identity, request)?;
+    let caller = caller(deps, identity, request).await?;
     match (method, template) {
         (&Method::GET, "/v1/queries/{id}/events") => {
             let id = id.unwrap_or_default();
