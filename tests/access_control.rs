@@ -160,3 +160,82 @@ async fn logs_at_info_level_carry_ids_and_never_the_text_of_the_question() {
     let events = serde_json::to_string(&h.system.deps.store.list_events(&id).await.expect("events")).expect("json");
     assert!(!events.contains(secret), "the event log holds ids and statuses, not the question");
 }
+
+/// A `POST /v1/queries` body with a pre-parsed query under `query_id`.
+fn pre_parsed(query_id: &str) -> String {
+    json!({"parsed_query": {"query_id": query_id, "raw_query": "alpha steady question", "intent": "steady_q",
+        "confidence": 0.9, "timestamp": "2025-12-08T10:00:00Z"}})
+    .to_string()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pre_parsed_query_id_another_caller_used_is_answered_as_one_never_used() {
+    let h = Harness::start(scripted());
+    let post = |body: String, user: &'static str, key: Option<&'static str>| {
+        let mut request = api_request("POST", "/v1/queries", "", Some(&body), user, "");
+        if let Some(key) = key {
+            request.headers.insert("idempotency-key", key.parse().expect("header"));
+        }
+        handle_http(&h.system.deps, request)
+    };
+    let taken = uuid::Uuid::new_v4().to_string();
+    let owner = post(pre_parsed(&taken), "owner", Some("k-1")).await;
+    assert_eq!(owner.status_code, 202, "{}", text_body(&owner));
+    let owners_id = json_body(&owner)["query_id"].as_str().expect("id").to_string();
+
+    // Another caller sending the owner's id and one sending an id nobody used get the same answer.
+    let foreign = post(pre_parsed(&taken), "other", None).await;
+    let unknown = post(pre_parsed(&uuid::Uuid::new_v4().to_string()), "other", None).await;
+    for r in [&foreign, &unknown] {
+        assert_eq!(r.status_code, 202, "{}", text_body(r));
+        let body = json_body(r);
+        let keys: Vec<&String> = body.as_object().expect("object").keys().collect();
+        let unknown_body = json_body(&unknown);
+        assert_eq!(keys, unknown_body.as_object().expect("object").keys().collect::<Vec<_>>());
+        assert_eq!(body["status"], "accepted");
+        assert_ne!(body["query_id"], owners_id.as_str());
+    }
+    let foreign_id = json_body(&foreign)["query_id"].as_str().expect("id").to_string();
+    let stored = h.system.store.get_query(&foreign_id).await.expect("store").expect("the other caller's query");
+    assert_eq!(stored.user_id, "other");
+    let owners = h.system.store.get_query(&owners_id).await.expect("store").expect("the owner's query");
+    assert_eq!(owners.user_id, "owner", "the owner's query is untouched");
+
+    // The owner keeps idempotency: the same body and key replay the query, with spacing and key
+    // order of its own; the same id without the key is the owner's own id, already in use.
+    let respaced =
+        serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(&pre_parsed(&taken)).expect("json"))
+            .expect("json");
+    let replay = post(respaced, "owner", Some("k-1")).await;
+    assert_eq!((replay.status_code, json_body(&replay)["query_id"].clone()), (200, json!(owners_id)));
+    let again = post(pre_parsed(&taken), "owner", None).await;
+    assert_eq!(again.status_code, 409, "{}", text_body(&again));
+    assert!(json_body(&again)["error"]["message"].as_str().expect("message").contains("already in use"));
+    // The other caller sending the same id again reaches its own query, not the owner's.
+    let foreign_again = post(pre_parsed(&taken), "other", None).await;
+    assert_eq!(foreign_again.status_code, 409, "{}", text_body(&foreign_again));
+    let read =
+        handle_http(&h.system.deps, api_request("GET", &format!("/v1/queries/{owners_id}"), "", None, "other", ""))
+            .await;
+    assert_eq!(read.status_code, 404);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idempotent_retry_is_the_same_request_whatever_its_spacing_and_key_order() {
+    let h = Harness::start(scripted());
+    let post = |body: &str| {
+        let mut request = api_request("POST", "/v1/queries", "", Some(body), "u1", "");
+        request.headers.insert("idempotency-key", "retry-1".parse().expect("header"));
+        handle_http(&h.system.deps, request)
+    };
+    let first = post(r#"{"query":"alpha steady question","preferences":{"b":1,"a":[1,2]}}"#).await;
+    assert_eq!(first.status_code, 202, "{}", text_body(&first));
+    let id = json_body(&first)["query_id"].clone();
+    let same =
+        post("{ \"preferences\" : { \"a\" : [ 1, 2 ], \"b\" : 1 },\n  \"query\" : \"alpha steady question\" }").await;
+    assert_eq!((same.status_code, json_body(&same)["query_id"].clone()), (200, id));
+    // A different value is a different request, however it is spaced.
+    let different = post(r#"{ "query": "alpha steady question", "preferences": {"a": [2, 1], "b": 1} }"#).await;
+    assert_eq!(different.status_code, 409, "{}", text_body(&different));
+    assert_eq!(json_body(&different)["error"]["code"], "conflict");
+}

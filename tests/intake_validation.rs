@@ -294,18 +294,28 @@ fn given_51_history_entries_when_validated_then_the_limit_of_50_is_named() {
     assert_eq!(rule_of(&err, "conversation_history"), "must have at most 50 entries; got 51");
 }
 
+#[test]
+fn given_preferences_that_are_not_an_object_when_validated_then_preferences_must_be_an_object() {
+    for preferences in [json!("brief"), json!([1, 2]), json!(3), json!(true)] {
+        let err = refuse(json!({"query": "hi", "preferences": preferences}).to_string().as_bytes());
+        assert_eq!(rule_of(&err, "preferences"), "must be a JSON object", "{preferences}");
+    }
+    // `null` is the field left out.
+    assert_eq!(accept(br#"{"query": "hi", "preferences": null}"#).preferences, None);
+}
+
 // ---- hostile corpus ----------------------------------------------------------------------------------
 
 #[test]
 fn given_json_nested_33_levels_deep_when_validated_then_the_body_is_refused() {
-    let body = format!(r#"{{"query": "hi", "preferences": {}1{}}}"#, "[".repeat(32), "]".repeat(32));
+    let body = format!(r#"{{"query": "hi", "preferences": {{"a": {}1{}}}}}"#, "[".repeat(31), "]".repeat(31));
     let err = refuse(body.as_bytes());
     assert!(rule_of(&err, "body").contains("deeper than 32 levels"));
 }
 
 #[test]
 fn given_json_nested_32_levels_deep_when_validated_then_it_is_accepted() {
-    let body = format!(r#"{{"query": "hi", "preferences": {}1{}}}"#, "[".repeat(31), "]".repeat(31));
+    let body = format!(r#"{{"query": "hi", "preferences": {{"a": {}1{}}}}}"#, "[".repeat(30), "]".repeat(30));
     accept(body.as_bytes());
 }
 

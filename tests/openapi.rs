@@ -178,7 +178,8 @@ fn every_error_code_the_handler_maps_is_documented() {
         IntakeError::Unavailable("u".into()),
         IntakeError::UnknownRoute,
         IntakeError::MethodNotAllowed { allowed: "GET" },
-        IntakeError::TooLarge { size: 2, limit: 1 },
+        IntakeError::TooLarge { size: Some(2), limit: 1 },
+        IntakeError::RateLimited { retry_after: std::time::Duration::from_millis(1500) },
         IntakeError::NotReady { query_id: "q".into(), waited: std::time::Duration::from_secs(1) },
     ];
     for e in &errors {

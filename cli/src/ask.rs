@@ -70,6 +70,9 @@ pub struct ServeArgs {
     /// Connection limits (docs/serve.md#connections).
     #[command(flatten)]
     pub limits: crate::serve::Limits,
+    /// The per-caller rate and the embedded store's bounds (docs/serve.md#quotas).
+    #[command(flatten)]
+    pub quotas: crate::serve::Quotas,
     /// A `Host` name answered besides the loopback names and the bind address (repeat the
     /// flag; comma separated in the variable). Any other Host is answered 421.
     #[arg(long = "allow-host", env = "SWITCHYARD_SERVE_ALLOW_HOSTS", value_delimiter = ',')]
@@ -447,7 +450,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         ServeAuth::Dev => None,
     };
     let manifest = Arc::new(crate::load_manifest(args.manifest.as_ref())?);
-    let settings = EngineSettings { dev_identity_headers: args.auth == ServeAuth::Dev, ..EngineSettings::default() };
+    let settings = EngineSettings {
+        dev_identity_headers: args.auth == ServeAuth::Dev,
+        memory_quota: args.quotas.store_quota(),
+        ..EngineSettings::default()
+    };
     let (deps, _pollers) = start_backend(args.backend, manifest, settings).await?;
     let listener = tokio::net::TcpListener::bind((args.bind, args.port)).await?;
     let addr = listener.local_addr()?;
@@ -464,7 +471,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     println!("listening on http://{addr}");
     let access =
         crate::serve::Access { hosts: crate::serve::HostAllowlist::new(args.bind, &args.allow_hosts), verifier };
-    crate::serve::run(listener, deps, args.limits, access).await?;
+    crate::serve::run(listener, deps, args.limits, access, args.quotas).await?;
     Ok(0)
 }
 

@@ -21,6 +21,11 @@
 //! that rebinds its own name to this address cannot reach the API. With `--auth jwt` the
 //! caller is the bearer token's, verified by [`switchyard_engine::jwt::JwtVerifier`] as the
 //! `events-stream` function verifies it; the dev identity headers are then ignored.
+//!
+//! # Quotas
+//! Each caller (the verified token's subject, or the dev identity) has a token bucket
+//! ([`RateLimiter`], docs/serve.md#quotas): past its rate a request is answered `429` with
+//! `Retry-After`. The embedded store is bounded by [`Quotas::store_quota`].
 
 use crate::backend::api_event;
 use aws_lambda_events::apigw::ApiGatewayV2httpResponse;
@@ -36,7 +41,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use switchyard_core::admission::{FieldError, ValidationError};
-use switchyard_engine::handlers::{error_response, handle_http, is_openai_path, openai_error_response};
+use switchyard_engine::handlers::{
+    self, body_limit, error_response, handle_http, is_openai_path, openai_error_response,
+};
 use switchyard_engine::intake::IntakeError;
 use switchyard_engine::jwt::{JwtError, JwtVerifier};
 use switchyard_engine::live::{self, Identity, StreamReply};
@@ -46,9 +53,6 @@ use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tower::ServiceExt;
-
-/// Largest request body read; larger bodies get 413 before the intake sees them.
-const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 
 /// Refused connections (over the cap) kept open at once for a moment after their `503`, so a
 /// request still arriving is read off and the close is not a reset; past this many, a refused
@@ -84,6 +88,115 @@ impl Default for Limits {
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             max_connections: 512,
+        }
+    }
+}
+
+/// The per-caller rate and the embedded store's bounds of `switchyard serve`: each a flag and an
+/// environment variable (docs/serve.md#quotas).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Quotas {
+    /// Records the embedded store holds (queries and sessions); past it the oldest finished
+    /// ones are evicted. A running query is never evicted: with only those left, a new query is
+    /// answered 503. (`--backend memory` only.)
+    #[arg(long = "max-records", env = "SWITCHYARD_SERVE_MAX_RECORDS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub max_records: u64,
+    /// Bytes the embedded store holds (the JSON size of its records), e.g. 256MiB, 64KiB or a
+    /// number of bytes; past it the oldest finished records are evicted, as for --max-records.
+    #[arg(long = "max-store-bytes", env = "SWITCHYARD_SERVE_MAX_STORE_BYTES", default_value = "256MiB", value_parser = parse_bytes)]
+    pub max_store_bytes: u64,
+    /// Requests per second each caller may send, sustained; past it (and its burst) the answer
+    /// is 429 with Retry-After.
+    #[arg(long = "rate-limit", env = "SWITCHYARD_SERVE_RATE_LIMIT", default_value_t = 20.0, value_parser = parse_rate)]
+    pub rate: f64,
+    /// Requests a caller may send at once, above its sustained rate (the bucket's size).
+    #[arg(long = "rate-burst", env = "SWITCHYARD_SERVE_RATE_BURST", default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub burst: u32,
+}
+
+impl Default for Quotas {
+    fn default() -> Quotas {
+        Quotas { max_records: 10_000, max_store_bytes: 256 * 1024 * 1024, rate: 20.0, burst: 40 }
+    }
+}
+
+impl Quotas {
+    /// The embedded store's bounds.
+    pub fn store_quota(&self) -> switchyard_engine::memory::Quota {
+        switchyard_engine::memory::Quota {
+            max_records: usize::try_from(self.max_records).unwrap_or(usize::MAX),
+            max_bytes: usize::try_from(self.max_store_bytes).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+/// A size flag: bytes, or a number with KiB, MiB or GiB; at least 64 KiB (one query body).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let (number, scale) = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
+        .iter()
+        .find_map(|(suffix, scale)| trimmed.strip_suffix(suffix).map(|n| (n, *scale)))
+        .unwrap_or((trimmed, 1));
+    match number.trim().parse::<u64>().ok().and_then(|n| n.checked_mul(scale)) {
+        Some(bytes) if bytes >= 64 * 1024 => Ok(bytes),
+        _ => Err(format!("`{text}` is not a size: bytes, or a whole number of KiB, MiB or GiB, at least 64KiB")),
+    }
+}
+
+/// A rate flag: requests per second, above 0 and at most a million (decimals allowed: 0.5 is
+/// one request every 2 s).
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1_000_000.0 => Ok(v),
+        _ => Err(format!("`{text}` is not a rate: requests per second, above 0 and at most 1000000")),
+    }
+}
+
+/// Callers whose buckets are kept before full (idle) ones are dropped.
+const MAX_BUCKETS: usize = 65_536;
+
+/// A token bucket per caller: `burst` requests at once, refilled at `rate` a second.
+#[derive(Debug)]
+pub struct RateLimiter {
+    rate: f64,
+    burst: f64,
+    buckets: Mutex<std::collections::HashMap<String, Bucket>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn refilled(self, now: Instant, rate: f64, burst: f64) -> Bucket {
+        Bucket { tokens: (self.tokens + (now - self.at).as_secs_f64() * rate).min(burst), at: now }
+    }
+}
+
+impl RateLimiter {
+    /// `rate` requests a second per caller, `burst` at once.
+    pub fn new(rate: f64, burst: u32) -> RateLimiter {
+        RateLimiter { rate, burst: f64::from(burst), buckets: Mutex::new(std::collections::HashMap::new()) }
+    }
+
+    /// Take one request from `caller`'s bucket, or say how long until one is there.
+    pub fn take(&self, caller: &str) -> Result<(), Duration> {
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(caller) {
+            // A full bucket is what a new caller gets: forgetting it changes nothing.
+            let (rate, burst) = (self.rate, self.burst);
+            buckets.retain(|_, b| b.refilled(now, rate, burst).tokens < burst);
+        }
+        let bucket = buckets.entry(caller.to_string()).or_insert(Bucket { tokens: self.burst, at: now });
+        *bucket = bucket.refilled(now, self.rate, self.burst);
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - bucket.tokens) / self.rate))
         }
     }
 }
@@ -156,6 +269,7 @@ struct App {
     system: Arc<Deps>,
     limits: Limits,
     access: Access,
+    rate: RateLimiter,
 }
 
 /// Serve until the process is stopped.
@@ -164,8 +278,10 @@ pub async fn run(
     system: Arc<Deps>,
     limits: Limits,
     access: Access,
+    quotas: Quotas,
 ) -> anyhow::Result<()> {
-    let app = axum::Router::new().fallback(handle).with_state(Arc::new(App { system, limits, access }));
+    let rate = RateLimiter::new(quotas.rate, quotas.burst);
+    let app = axum::Router::new().fallback(handle).with_state(Arc::new(App { system, limits, access, rate }));
     let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
     loop {
@@ -466,12 +582,20 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let system = &app.system;
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
-    let bytes = match tokio::time::timeout(app.limits.body_timeout, axum::body::to_bytes(body, MAX_REQUEST_BYTES)).await
-    {
+    // The route's own limit: a larger body gets 413 before the intake sees it, and one whose
+    // content-length says so is not read at all.
+    let limit = body_limit(&path);
+    let declared = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    if declared.is_some_and(|size| size > limit) {
+        return refuse(&path, IntakeError::TooLarge { size: declared, limit });
+    }
+    let bytes = match tokio::time::timeout(app.limits.body_timeout, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(b)) => b,
-        Ok(Err(_)) => {
-            return refuse(&path, IntakeError::TooLarge { size: MAX_REQUEST_BYTES + 1, limit: MAX_REQUEST_BYTES })
-        }
+        Ok(Err(_)) => return refuse(&path, IntakeError::TooLarge { size: None, limit }),
         Err(_) => return refuse(&path, IntakeError::BodyTimeout { limit: app.limits.body_timeout }),
     };
     let body = if bytes.is_empty() {
@@ -492,37 +616,54 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         Ok(e) => e,
         Err(_) => return refuse(&path, invalid("request", "could not be read as an API Gateway event")),
     };
-    let Some(verifier) = &app.access.verifier else {
-        if live::wants_stream(&event) {
-            return to_streamed(live::handle_stream(system, Identity::Gateway, &event).await);
+    // The caller: with `--auth jwt` the bearer token's subject, verified here and its claims
+    // put where API Gateway's authorizer puts them (the OpenAPI document is served without
+    // identity, handlers::OPENAPI_JSON); else the dev identity, as the handler reads it.
+    let (event, caller) = match &app.access.verifier {
+        None => {
+            let caller = handlers::caller(system, &event).map(|c| c.user_id);
+            (event, caller)
         }
-        return to_response(handle_http(system, event).await);
-    };
-    if live::wants_stream(&event) {
-        return to_streamed(live::handle_stream(system, Identity::Jwt(verifier), &event).await);
-    }
-    // The other routes read the caller from the authorizer's claims, as behind API Gateway:
-    // the token is verified here and its claims put where the authorizer puts them. The
-    // OpenAPI document is served without identity (handlers::OPENAPI_JSON).
-    let authorization = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let now = system.clock.now().timestamp();
-    let claims = match verifier.verify_authorization_fresh(authorization, now).await {
-        Ok(token) => Some((token.subject, token.roles.join(","))),
-        Err(JwtError::Missing) if path == "/openapi.json" => None,
-        Err(e) => {
-            tracing::info!(reason = %e, "refused: bad bearer token");
-            return refuse(&path, IntakeError::BadToken(e.to_string()));
-        }
-    };
-    let event = match claims {
-        None => event,
-        Some((sub, roles)) => {
-            match api_event(parts.method.as_str(), &path, &query, &headers, event.body, Some((&sub, &roles))) {
-                Ok(e) => e,
-                Err(_) => return refuse(&path, invalid("request", "could not be read as an API Gateway event")),
+        Some(verifier) => {
+            let authorization = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+            let now = system.clock.now().timestamp();
+            match verifier.verify_authorization_fresh(authorization, now).await {
+                Ok(token) => {
+                    let claims = (token.subject.as_str(), token.roles.join(","));
+                    match api_event(
+                        parts.method.as_str(),
+                        &path,
+                        &query,
+                        &headers,
+                        event.body,
+                        Some((claims.0, &claims.1)),
+                    ) {
+                        Ok(e) => (e, Some(token.subject.clone())),
+                        Err(_) => {
+                            return refuse(&path, invalid("request", "could not be read as an API Gateway event"))
+                        }
+                    }
+                }
+                Err(JwtError::Missing) if path == "/openapi.json" => (event, None),
+                Err(e) => {
+                    tracing::info!(reason = %e, "refused: bad bearer token");
+                    return refuse(&path, IntakeError::BadToken(e.to_string()));
+                }
             }
         }
     };
+    if let Some(caller) = &caller {
+        if let Err(retry_after) = app.rate.take(caller) {
+            tracing::info!("refused: the caller is over its rate");
+            return refuse(&path, IntakeError::RateLimited { retry_after });
+        }
+    }
+    if live::wants_stream(&event) {
+        // A stream's caller is read as the events-stream function reads it: the token
+        // verified again there (the same call), or the dev identity.
+        let identity = app.access.verifier.as_deref().map_or(Identity::Gateway, Identity::Jwt);
+        return to_streamed(live::handle_stream(system, identity, &event).await);
+    }
     to_response(handle_http(system, event).await)
 }
 

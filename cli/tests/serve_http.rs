@@ -241,6 +241,97 @@ async fn a_foreign_host_is_refused_421_and_the_servers_own_names_are_answered() 
     }
 }
 
+#[tokio::test]
+async fn a_body_over_its_routes_limit_is_answered_413_with_that_limit() {
+    let server = serve(&[]);
+    let post = |path: &str, length: usize| {
+        format!(
+            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-switchyard-user: u1\r\ncontent-type: application/json\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n"
+        )
+    };
+    let id = uuid::Uuid::new_v4();
+    // A declared size over the limit is refused unread, the size and the route's own limit named.
+    for (path, limit, shape) in [
+        ("/v1/queries".to_string(), 64 * 1024, "error"),
+        (format!("/v1/queries/{id}/feedback"), 8 * 1024, "error"),
+        ("/v1/chat/completions".to_string(), 512 * 1024, "openai"),
+    ] {
+        let (status, text) = exchange(server.addr, &post(&path, limit + 1)).await;
+        assert_eq!(status, 413, "{path}: {text}");
+        let body = body_of(&text);
+        let message = body["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains(&format!("{} bytes", limit + 1)), "{path}: {message}");
+        assert!(message.contains(&format!("this route's limit is {limit} bytes")), "{path}: {message}");
+        if shape == "error" {
+            assert_eq!(body["error"]["code"], "too_large", "{text}");
+        }
+    }
+    // A chunked body has no declared size: it is read up to the limit and refused there.
+    let mut stream = TcpStream::connect(server.addr).await.expect("connect");
+    let chunk = "x".repeat(16 * 1024);
+    let mut request = String::from(
+        "POST /v1/queries HTTP/1.1\r\nhost: 127.0.0.1\r\nx-switchyard-user: u1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+    );
+    for _ in 0..5 {
+        request.push_str(&format!("{:x}\r\n{chunk}\r\n", chunk.len()));
+    }
+    request.push_str("0\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let (status, text) = read_answer(&mut stream).await;
+    assert_eq!(status, 413, "{text}");
+    let message = body_of(&text)["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert_eq!(message, "request body is over this route's limit of 65536 bytes");
+    // A body within a larger route's limit is read whole and judged by its route.
+    let within = "{\"model\": 1}";
+    let (status, text) =
+        exchange(server.addr, &format!("{}{within}", post("/v1/chat/completions", within.len()))).await;
+    assert_eq!(status, 400, "{text}");
+}
+
+#[tokio::test]
+async fn a_caller_past_its_rate_is_answered_429_with_retry_after_and_others_are_not() {
+    // GIVEN a rate of 1 request a second with a burst of 3
+    let server = serve(&["--rate-limit", "1", "--rate-burst", "3"]);
+    let models = |user: &str| get("/v1/models", &[&format!("x-switchyard-user: {user}")]);
+    // WHEN one caller sends 5 requests at once
+    let mut statuses = Vec::new();
+    let mut last = String::new();
+    for _ in 0..5 {
+        let (status, text) = exchange(server.addr, &models("u1")).await;
+        statuses.push(status);
+        last = text;
+    }
+    // THEN the burst is served and the rest is refused, saying when to come back
+    assert_eq!(statuses, [200, 200, 200, 429, 429], "{last}");
+    assert_eq!(body_of(&last)["error"]["code"], "rate_limited", "{last}");
+    let retry_after = last
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("retry-after: ").map(str::to_string))
+        .expect("a retry-after header");
+    assert_eq!(retry_after.trim(), "1", "{last}");
+    // AND another caller has a bucket of its own
+    assert_eq!(exchange(server.addr, &models("u2")).await.0, 200);
+    // AND after the wait the caller is served again
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(exchange(server.addr, &models("u1")).await.0, 200);
+    // AND a chat completion past the rate is refused in the OpenAI shape, inviting the retry
+    for _ in 0..3 {
+        let _ = exchange(server.addr, &models("u3")).await;
+    }
+    let chat = "{\"model\": \"x\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}";
+    let (status, text) = exchange(
+        server.addr,
+        &format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nx-switchyard-user: u3\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{chat}",
+            chat.len()
+        ),
+    )
+    .await;
+    assert_eq!(status, 429, "{text}");
+    assert_eq!(body_of(&text)["error"]["type"], "rate_limit_error", "{text}");
+    assert!(!text.to_ascii_lowercase().contains("x-should-retry: false"), "{text}");
+}
+
 #[test]
 fn a_non_loopback_bind_with_the_dev_identity_headers_refuses_to_start() {
     // WHEN serve is asked to bind every address with the dev headers

@@ -225,6 +225,9 @@ impl Intake<'_> {
                 format!("must have at most {MAX_HISTORY_ENTRIES} entries; got {}", conversation_history.len()),
             );
         }
+        if preferences.as_ref().is_some_and(|p| !p.is_object()) {
+            self.error("preferences", "must be a JSON object");
+        }
         if !self.errors.is_empty() {
             return Err(ValidationError { errors: self.errors });
         }

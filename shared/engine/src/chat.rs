@@ -570,6 +570,7 @@ pub fn error_body(status: i64, code: &str, message: &str, error: &IntakeError) -
         403 => "permission_error",
         404 => "not_found_error",
         409 => "conflict_error",
+        429 => "rate_limit_error",
         _ => "server_error",
     };
     let param = match error {

@@ -35,6 +35,9 @@ pub struct EngineSettings {
     /// How the live events endpoint polls the log, beats and ends
     /// ([`super::follow::FollowSettings`]).
     pub follow: super::follow::FollowSettings,
+    /// What the embedded store holds at most ([`super::memory::Quota`]; unbounded by default,
+    /// bounded by `switchyard serve`). The other adapters ignore it.
+    pub memory_quota: super::memory::Quota,
 }
 
 impl Default for EngineSettings {
@@ -46,6 +49,7 @@ impl Default for EngineSettings {
             wait_poll: Duration::from_millis(25),
             dev_identity_headers: false,
             follow: super::follow::FollowSettings::default(),
+            memory_quota: super::memory::Quota::UNBOUNDED,
         }
     }
 }

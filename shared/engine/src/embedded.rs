@@ -40,7 +40,7 @@ impl Embedded {
     ) -> Embedded {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::new());
         let topology = Topology::for_manifest(&manifest);
-        let store = Arc::new(MemoryStore::new(clock.clone()));
+        let store = Arc::new(MemoryStore::new(clock.clone()).with_quota(settings.memory_quota));
         let queue = Arc::new(MemoryQueue::new(&topology));
         let (port, seed) = wrap(queue.clone());
         let mut deps = Deps::new(manifest, store.clone(), port, clock, agents, settings);

@@ -252,8 +252,9 @@ pub fn error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResp
 pub fn openai_error_response(e: &IntakeError, request_id: &str) -> ApiGatewayV2httpResponse {
     let (status, code, _, message, mut headers) = error_parts(e, request_id);
     // The official clients retry 408, 409, 429 and 5xx by default: a retry of a turn that was
-    // accepted would ask it again, so only an unavailable dependency invites one.
-    if !matches!(e, IntakeError::Unavailable(_)) {
+    // accepted would ask it again, so only an unavailable dependency or a rate limit (the
+    // request was not read) invites one.
+    if !matches!(e, IntakeError::Unavailable(_) | IntakeError::RateLimited { .. }) {
         headers.push(("x-should-retry", "false".to_string()));
     }
     headers.push(("x-request-id", request_id.to_string()));
@@ -272,6 +273,7 @@ fn error_parts(e: &IntakeError, request_id: &str) -> ErrorParts {
         IntakeError::BodyTimeout { .. } => (408, "request_timeout", None),
         IntakeError::UnknownHost => (421, "misdirected_request", None),
         IntakeError::Conflict(_) => (409, "conflict", None),
+        IntakeError::RateLimited { .. } => (429, "rate_limited", None),
         IntakeError::TooLarge { .. } => (413, "too_large", None),
         IntakeError::NotReady { query_id, .. } => (504, "not_ready", Some(json!({ "query_id": query_id }))),
         IntakeError::Unavailable(reason) => {
@@ -288,6 +290,9 @@ fn error_parts(e: &IntakeError, request_id: &str) -> ErrorParts {
     };
     let headers = match e {
         IntakeError::Unavailable(_) => vec![("retry-after", "1".to_string())],
+        IntakeError::RateLimited { retry_after } => {
+            vec![("retry-after", super::intake::retry_after_secs(*retry_after).to_string())]
+        }
         IntakeError::MethodNotAllowed { allowed } => vec![("allow", (*allowed).to_string())],
         IntakeError::BadToken(_) => vec![("www-authenticate", "Bearer error=\"invalid_token\"".to_string())],
         _ => vec![],
@@ -386,6 +391,20 @@ pub const HTTP_ROUTES: [(&str, &str); 9] = [
     ("POST", "/v1/chat/completions"),
     ("GET", "/v1/models"),
 ];
+
+/// The largest request body `path`'s route reads, in bytes: a chat completion
+/// ([`super::chat::MAX_CHAT_BODY_BYTES`]), feedback
+/// ([`switchyard_model::records::MAX_FEEDBACK_BYTES`]), else a query
+/// ([`switchyard_core::admission::MAX_BODY_BYTES`]). A server that reads bodies itself
+/// (`switchyard serve`) stops there and answers 413 with this limit.
+pub fn body_limit(path: &str) -> usize {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        ["v1", "chat", "completions"] => super::chat::MAX_CHAT_BODY_BYTES,
+        ["v1", "queries", _, "feedback"] => switchyard_model::records::MAX_FEEDBACK_BYTES,
+        _ => switchyard_core::admission::MAX_BODY_BYTES,
+    }
+}
 
 /// Whether `path` is one of the OpenAI-compatible routes, whose errors take the OpenAI shape
 /// ([`openai_error_response`]).

@@ -88,11 +88,12 @@ pub enum IntakeError {
         /// The methods the route answers, for the `allow` header.
         allowed: &'static str,
     },
-    /// 413: the request body is larger than the API accepts.
-    #[error("request body is {size} bytes; the limit is {limit}")]
+    /// 413: the request body is larger than the route accepts.
+    #[error("{}", too_large(*size, *limit))]
     TooLarge {
-        /// Bytes received (at least).
-        size: usize,
+        /// The body's size, when known (a `content-length`, or the bytes received); a body
+        /// sent in chunks is stopped at the limit, its size unknown.
+        size: Option<usize>,
         /// Bytes allowed.
         limit: usize,
     },
@@ -101,6 +102,13 @@ pub enum IntakeError {
     BodyTimeout {
         /// The body timeout.
         limit: Duration,
+    },
+    /// 429: the caller has sent more requests than its rate allows (a server that limits
+    /// it); the request may be sent again after `retry_after`.
+    #[error("too many requests from this caller; retry in {} s", retry_after_secs(*retry_after))]
+    RateLimited {
+        /// When the caller's next request is allowed.
+        retry_after: Duration,
     },
     /// 409: the idempotency key or query id is already used by a different request.
     #[error("{0}")]
@@ -117,6 +125,18 @@ pub enum IntakeError {
     /// 503: a dependency is down; the request may be retried (with the same idempotency key).
     #[error("temporarily unavailable: {0}")]
     Unavailable(String),
+}
+
+/// `Retry-After` seconds for a wait: whole seconds, rounded up, at least 1.
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
+}
+
+fn too_large(size: Option<usize>, limit: usize) -> String {
+    match size {
+        Some(size) => format!("request body is {size} bytes; this route's limit is {limit} bytes"),
+        None => format!("request body is over this route's limit of {limit} bytes"),
+    }
 }
 
 fn role_required(what: &str, roles: &[String]) -> String {
@@ -156,6 +176,46 @@ pub struct Accepted {
     pub replayed: bool,
 }
 
+/// The body the idempotency check compares: JSON re-serialized with sorted keys and no
+/// insignificant whitespace, so the same request sent with other spacing or key order is the
+/// same request. A body that is not JSON (refused later) is compared as sent.
+fn canonical_json(body: &[u8]) -> Vec<u8> {
+    fn sorted(value: serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+            }
+            serde_json::Value::Array(items) => serde_json::Value::Array(items.into_iter().map(sorted).collect()),
+            other => other,
+        }
+    }
+    if body.len() > switchyard_core::admission::MAX_BODY_BYTES {
+        return body.to_vec();
+    }
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(value) => serde_json::to_vec(&sorted(value)).unwrap_or_else(|_| body.to_vec()),
+        Err(_) => body.to_vec(),
+    }
+}
+
+/// The id a pre-parsed query is stored under: a UUID (version 8) made from the SHA-256 of the
+/// caller and the `parsed_query.query_id` sent. Each caller's ids are their own: an id another
+/// caller has used is answered as one never used (a new query, under this caller's id), so a
+/// `POST` cannot tell whether someone else's query exists; the same caller sending the same id
+/// again reaches the same record (a replay with its idempotency key, else 409).
+pub fn callers_query_id(user_id: &str, sent: &str) -> String {
+    let mut input = Vec::with_capacity(16 + user_id.len() + sent.len());
+    input.extend_from_slice(&(user_id.len() as u64).to_be_bytes());
+    input.extend_from_slice(user_id.as_bytes());
+    input.extend_from_slice(sent.to_ascii_lowercase().as_bytes());
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &input);
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest.as_ref()[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid().hyphenated().to_string()
+}
+
 /// Check an `Idempotency-Key` header: 1–128 characters of `[A-Za-z0-9._:-]`.
 fn check_idempotency_key(key: &str) -> Result<(), IntakeError> {
     let ok =
@@ -175,7 +235,7 @@ pub async fn submit(
     body: &[u8],
     idempotency_key: Option<&str>,
 ) -> Result<Accepted, IntakeError> {
-    let request_hash = fnv_hex(body);
+    let request_hash = fnv_hex(&canonical_json(body));
     if let Some(key) = idempotency_key {
         check_idempotency_key(key)?;
         if let Some(existing) = replay(deps, caller, key, &request_hash).await? {
@@ -196,7 +256,10 @@ pub async fn submit(
     // console can show the decision against its alternatives.
     let mut alternatives = Vec::new();
     let (mut parsed, stage, scope) = match request.parsed {
-        Some(parsed) => (parsed, "pre-parsed", None),
+        Some(mut parsed) => {
+            parsed.query_id = callers_query_id(&caller.user_id, &parsed.query_id);
+            (parsed, "pre-parsed", None)
+        }
         None => {
             let c = deps.classifier().classify_in_context(&request.text, &history);
             let scope = switchyard_core::scope::check(&deps.manifest, c.in_scope, c.scope_score);
@@ -328,6 +391,8 @@ pub async fn submit(
                     return Ok(existing);
                 }
             }
+            // The id is the caller's own (see `callers_query_id`): another caller's query
+            // never holds it.
             return Err(IntakeError::Conflict(format!("query id {} is already in use", query.query_id)));
         }
         Err(e) => return Err(e.into()),

@@ -56,7 +56,7 @@ pub async fn give_feedback(
     body: &[u8],
 ) -> Result<FeedbackRecorded, IntakeError> {
     if body.len() > MAX_FEEDBACK_BYTES {
-        return Err(IntakeError::TooLarge { size: body.len(), limit: MAX_FEEDBACK_BYTES });
+        return Err(IntakeError::TooLarge { size: Some(body.len()), limit: MAX_FEEDBACK_BYTES });
     }
     let feedback = Feedback::parse(body, &deps.manifest).map_err(|e| invalid(e.field, e.rule))?;
     for _ in 0..FEEDBACK_ATTEMPTS {

@@ -11,6 +11,11 @@
 //!   redelivery of messages that are not deleted, receive counts, and a dead-letter queue that
 //!   takes a message once it has been received `max_receive_count` times.
 //!
+//! - [`Quota`]: the store holds at most so many records (queries and sessions) and so many
+//!   bytes (their JSON size); past either, the oldest finished queries and sessions (and any
+//!   record past its `expires_at`) are evicted first. A query still running is never
+//!   evicted: when only running queries are left, a new query is refused as unavailable.
+//!
 //! Time comes from `tokio::time`, so a test that pauses tokio's clock runs every delay,
 //! visibility timeout and deadline in virtual time.
 
@@ -25,10 +30,61 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use switchyard_model::contracts::OrchestratorOutput;
 
-use switchyard_model::limits::{json_fits, DYNAMODB_MAX_ITEM_BYTES};
+use switchyard_model::limits::{json_fits, json_size, DYNAMODB_MAX_ITEM_BYTES};
 
 mod queue;
 pub use queue::{MemoryQueue, QueueSettings};
+
+/// How much the embedded store holds at most. [`Quota::UNBOUNDED`] (the default) holds
+/// everything until it expires; `switchyard serve` bounds it (docs/serve.md#quotas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Records: queries (each with its events, handoffs and output) and sessions.
+    pub max_records: usize,
+    /// Bytes: the JSON size of those records.
+    pub max_bytes: usize,
+}
+
+impl Quota {
+    /// No bound but expiry.
+    pub const UNBOUNDED: Quota = Quota { max_records: usize::MAX, max_bytes: usize::MAX };
+
+    fn bounded(&self) -> bool {
+        *self != Quota::UNBOUNDED
+    }
+}
+
+impl Default for Quota {
+    fn default() -> Quota {
+        Quota::UNBOUNDED
+    }
+}
+
+/// What the store holds, against its [`Quota`] (bytes are counted only when it is bounded).
+#[derive(Default)]
+struct Usage {
+    /// Per query: its record, events, handoffs and output.
+    queries: Map<String, usize>,
+    /// Per (user id, session id).
+    sessions: Map<(String, String), usize>,
+    bytes: usize,
+}
+
+impl Usage {
+    fn charge_query(&mut self, query_id: &str, bytes: usize) {
+        if bytes > 0 {
+            *entry_of(&mut self.queries, query_id) += bytes;
+            self.bytes += bytes;
+        }
+    }
+}
+
+/// A record the quota may evict, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Evictable {
+    Query(String),
+    Session(String, String),
+}
 
 /// How many requests an adapter has served, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -98,6 +154,76 @@ struct Tables {
     sessions: Map<(String, String), SessionRecord>,
     /// Per query, the fan-in's arrivals in the order applied (see [`super::fanin`]).
     arrivals: Map<String, Vec<Arrival>>,
+    usage: Usage,
+}
+
+impl Tables {
+    fn records(&self) -> usize {
+        self.queries.len() + self.sessions.len()
+    }
+
+    /// Drop a query and everything kept under its id.
+    fn evict_query(&mut self, query_id: &str) {
+        if let Some(stored) = self.queries.remove(query_id) {
+            if let Some(key) = &stored.record.idempotency_key {
+                let k = (stored.record.user_id.clone(), key.clone());
+                if self.idempotency.get(&k).is_some_and(|holder| holder == query_id) {
+                    self.idempotency.remove(&k);
+                }
+            }
+        }
+        self.handoffs.remove(query_id);
+        self.outputs.remove(query_id);
+        self.events.remove(query_id);
+        self.arrivals.remove(query_id);
+        if let Some(bytes) = self.usage.queries.remove(query_id) {
+            self.usage.bytes -= bytes;
+        }
+    }
+
+    fn evict_session(&mut self, key: &(String, String)) {
+        self.sessions.remove(key);
+        if let Some(bytes) = self.usage.sessions.remove(key) {
+            self.usage.bytes -= bytes;
+        }
+    }
+
+    /// Evict finished queries, sessions and expired records, oldest first, until `records`
+    /// more records and `bytes` more bytes fit in `quota` with a tenth of it to spare (so a
+    /// full store evicts in batches, not on every write). A query that is neither done nor
+    /// expired is never evicted. Whether the new records fit now.
+    fn make_room(&mut self, quota: &Quota, records: usize, bytes: usize, now: i64) -> bool {
+        let over = |t: &Tables, spare_records: usize, spare_bytes: usize| {
+            t.records().saturating_add(records).saturating_add(spare_records) > quota.max_records
+                || t.usage.bytes.saturating_add(bytes).saturating_add(spare_bytes) > quota.max_bytes
+        };
+        if !over(self, 0, 0) {
+            return true;
+        }
+        let mut candidates: Vec<(i64, Evictable)> = self
+            .queries
+            .iter()
+            .filter(|(_, q)| q.record.status == crate::ports::QueryStatus::Done || q.expires_at() < now)
+            .map(|(id, q)| (q.record.accepted_at.timestamp_micros(), Evictable::Query(id.clone())))
+            .collect();
+        candidates.extend(
+            self.sessions
+                .iter()
+                .map(|(key, s)| (s.updated_at.timestamp_micros(), Evictable::Session(key.0.clone(), key.1.clone()))),
+        );
+        candidates.sort_unstable();
+        let (spare_records, spare_bytes) = (quota.max_records / 10, quota.max_bytes / 10);
+        for (_, victim) in candidates {
+            if !over(self, spare_records, spare_bytes) {
+                break;
+            }
+            match victim {
+                Evictable::Query(id) => self.evict_query(&id),
+                Evictable::Session(user, session) => self.evict_session(&(user, session)),
+            }
+        }
+        !over(self, 0, 0)
+    }
 }
 
 /// A query record as the store keeps it: the record without its fan-in set, shared, so that
@@ -108,11 +234,13 @@ struct StoredQuery {
     /// `completed` is always empty here.
     record: Arc<QueryRecord>,
     completed: BTreeSet<String>,
+    /// The record's JSON size, when the quota counts bytes (else 0).
+    bytes: usize,
 }
 
 impl StoredQuery {
-    fn new(query: &QueryRecord, version: u64, completed: BTreeSet<String>) -> StoredQuery {
-        StoredQuery { record: Arc::new(QueryRecord { version, ..clone_without_fan_in(query) }), completed }
+    fn new(query: &QueryRecord, version: u64, completed: BTreeSet<String>, bytes: usize) -> StoredQuery {
+        StoredQuery { record: Arc::new(QueryRecord { version, ..clone_without_fan_in(query) }), completed, bytes }
     }
 
     fn expires_at(&self) -> i64 {
@@ -185,6 +313,7 @@ pub struct MemoryStore {
     clock: Arc<dyn Clock>,
     counters: Counters,
     lost_fan_in_answers: Option<LostAnswer>,
+    quota: Quota,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -270,7 +399,36 @@ impl MemoryStore {
             clock,
             counters: Counters::default(),
             lost_fan_in_answers: None,
+            quota: Quota::UNBOUNDED,
         }
+    }
+
+    /// The same store, holding at most what `quota` allows.
+    pub fn with_quota(mut self, quota: Quota) -> MemoryStore {
+        self.quota = quota;
+        self
+    }
+
+    /// Records held (queries and sessions, expired ones until evicted) and their bytes as the
+    /// quota counts them (0 when it is unbounded).
+    pub fn usage(&self) -> (usize, usize) {
+        self.tables.lock().map(|t| (t.records(), t.usage.bytes)).unwrap_or_default()
+    }
+
+    /// The JSON size of `value` when the quota counts bytes, else 0 (nothing is measured).
+    fn measure<T: serde::Serialize + ?Sized>(&self, value: &T) -> usize {
+        if self.quota.bounded() {
+            json_size(value)
+        } else {
+            0
+        }
+    }
+
+    fn measure_events(&self, events: &[Event]) -> usize {
+        if !self.quota.bounded() {
+            return 0;
+        }
+        events.iter().map(|e| e.key.len() + json_size(&*e.detail) + 64).sum()
     }
 
     /// The same store, losing the answer of the fan-in writes `lost` picks (for the simulation):
@@ -328,6 +486,7 @@ impl MemoryStore {
         query: &QueryRecord,
         expected_version: u64,
         now: i64,
+        bytes: usize,
     ) -> Result<(), StoreError> {
         let stored = t
             .queries
@@ -341,7 +500,13 @@ impl MemoryStore {
             )));
         }
         // A reader may still hold the old record: it is replaced, not changed.
-        *stored = StoredQuery::new(query, expected_version + 1, std::mem::take(&mut stored.completed));
+        let before = stored.bytes;
+        *stored = StoredQuery::new(query, expected_version + 1, std::mem::take(&mut stored.completed), bytes);
+        if before != bytes {
+            let held = entry_of(&mut t.usage.queries, &query.query_id);
+            *held = (*held + bytes).saturating_sub(before);
+            t.usage.bytes = (t.usage.bytes + bytes).saturating_sub(before);
+        }
         Ok(())
     }
 
@@ -377,9 +542,26 @@ impl Store for MemoryStore {
     async fn create_query(&self, query: &QueryRecord, events: &[Event]) -> Result<(), StoreError> {
         check_size("query", query)?;
         let now = self.now_s();
+        let record_bytes = self.measure(query);
+        let bytes = record_bytes + self.measure_events(events);
         let mut t = self.lock()?;
         if t.queries.get(&query.query_id).is_some_and(|q| q.expires_at() >= now) {
             return Err(StoreError::ConditionFailed(format!("query {} exists", query.query_id)));
+        }
+        if self.quota.bounded() {
+            // An expired record under the same id is replaced whole.
+            if t.queries.contains_key(&query.query_id) {
+                t.evict_query(&query.query_id);
+            }
+            if !t.make_room(&self.quota, 1, bytes, now) {
+                return Err(StoreError::Unavailable {
+                    message: format!(
+                        "the store is at its quota ({} records, {} bytes) with queries still running; retry shortly",
+                        self.quota.max_records, self.quota.max_bytes
+                    ),
+                    source: None,
+                });
+            }
         }
         if let Some(key) = &query.idempotency_key {
             let k = (query.user_id.clone(), key.clone());
@@ -390,8 +572,12 @@ impl Store for MemoryStore {
             }
             t.idempotency.insert(k, query.query_id.clone());
         }
-        t.queries.insert(query.query_id.clone(), StoredQuery::new(query, query.version, query.completed.clone()));
+        t.queries.insert(
+            query.query_id.clone(),
+            StoredQuery::new(query, query.version, query.completed.clone(), record_bytes),
+        );
         t.arrivals.remove(&query.query_id);
+        t.usage.charge_query(&query.query_id, bytes);
         Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(1 + events.len() + usize::from(query.idempotency_key.is_some()));
@@ -465,9 +651,12 @@ impl Store for MemoryStore {
         events: &[Event],
     ) -> Result<(), StoreError> {
         check_size("query", query)?;
+        let bytes = self.measure(query);
+        let event_bytes = self.measure_events(events);
         let mut t = self.lock()?;
         let now = self.now_s();
-        Self::replace_at_version(&mut t, query, expected_version, now)?;
+        Self::replace_at_version(&mut t, query, expected_version, now, bytes)?;
+        t.usage.charge_query(&query.query_id, event_bytes);
         Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(1 + events.len());
@@ -476,6 +665,7 @@ impl Store for MemoryStore {
 
     async fn record_handoff(&self, record: Arc<HandoffRecord>, events: &[Event]) -> Result<HandoffWrite, StoreError> {
         check_size("handoff", &*record)?;
+        let bytes = self.measure(&*record) + self.measure_events(events);
         // The guard lives in this block only: the future must stay `Send` across the retry's
         // await below.
         let completed = {
@@ -505,6 +695,7 @@ impl Store for MemoryStore {
                     .unwrap_or_default(),
             };
             entry_of(&mut t.handoffs, &record.query_id).insert(dispatch_id.clone(), Arc::clone(&record));
+            t.usage.charge_query(&record.query_id, bytes);
             Self::put_events(&mut t, events, now);
             completed
         };
@@ -552,13 +743,16 @@ impl Store for MemoryStore {
         events: &[Event],
     ) -> Result<(), StoreError> {
         check_size("output", &*output)?;
+        let record_bytes = self.measure(query);
+        let bytes = self.measure(&*output) + self.measure_events(events);
         let mut t = self.lock()?;
         if t.outputs.contains_key(&query.query_id) {
             return Err(StoreError::ConditionFailed(format!("output of {} exists", query.query_id)));
         }
         let now = self.now_s();
-        Self::replace_at_version(&mut t, query, expected_version, now)?;
+        Self::replace_at_version(&mut t, query, expected_version, now, record_bytes)?;
         t.outputs.insert(query.query_id.clone(), (output, query.expires_at));
+        t.usage.charge_query(&query.query_id, bytes);
         Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(2 + events.len());
@@ -573,7 +767,19 @@ impl Store for MemoryStore {
 
     async fn append_events(&self, events: &[Event]) -> Result<(), StoreError> {
         let now = self.now_s();
+        let bytes = if self.quota.bounded() {
+            events.iter().map(|e| (e.query_id.as_str(), self.measure_events(std::slice::from_ref(e)))).collect()
+        } else {
+            Vec::new()
+        };
         let mut t = self.lock()?;
+        for (query_id, n) in bytes {
+            // Events of a query no longer held are logged, but held under no query: count them
+            // only while their query is.
+            if t.queries.contains_key(query_id) {
+                t.usage.charge_query(query_id, n);
+            }
+        }
         Self::put_events(&mut t, events, now);
         drop(t);
         self.transact(events.len());
@@ -631,6 +837,16 @@ impl Store for MemoryStore {
         }
         let mut record = session.clone();
         record.version = expected_version + 1;
+        if self.quota.bounded() {
+            // A session write finishes a query's turn: it is never refused; room is made by
+            // evicting older records where there are any (the session's own old version is
+            // replaced, so it is taken out first).
+            let bytes = json_size(&record);
+            t.evict_session(&key);
+            t.make_room(&self.quota, 1, bytes, now);
+            t.usage.bytes += bytes;
+            t.usage.sessions.insert(key.clone(), bytes);
+        }
         t.sessions.insert(key, record);
         drop(t);
         self.transact(1);

@@ -101,7 +101,7 @@ pub(crate) fn has_control(text: &str) -> bool {
 /// reported, each naming its field.
 pub fn parse_request(body: &[u8], manifest: &Manifest) -> Result<ChatRequest, IntakeError> {
     if body.len() > MAX_CHAT_BODY_BYTES {
-        return Err(IntakeError::TooLarge { size: body.len(), limit: MAX_CHAT_BODY_BYTES });
+        return Err(IntakeError::TooLarge { size: Some(body.len()), limit: MAX_CHAT_BODY_BYTES });
     }
     let text = std::str::from_utf8(body).map_err(|_| invalid(vec![field("body", "must be UTF-8 JSON")]))?;
     if switchyard_core::admission::json_depth_exceeds(text, switchyard_core::admission::MAX_JSON_DEPTH) {
