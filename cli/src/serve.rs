@@ -24,7 +24,7 @@
 //!
 //! # Quotas
 //! Each caller (the verified token's subject, or the dev identity) has a token bucket
-//! ([`RateLimiter`], docs/serve.md#quotas): past its rate a request is answered `429` with
+//! ([`RateLimiter`], docs/serve.md#rate-limit): past its rate a request is answered `429` with
 //! `Retry-After`. The embedded store is bounded by [`Quotas::store_quota`].
 
 use crate::backend::api_event;
@@ -107,16 +107,16 @@ pub struct Quotas {
     pub max_store_bytes: u64,
     /// Requests per second each caller may send, sustained; past it (and its burst) the answer
     /// is 429 with Retry-After.
-    #[arg(long = "rate-limit", env = "SWITCHYARD_SERVE_RATE_LIMIT", default_value_t = 20.0, value_parser = parse_rate)]
+    #[arg(long = "rate-limit", env = "SWITCHYARD_SERVE_RATE_LIMIT", default_value_t = 50.0, value_parser = parse_rate)]
     pub rate: f64,
     /// Requests a caller may send at once, above its sustained rate (the bucket's size).
-    #[arg(long = "rate-burst", env = "SWITCHYARD_SERVE_RATE_BURST", default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long = "rate-burst", env = "SWITCHYARD_SERVE_RATE_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub burst: u32,
 }
 
 impl Default for Quotas {
     fn default() -> Quotas {
-        Quotas { max_records: 10_000, max_store_bytes: 256 * 1024 * 1024, rate: 20.0, burst: 40 }
+        Quotas { max_records: 10_000, max_store_bytes: 256 * 1024 * 1024, rate: 50.0, burst: 100 }
     }
 }
 
