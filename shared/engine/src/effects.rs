@@ -38,6 +38,10 @@ pub enum Entry {
     Plan,
     /// A dispatch of a stage was sent.
     Dispatch,
+    /// An agent asked for a tool call.
+    ToolCall,
+    /// A tool call ended.
+    ToolResult,
     /// A batch of an agent's streamed answer.
     Token,
     /// An attempt failed and the next one is scheduled.
@@ -81,6 +85,8 @@ impl Entry {
             Entry::Route => 20,
             Entry::Plan => 30,
             Entry::Dispatch => 40,
+            Entry::ToolCall => 42,
+            Entry::ToolResult => 43,
             Entry::Token => 45,
             Entry::Retry => 50,
             Entry::Fallback => 55,
@@ -104,6 +110,8 @@ impl Entry {
             Entry::Route => EventKind::Route,
             Entry::Plan => EventKind::Plan,
             Entry::Dispatch | Entry::FallbackDispatch | Entry::BackgroundDispatch => EventKind::Dispatch,
+            Entry::ToolCall => EventKind::ToolCall,
+            Entry::ToolResult => EventKind::ToolResult,
             Entry::Retry => EventKind::Retry,
             Entry::Fallback => EventKind::Fallback,
             Entry::Handoff => EventKind::Handoff,
@@ -124,6 +132,8 @@ impl Entry {
             Entry::Route => "route",
             Entry::Plan => "plan",
             Entry::Dispatch | Entry::FallbackDispatch | Entry::BackgroundDispatch => "dispatch",
+            Entry::ToolCall => "tool_call",
+            Entry::ToolResult => "tool_result",
             Entry::Retry => "retry",
             Entry::Fallback => "fallback",
             Entry::Handoff => "handoff",
@@ -311,6 +321,8 @@ mod tests {
     fn entries_list_in_the_order_a_stage_happens_and_the_end_after_every_stage() {
         let order = [
             Entry::Dispatch,
+            Entry::ToolCall,
+            Entry::ToolResult,
             Entry::Token,
             Entry::Retry,
             Entry::Fallback,

@@ -78,6 +78,7 @@ pub mod reflection;
 pub mod router;
 pub mod stream;
 pub mod synth;
+pub mod tool_calls;
 pub mod worker;
 
 pub mod embedded;

@@ -8,6 +8,7 @@ mod query;
 mod queue;
 mod scope;
 mod signal;
+mod tool_call;
 
 pub use detail::{Detail, DetailWriter};
 pub use plan::{ClassificationDecision, DispatchRole, Flow, Plan, PlannedDispatch, Stage};
@@ -15,6 +16,7 @@ pub use query::{
     Event, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, SignalPage, SignalPageRequest,
 };
 pub use queue::{QueueId, QueueKind};
+pub use tool_call::{ToolCallOutcome, ToolCallRecord, ToolCallStatus, ToolClaim};
 pub use scope::{ScopeCheck, ScopeDecision};
 pub use signal::{
     sort_key, sort_key_time, Feedback, FieldError, SignalRecord, StoredSignal, MAX_COMMENT_CHARS, MAX_FEEDBACK_BYTES,

@@ -136,6 +136,11 @@ pub enum EventKind {
     Critique,
     /// A batch of a streamed answer's text (`text`, `stream`, `seq`, `draft`, `attempt`).
     Token,
+    /// An agent asked for a tool call (tool, argument digest, call index).
+    ToolCall,
+    /// A tool call ended (tool, status, latency, size; `replayed` when a recorded result was
+    /// given back instead of calling again).
+    ToolResult,
     /// The synthesizer merged the handoffs.
     Synthesis,
     /// The output is written. Terminal.
