@@ -16,7 +16,9 @@
 //! [`AgentReply::Malformed`] with the raw text, which the worker records as a failed handoff.
 
 use super::schema;
-pub use crate::provider::{ModelProvider, ModelRequest, ModelResponse, OnText, ProviderError};
+pub use crate::provider::{
+    ModelProvider, ModelRequest, ModelResponse, ModelTurn, OnText, ProviderError, ToolOffer, ToolReply, ToolRequest, Turn,
+};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -73,12 +75,87 @@ impl ModelProvider for ScriptedModel {
         Ok(response)
     }
 
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        turns: &[Turn],
+        tools: &[ToolOffer],
+    ) -> Result<ModelTurn, ProviderError> {
+        // The rules read the prompt and every result so far; a rule with calls applies once
+        // per conversation (and not at all once no tools are offered).
+        let mut seen = request.prompt.clone();
+        let mut made: Vec<(String, Value)> = Vec::new();
+        for turn in turns {
+            match turn {
+                Turn::Calls { calls, .. } => {
+                    made.extend(calls.iter().map(|c| (c.name.clone(), c.arguments.clone().unwrap_or_default())))
+                }
+                Turn::Results(results) => {
+                    for r in results {
+                        seen.push('\n');
+                        seen.push_str(&r.content);
+                    }
+                }
+            }
+        }
+        let as_made = |r: &ScriptedModelReply| {
+            r.tool_calls.iter().all(|c| {
+                let name = switchyard_model::manifest::provider_name(&c.tool);
+                made.iter().any(|(n, a)| *n == name && *a == c.arguments)
+            })
+        };
+        let reply = self
+            .responses
+            .get(&request.schema_name)
+            .and_then(|replies| {
+                replies.iter().find(|r| {
+                    r.when.as_ref().is_none_or(|w| seen.contains(w.as_str()))
+                        && (r.tool_calls.is_empty() || (!tools.is_empty() && !as_made(r)))
+                })
+            })
+            .ok_or_else(|| {
+                ProviderError::Config(format!(
+                    "the scripted model has no reply for schema `{}` and this conversation",
+                    request.schema_name
+                ))
+            })?;
+        let calls: Vec<ToolRequest> = reply
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(n, c)| ToolRequest {
+                id: format!("scripted-{}-{n}", made.len()),
+                name: switchyard_model::manifest::provider_name(&c.tool),
+                raw_arguments: c.arguments.to_string(),
+                arguments: Ok(c.arguments.clone()),
+            })
+            .collect();
+        let text = match (&reply.text, &reply.reply) {
+            (Some(t), _) => t.clone(),
+            (None, Some(v)) => v.to_string(),
+            (None, None) => String::new(),
+        };
+        let estimate = |s: &str| (s.len() as u64).div_ceil(4);
+        Ok(ModelTurn {
+            response: ModelResponse {
+                model: if request.model.is_empty() { "scripted".into() } else { request.model.clone() },
+                input_tokens: if reply.input_tokens > 0 { reply.input_tokens } else { estimate(&seen) },
+                output_tokens: if reply.output_tokens > 0 { reply.output_tokens } else { estimate(&text) + 1 },
+                cache_hit: false,
+                text,
+            },
+            calls,
+        })
+    }
+
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let reply = self
             .responses
             .get(&request.schema_name)
             .and_then(|replies| {
-                replies.iter().find(|r| r.when.as_ref().is_none_or(|w| request.prompt.contains(w.as_str())))
+                replies.iter().find(|r| {
+                    r.tool_calls.is_empty() && r.when.as_ref().is_none_or(|w| request.prompt.contains(w.as_str()))
+                })
             })
             .ok_or_else(|| {
                 ProviderError::Config(format!(
@@ -402,6 +479,124 @@ impl ModelProvider for OpenAiCompatible {
             }
         }
     }
+
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        turns: &[Turn],
+        tools: &[ToolOffer],
+    ) -> Result<ModelTurn, ProviderError> {
+        let body = OpenAiCompatible::conversation_body(request, turns, tools);
+        let url = format!("{}/chat/completions", self.base_url);
+        let reply = self.http.post_json(&url, &self.headers(), body.to_string().into_bytes(), self.timeout).await?;
+        if reply.status == 429 {
+            return Err(ProviderError::Throttled { retry_after: reply.retry_after });
+        }
+        if !(200..300).contains(&reply.status) {
+            return Err(ProviderError::from_status(reply.status, &reply.body, "prompt"));
+        }
+        let v: Value =
+            serde_json::from_slice(&reply.body).map_err(|e| ProviderError::Decode(format!("not JSON: {e}")))?;
+        openai_turn(&v, request)
+    }
+}
+
+impl OpenAiCompatible {
+    /// The chat-completions body of a conversation with tools (`tools` empty: answer now).
+    fn conversation_body(request: &ModelRequest, turns: &[Turn], tools: &[ToolOffer]) -> Value {
+        let mut messages = vec![
+            json!({ "role": "system", "content": crate::provider::system_with_schema(request) }),
+            json!({ "role": "user", "content": request.prompt }),
+        ];
+        for turn in turns {
+            match turn {
+                Turn::Calls { text, calls } => {
+                    let calls: Vec<Value> = calls
+                        .iter()
+                        .map(|c| {
+                            json!({
+                                "id": c.id,
+                                "type": "function",
+                                "function": { "name": c.name, "arguments": c.raw_arguments },
+                            })
+                        })
+                        .collect();
+                    let content = if text.is_empty() { Value::Null } else { Value::String(text.clone()) };
+                    messages.push(json!({ "role": "assistant", "content": content, "tool_calls": calls }));
+                }
+                Turn::Results(results) => {
+                    for r in results {
+                        messages.push(json!({ "role": "tool", "tool_call_id": r.id, "content": r.content }));
+                    }
+                }
+            }
+        }
+        let mut body = json!({ "model": request.model, "messages": messages, "max_tokens": request.max_tokens });
+        if !tools.is_empty() {
+            let offered: Vec<Value> = tools
+                .iter()
+                .map(|t| {
+                    json!({
+                        "type": "function",
+                        "function": { "name": t.name, "description": t.description, "parameters": t.parameters },
+                    })
+                })
+                .collect();
+            body["tools"] = Value::Array(offered);
+            body["tool_choice"] = json!("auto");
+        }
+        if let Some(t) = request.temperature {
+            body["temperature"] = json!(t);
+        }
+        body
+    }
+}
+
+/// An OpenAI chat-completions answer as a turn: its tool calls, or its text as the answer.
+fn openai_turn(v: &Value, request: &ModelRequest) -> Result<ModelTurn, ProviderError> {
+    let finish = v.pointer("/choices/0/finish_reason").and_then(Value::as_str);
+    let message = v.pointer("/choices/0/message").ok_or_else(|| ProviderError::Decode("no choices[0].message".into()))?;
+    let calls: Vec<ToolRequest> = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|calls| {
+            calls
+                .iter()
+                .enumerate()
+                .map(|(n, c)| {
+                    let raw = match c.pointer("/function/arguments") {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(other) => other.to_string(),
+                        None => String::new(),
+                    };
+                    ToolRequest {
+                        id: c.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{n}"), str::to_string),
+                        name: c.pointer("/function/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+                        arguments: crate::provider::parse_arguments(&raw),
+                        raw_arguments: raw,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if calls.is_empty() && finish == Some("length") {
+        return Err(ProviderError::Cut { max_tokens: request.max_tokens });
+    }
+    let text = message.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
+    if calls.is_empty() && text.is_empty() {
+        return Err(ProviderError::Decode("the answer has neither content nor tool calls".into()));
+    }
+    let usage = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    Ok(ModelTurn {
+        response: ModelResponse {
+            text,
+            model: v.get("model").and_then(Value::as_str).unwrap_or(&request.model).to_string(),
+            input_tokens: usage("/usage/prompt_tokens"),
+            output_tokens: usage("/usage/completion_tokens"),
+            cache_hit: usage("/usage/prompt_tokens_details/cached_tokens") > 0,
+        },
+        calls,
+    })
 }
 
 // ------------------------------------------------------------------------------------------
@@ -426,6 +621,8 @@ pub struct LlmAgents {
     bad_override: Option<String>,
     /// Providers some `llm` agent of the manifest uses.
     used: std::collections::BTreeSet<String>,
+    /// The manifest's tool sources.
+    tools: crate::tools::ToolBox,
 }
 
 impl std::fmt::Debug for LlmAgents {
@@ -501,7 +698,7 @@ impl LlmAgents {
                 _ => s.provider.clone(),
             })
             .collect();
-        LlmAgents { providers, override_provider, bad_override, used }
+        LlmAgents { providers, override_provider, bad_override, used, tools: crate::tools::ToolBox::new(manifest, http) }
     }
 
     /// Use this provider for every `llm` agent, whatever the manifest says (tests, or a real
@@ -509,6 +706,17 @@ impl LlmAgents {
     pub fn with_provider(mut self, id: &str, provider: Arc<dyn ModelProvider>, settings: Provider) -> LlmAgents {
         self.providers.insert(id.to_string(), Built::Ready(provider, Box::new(settings)));
         self
+    }
+
+    /// Use these tool sources (tests: environment variables read from a map).
+    pub fn with_tools(mut self, tools: crate::tools::ToolBox) -> LlmAgents {
+        self.tools = tools;
+        self
+    }
+
+    /// The tool sources.
+    pub fn tools(&self) -> &crate::tools::ToolBox {
+        &self.tools
     }
 
     /// Providers an agent uses that cannot be used as configured, for the function's init to
@@ -549,7 +757,79 @@ impl LlmAgents {
         dispatch: &AgentDispatch,
         attempt: u32,
     ) -> Result<AgentReply, AgentError> {
-        self.call(agent, settings, dispatch, attempt, None).await
+        self.run_with_tools(agent, settings, dispatch, attempt, None, None).await
+    }
+
+    /// Run attempt `attempt` of an `llm` agent with tools: the tool loop, its calls recorded
+    /// and logged through `calls` (without it, read tools only). An agent without tools
+    /// answers as [`Self::run`] / [`Self::run_streaming`].
+    pub async fn run_with_tools(
+        &self,
+        agent: &Agent,
+        settings: &LlmSettings,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+        tokens: Option<&TokenSink>,
+        calls: Option<&dyn switchyard_engine::ports::ToolCalls>,
+    ) -> Result<AgentReply, AgentError> {
+        if settings.tools.is_empty() {
+            return self.call(agent, settings, dispatch, attempt, tokens).await;
+        }
+        let started = tokio::time::Instant::now();
+        let (client, provider) = self.provider_for(settings)?;
+        let request = self.request(settings, provider, dispatch, attempt);
+        let (specs, problems) = self.tools.specs(&settings.tools).await;
+        for problem in &problems {
+            tracing::warn!(agent = %agent.id, problem = %problem, "a tool source could not be read; its tools are left out");
+        }
+        let run = crate::tools::run::ToolLoop {
+            provider: client.as_ref(),
+            request: &request,
+            toolbox: &self.tools,
+            specs: &specs,
+            calls,
+            dispatch,
+            attempt,
+            max_tool_calls: settings.max_tool_calls.unwrap_or(switchyard_model::manifest::DEFAULT_MAX_TOOL_CALLS),
+            deadline: started + Duration::from_millis(dispatch.routing.timeout_ms.max(1)),
+            throttle: (provider.throttle_retries, provider.throttle_backoff.as_std()),
+        };
+        let outcome = match run.run().await {
+            Ok(o) => o,
+            Err(crate::tools::run::LoopError::Provider(e)) => return Err(call_error(agent, settings, provider, attempt, &e)),
+            Err(e @ crate::tools::run::LoopError::Store(_)) => {
+                tracing::warn!(agent = %agent.id, error = %e, "tool loop stopped");
+                return Err(AgentError { message: e.to_string(), recoverable: true });
+            }
+        };
+        tracing::info!(
+            agent = %agent.id,
+            model = %outcome.response.model,
+            input_tokens = outcome.response.input_tokens,
+            output_tokens = outcome.response.output_tokens,
+            tool_calls = outcome.calls,
+            "model call with tools"
+        );
+        let mut reply = reply_from(agent, settings, outcome.response);
+        if let AgentReply::Answer(Value::Object(map)) = &mut reply {
+            if let Some(Value::Array(caveats)) = map.get_mut("caveats") {
+                caveats.extend(outcome.caveats.into_iter().map(Value::String));
+            }
+            map.insert("tool_calls".into(), json!(outcome.calls));
+        }
+        Ok(reply)
+    }
+
+    fn request(&self, settings: &LlmSettings, provider: &Provider, dispatch: &AgentDispatch, attempt: u32) -> ModelRequest {
+        ModelRequest {
+            model: settings.model.clone().or_else(|| provider.model.clone()).unwrap_or_default(),
+            system: settings.system.clone(),
+            prompt: render_prompt(settings.prompt.as_deref(), &prompt_fields(dispatch)),
+            schema_name: settings.output_schema.name.clone(),
+            schema: settings.output_schema.schema.clone(),
+            max_tokens: answer_budget(settings, attempt),
+            temperature: settings.temperature,
+        }
     }
 
     /// Run attempt `attempt` of an `llm` agent, streaming the text of its `stream` field to
@@ -562,7 +842,7 @@ impl LlmAgents {
         attempt: u32,
         tokens: &TokenSink,
     ) -> Result<AgentReply, AgentError> {
-        self.call(agent, settings, dispatch, attempt, Some(tokens)).await
+        self.run_with_tools(agent, settings, dispatch, attempt, Some(tokens), None).await
     }
 
     async fn call(
@@ -574,15 +854,7 @@ impl LlmAgents {
         tokens: Option<&TokenSink>,
     ) -> Result<AgentReply, AgentError> {
         let (client, provider) = self.provider_for(settings)?;
-        let request = ModelRequest {
-            model: settings.model.clone().or_else(|| provider.model.clone()).unwrap_or_default(),
-            system: settings.system.clone(),
-            prompt: render_prompt(settings.prompt.as_deref(), &prompt_fields(dispatch)),
-            schema_name: settings.output_schema.name.clone(),
-            schema: settings.output_schema.schema.clone(),
-            max_tokens: answer_budget(settings, attempt),
-            temperature: settings.temperature,
-        };
+        let request = self.request(settings, provider, dispatch, attempt);
         let streamed = match (tokens, &settings.stream) {
             (Some(sink), Some(field)) => Some((sink, field.as_str())),
             _ => None,
