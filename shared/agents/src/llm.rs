@@ -17,7 +17,8 @@
 
 use super::schema;
 pub use crate::provider::{
-    ModelProvider, ModelRequest, ModelResponse, ModelTurn, OnText, ProviderError, ToolOffer, ToolReply, ToolRequest, Turn,
+    ModelProvider, ModelRequest, ModelResponse, ModelTurn, OnText, ProviderError, ToolOffer, ToolReply, ToolRequest,
+    Turn,
 };
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -555,7 +556,8 @@ impl OpenAiCompatible {
 /// An OpenAI chat-completions answer as a turn: its tool calls, or its text as the answer.
 fn openai_turn(v: &Value, request: &ModelRequest) -> Result<ModelTurn, ProviderError> {
     let finish = v.pointer("/choices/0/finish_reason").and_then(Value::as_str);
-    let message = v.pointer("/choices/0/message").ok_or_else(|| ProviderError::Decode("no choices[0].message".into()))?;
+    let message =
+        v.pointer("/choices/0/message").ok_or_else(|| ProviderError::Decode("no choices[0].message".into()))?;
     let calls: Vec<ToolRequest> = message
         .get("tool_calls")
         .and_then(Value::as_array)
@@ -698,7 +700,13 @@ impl LlmAgents {
                 _ => s.provider.clone(),
             })
             .collect();
-        LlmAgents { providers, override_provider, bad_override, used, tools: crate::tools::ToolBox::new(manifest, http) }
+        LlmAgents {
+            providers,
+            override_provider,
+            bad_override,
+            used,
+            tools: crate::tools::ToolBox::new(manifest, http),
+        }
     }
 
     /// Use this provider for every `llm` agent, whatever the manifest says (tests, or a real
@@ -796,7 +804,9 @@ impl LlmAgents {
         };
         let outcome = match run.run().await {
             Ok(o) => o,
-            Err(crate::tools::run::LoopError::Provider(e)) => return Err(call_error(agent, settings, provider, attempt, &e)),
+            Err(crate::tools::run::LoopError::Provider(e)) => {
+                return Err(call_error(agent, settings, provider, attempt, &e))
+            }
             Err(e @ crate::tools::run::LoopError::Store(_)) => {
                 tracing::warn!(agent = %agent.id, error = %e, "tool loop stopped");
                 return Err(AgentError { message: e.to_string(), recoverable: true });
@@ -820,7 +830,13 @@ impl LlmAgents {
         Ok(reply)
     }
 
-    fn request(&self, settings: &LlmSettings, provider: &Provider, dispatch: &AgentDispatch, attempt: u32) -> ModelRequest {
+    fn request(
+        &self,
+        settings: &LlmSettings,
+        provider: &Provider,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+    ) -> ModelRequest {
         ModelRequest {
             model: settings.model.clone().or_else(|| provider.model.clone()).unwrap_or_default(),
             system: settings.system.clone(),

@@ -154,11 +154,19 @@ impl ToolBox {
         })
     }
 
-    fn expand_headers(&self, source: &str, headers: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, ToolError> {
+    fn expand_headers(
+        &self,
+        source: &str,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<Vec<(String, String)>, ToolError> {
         headers.iter().map(|(k, v)| Ok((k.to_lowercase(), self.expand(source, v)?))).collect()
     }
 
-    async fn mcp_client(&self, source: &ToolSource, cell: &OnceCell<Result<Arc<mcp::McpClient>, String>>) -> Result<Arc<mcp::McpClient>, ToolError> {
+    async fn mcp_client(
+        &self,
+        source: &ToolSource,
+        cell: &OnceCell<Result<Arc<mcp::McpClient>, String>>,
+    ) -> Result<Arc<mcp::McpClient>, ToolError> {
         let built = cell
             .get_or_init(|| async {
                 let Some(settings) = &source.mcp else { return Err("not an MCP source".to_string()) };
@@ -188,7 +196,9 @@ impl ToolBox {
                 continue;
             };
             match built {
-                Built::Http(source) => specs.push(spec(source, &source.id, &source.description, source.parameters.clone())),
+                Built::Http(source) => {
+                    specs.push(spec(source, &source.id, &source.description, source.parameters.clone()))
+                }
                 Built::Mcp(source, cell) => {
                     let listed = match self.mcp_client(source, cell).await {
                         Ok(client) => client.tools().await,

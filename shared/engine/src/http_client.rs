@@ -233,7 +233,10 @@ impl HttpClient {
                 Err(e) if e.is_connect() => return Err(transport(format!("{method} {url}"), e)),
                 Err(e) => {
                     tracing::info!(url, error = %causes(&e), "the request failed before any answer; sending it once more on a new connection");
-                    self.client().request(build()?).await.map_err(|e| transport(format!("{method} {url} (sent twice)"), e))?
+                    self.client()
+                        .request(build()?)
+                        .await
+                        .map_err(|e| transport(format!("{method} {url} (sent twice)"), e))?
                 }
             };
             let status = response.status().as_u16();

@@ -560,8 +560,12 @@ impl Store for MemoryStore {
             let key = (query_id.to_string(), dispatch_id.to_string(), index);
             match t.tool_calls.get_mut(&key).filter(|r| r.expires_at >= now) {
                 Some(record) if record.outcome.is_none() => record.outcome = Some(outcome.clone()),
-                Some(_) => return Err(StoreError::ConditionFailed(format!("call {index} of {dispatch_id} has an outcome"))),
-                None => return Err(StoreError::ConditionFailed(format!("call {index} of {dispatch_id} was not claimed"))),
+                Some(_) => {
+                    return Err(StoreError::ConditionFailed(format!("call {index} of {dispatch_id} has an outcome")))
+                }
+                None => {
+                    return Err(StoreError::ConditionFailed(format!("call {index} of {dispatch_id} was not claimed")))
+                }
             }
         }
         self.transact(1);

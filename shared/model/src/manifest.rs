@@ -22,8 +22,8 @@ mod validate;
 pub use context::{bounds as context_bounds, BudgetSettings, ContextSettings, NoteSettings, SummarySettings};
 pub use duration::Dur;
 pub use kinds::{
-    HttpSettings, LambdaSettings, LlmSettings, OutputSchema, Provider, ProviderKind, ScriptedModelReply, ScriptedToolCall,
-    StructuredOutput, UNKNOWN_CONFIDENCE,
+    HttpSettings, LambdaSettings, LlmSettings, OutputSchema, Provider, ProviderKind, ScriptedModelReply,
+    ScriptedToolCall, StructuredOutput, UNKNOWN_CONFIDENCE,
 };
 pub use modes::{
     CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings,

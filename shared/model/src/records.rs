@@ -16,8 +16,8 @@ pub use query::{
     Event, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, SignalPage, SignalPageRequest,
 };
 pub use queue::{QueueId, QueueKind};
-pub use tool_call::{ToolCallOutcome, ToolCallRecord, ToolCallStatus, ToolClaim};
 pub use scope::{ScopeCheck, ScopeDecision};
 pub use signal::{
     sort_key, sort_key_time, Feedback, FieldError, SignalRecord, StoredSignal, MAX_COMMENT_CHARS, MAX_FEEDBACK_BYTES,
 };
+pub use tool_call::{ToolCallOutcome, ToolCallRecord, ToolCallStatus, ToolClaim};

@@ -249,11 +249,8 @@ fn sse_answer(bytes: &[u8], id: u64) -> Option<Value> {
         events.pop();
     }
     for event in events {
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
+        let data: Vec<&str> =
+            event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
         if data.is_empty() {
             continue;
         }

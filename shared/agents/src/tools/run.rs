@@ -18,7 +18,9 @@
 //! answer carries a caveat saying so.
 
 use super::{ToolBox, ToolError, ToolSpec};
-use crate::provider::{ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolOffer, ToolReply, ToolRequest, Turn};
+use crate::provider::{
+    ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolOffer, ToolReply, ToolRequest, Turn,
+};
 use crate::schema;
 use chrono::Utc;
 use serde_json::Value;
@@ -98,7 +100,11 @@ impl ToolLoop<'_> {
             .specs
             .iter()
             .filter(|s| allowed(s))
-            .map(|s| ToolOffer { name: s.provider_name.clone(), description: s.description.clone(), parameters: s.parameters.clone() })
+            .map(|s| ToolOffer {
+                name: s.provider_name.clone(),
+                description: s.description.clone(),
+                parameters: s.parameters.clone(),
+            })
             .collect();
         let mut turns: Vec<Turn> = Vec::new();
         let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
@@ -185,7 +191,10 @@ impl ToolLoop<'_> {
         if let Some(calls) = self.calls {
             let arguments = spec.and_then(|s| call.arguments.as_ref().ok().map(|a| masked(a, &s.sensitive)));
             calls
-                .note(self.attempt, ToolNote::Call { index, tool: shown_name.clone(), digest: digest.clone(), arguments })
+                .note(
+                    self.attempt,
+                    ToolNote::Call { index, tool: shown_name.clone(), digest: digest.clone(), arguments },
+                )
                 .await;
         }
         let started = Instant::now();
@@ -199,9 +208,11 @@ impl ToolLoop<'_> {
                 let known: Vec<&str> = self.specs.iter().map(|s| s.provider_name.as_str()).collect();
                 refused(format!("unknown tool `{}`; the tools are: {}", call.name, known.join(", ")))
             }
-            Some(s) if s.required_role.as_ref().is_some_and(|r| !roles.contains(r)) => {
-                refused(format!("`{}` needs the role `{}`, which the caller does not have", s.name, s.required_role.as_deref().unwrap_or_default()))
-            }
+            Some(s) if s.required_role.as_ref().is_some_and(|r| !roles.contains(r)) => refused(format!(
+                "`{}` needs the role `{}`, which the caller does not have",
+                s.name,
+                s.required_role.as_deref().unwrap_or_default()
+            )),
             Some(s) => match &call.arguments {
                 Err(why) => refused(format!("bad arguments for `{}`: {why}", s.name)),
                 Ok(arguments) => match schema::check(&s.parameters, arguments) {
@@ -258,7 +269,10 @@ impl ToolLoop<'_> {
         let Some(calls) = self.calls else {
             return Ok((
                 ToolCallStatus::Refused,
-                format!("`{}` changes something and no call record is available here; the call was not made", spec.name),
+                format!(
+                    "`{}` changes something and no call record is available here; the call was not made",
+                    spec.name
+                ),
                 false,
                 None,
                 None,

@@ -17,9 +17,7 @@ const MAX_RESULT_BYTES: usize = 256 * 1024;
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 fn is_tool_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The `{param}` names of an HTTP tool's URL.
@@ -93,12 +91,18 @@ impl Check<'_> {
         if !id_ok {
             self.report(
                 at("id"),
-                format!("tool source id `{}` must match ^[a-z][a-z0-9_]{{0,31}}$ (it is part of every tool's name)", s.id),
+                format!(
+                    "tool source id `{}` must match ^[a-z][a-z0-9_]{{0,31}}$ (it is part of every tool's name)",
+                    s.id
+                ),
             );
         }
         match (&s.mcp, &s.http) {
             (Some(_), Some(_)) | (None, None) => {
-                self.report(format!("tools[{i}]"), "set exactly one of `mcp` (an MCP server) and `http` (one endpoint)");
+                self.report(
+                    format!("tools[{i}]"),
+                    "set exactly one of `mcp` (an MCP server) and `http` (one endpoint)",
+                );
             }
             (Some(mcp), None) => {
                 self.url(at("mcp.url"), &mcp.url);
@@ -106,18 +110,27 @@ impl Check<'_> {
                     self.env_form(format!("tools[{i}].mcp.headers.{name}"), value);
                 }
                 if s.parameters.is_some() {
-                    self.report(at("parameters"), "an MCP server states its tools' schemas; `parameters` is for `http` tools");
+                    self.report(
+                        at("parameters"),
+                        "an MCP server states its tools' schemas; `parameters` is for `http` tools",
+                    );
                 }
                 for name in s.effects.keys() {
                     if !is_tool_name(name) {
-                        self.report(format!("tools[{i}].effects.{name}"), "a tool name is 1 – 64 letters, digits, `_` or `-`");
+                        self.report(
+                            format!("tools[{i}].effects.{name}"),
+                            "a tool name is 1 – 64 letters, digits, `_` or `-`",
+                        );
                     }
                 }
             }
             (None, Some(http)) => {
                 self.url(at("http.url"), &http.url);
                 if !METHODS.contains(&http.method.as_str()) {
-                    self.report(at("http.method"), format!("method `{}` is not one of {}", http.method, METHODS.join(", ")));
+                    self.report(
+                        at("http.method"),
+                        format!("method `{}` is not one of {}", http.method, METHODS.join(", ")),
+                    );
                 }
                 for (name, value) in &http.headers {
                     self.env_form(format!("tools[{i}].http.headers.{name}"), value);
@@ -183,7 +196,10 @@ impl Check<'_> {
 
     fn env_form(&mut self, path: String, value: &str) {
         if let Err(at) = env_references(value) {
-            self.report(path, format!("`${{` at offset {at} is not a reference: write `${{NAME}}` with letters, digits and `_`"));
+            self.report(
+                path,
+                format!("`${{` at offset {at} is not a reference: write `${{NAME}}` with letters, digits and `_`"),
+            );
         }
     }
 }
