@@ -169,12 +169,21 @@ impl ToolCalls for Ledger {
 const QUERY: &str = "q-tools";
 
 fn manifest(mcp_url: &str, http_url: &str, extra_llm: &str) -> Manifest {
+    manifest_with(
+        mcp_url,
+        http_url,
+        extra_llm,
+        "{id: m, kind: scripted, responses: {answer: [{reply: {response: unused}}]}}",
+    )
+}
+
+fn manifest_with(mcp_url: &str, http_url: &str, extra_llm: &str, provider: &str) -> Manifest {
     let yaml = format!(
         r#"
 version: 1
 name: tools-test
 tiers: [{{tier: 2, timeout: 5s, max_retries: 0, fallback: none}}]
-providers: [{{id: m, kind: scripted, responses: {{answer: [{{reply: {{response: unused}}}}]}}}}]
+providers: [{provider}]
 tools:
   - id: orders
     mcp: {{url: "{mcp_url}", headers: {{Authorization: "Bearer ${{ORDERS_TOKEN}}"}}}}
@@ -194,7 +203,7 @@ agents:
     tier: 2
     kind: llm
     llm: {{provider: m, system: "Help.", output_schema: {{name: answer, schema: {{type: object, required: [response], properties: {{response: {{type: string}}}}}}}}, tools: [orders, weather, vault]{extra_llm}}}
-intents: [{{id: ask, description: d, route: {{primary: support}}, utterances: [where is my order]}}]
+intents: [{{id: ask, description: d, route: {{primary: support}}, utterances: [where is my order, has my order shipped, track my order], keywords: [order]}}]
 "#
     );
     Manifest::from_yaml(&yaml, "tools.yaml").expect("manifest")
@@ -479,4 +488,81 @@ async fn without_call_records_a_write_tool_is_not_called() {
     run(&m, model.clone(), None, "d-norecord").await.expect("answer");
     assert_eq!(seen.lock().expect("seen").count("issue_refund"), 0);
     assert!(model.results()[0].1.contains("no call record is available"), "{:?}", model.results());
+}
+
+// ------------------------------------------------------------------------------------------
+// The whole system, embedded, on an OpenAI-compatible model server
+// ------------------------------------------------------------------------------------------
+
+/// An OpenAI-compatible chat-completions server: asked without a tool result, it calls
+/// `orders__lookup_order` for order A-1; shown a result, it answers with that result's text.
+async fn openai_stub() -> (String, Arc<Mutex<Vec<Value>>>) {
+    use axum::routing::post;
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let log = requests.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |axum::Json(body): axum::Json<Value>| {
+            let log = log.clone();
+            async move {
+                log.lock().expect("log").push(body.clone());
+                let messages = body["messages"].as_array().cloned().unwrap_or_default();
+                let result = messages.iter().rev().find(|m| m["role"] == "tool").and_then(|m| m["content"].as_str().map(str::to_string));
+                let message = match result {
+                    None => json!({"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_1", "type": "function", "function": {"name": "orders__lookup_order", "arguments": "{\"order_id\":\"A-1\"}"}}
+                    ]}),
+                    Some(text) => json!({"role": "assistant", "content": json!({"response": format!("Your {text}."), "confidence": 0.9}).to_string()}),
+                };
+                let finish = if message["tool_calls"].is_null() { "stop" } else { "tool_calls" };
+                axum::Json(json!({
+                    "id": "x", "object": "chat.completion", "model": "stub",
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": 12, "completion_tokens": 7}
+                }))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+    (url, requests)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_a_question_that_needs_the_tool_dispatches_it_and_its_result_reaches_the_answer() {
+    // GIVEN an MCP server, an OpenAI-compatible model server, and an agent using both
+    let (mcp, seen) = mcp_server::start(mcp_server::Faults::default()).await;
+    let (model_url, requests) = openai_stub().await;
+    let (http, _) = http_tools().await;
+    let m = manifest_with(&mcp, &http, "", &format!("{{id: m, kind: openai, base_url: \"{model_url}\", model: stub}}"));
+    let http_client = switchyard_engine::http_client::HttpClient::new();
+    let env = Arc::new(|name: &str| (name == "ORDERS_TOKEN").then(|| "s3cr3t-token".to_string()));
+    let agents = switchyard_agents::Agents::new(&m)
+        .with_llm(LlmAgents::new(&m, &http_client).with_tools(ToolBox::with_env(&m, &http_client, env)));
+    let system = switchyard_engine::Embedded::with_agents(Arc::new(m), Default::default(), Arc::new(agents));
+    let h = switchyard_tests::Harness::from_system(system);
+    // WHEN a question whose answer needs the tool is asked
+    let response = h.post("where is my order A-1", "u1", "").await;
+    assert_eq!(response.status_code, 202, "{}", switchyard_tests::text_body(&response));
+    let id = switchyard_tests::json_body(&response)["query_id"].as_str().expect("id").to_string();
+    let output = h.output(&id).await;
+    // THEN the tool was called with the model's arguments, and its result is in the answer
+    assert_eq!(seen.lock().expect("seen").calls[0], ("lookup_order".into(), json!({"order_id": "A-1"}), Value::Null));
+    assert_eq!(output.response_text, "Your order A-1 shipped on 2026-11-30.", "{output:?}");
+    let requests = requests.lock().expect("requests");
+    assert_eq!(requests[0]["tools"][0]["type"], "function");
+    assert_eq!(requests[1]["messages"][3]["role"], "tool");
+    // and the log holds the call and its result, named as the manifest names the tool
+    let events = h.system.deps.store.list_events(&id).await.expect("events");
+    let of = |kind: switchyard_engine::ports::EventKind| events.iter().filter(|e| e.kind == kind).collect::<Vec<_>>();
+    let calls = of(switchyard_engine::ports::EventKind::ToolCall);
+    let results = of(switchyard_engine::ports::EventKind::ToolResult);
+    assert_eq!((calls.len(), results.len()), (1, 1), "{events:#?}");
+    let call = serde_json::to_value(&*calls[0].detail).expect("detail");
+    let result = serde_json::to_value(&*results[0].detail).expect("detail");
+    assert_eq!(call["tool"], "orders.lookup_order");
+    assert_eq!(call["arguments_digest"].as_str().map(str::len), Some(64));
+    assert_eq!((result["status"].as_str(), result["size"].as_u64()), (Some("ok"), Some(31)));
+    assert!(!format!("{events:?}").contains("s3cr3t"));
 }

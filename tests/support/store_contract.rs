@@ -246,7 +246,8 @@ pub async fn a_write_call_is_claimed_once_and_its_outcome_recorded_once(store: &
         matches!(store.finish_tool_call(&query_id, &dispatch_id, 7, &again).await, Err(StoreError::ConditionFailed(_))),
         "an outcome needs a claim"
     );
-    let claims = futures::future::join_all((0..8).map(|_| store.claim_tool_call(&record(1)))).await;
+    let second = record(1);
+    let claims = futures::future::join_all((0..8).map(|_| store.claim_tool_call(&second))).await;
     let won = claims.iter().filter(|c| matches!(c, Ok(ToolClaim::Claimed))).count();
     assert_eq!(won, 1, "exactly one of eight concurrent claims wins: {claims:?}");
 }

@@ -44,33 +44,34 @@ impl ToolCalls for DispatchCalls<'_> {
     }
 
     async fn note(&self, attempt: u32, note: ToolNote) {
+        // Detail fields are written in key order.
         let (entry, id, detail) = match &note {
             ToolNote::Call { index, tool, digest, arguments } => {
-                let mut d = Detail::object()
-                    .field("dispatch_id", self.dispatch_id)
-                    .field("attempt", &attempt)
-                    .field("index", index)
-                    .field("tool", tool)
-                    .field("arguments_digest", digest);
+                let mut d = Detail::object();
                 if let Some(arguments) = arguments {
                     d = d.field("arguments", arguments);
                 }
+                let d = d
+                    .field("arguments_digest", digest)
+                    .field("attempt", &attempt)
+                    .field("dispatch_id", self.dispatch_id)
+                    .field("index", index)
+                    .field("tool", tool);
                 (Entry::ToolCall, format!("{}-a{attempt}-{index:03}", self.dispatch_id), d.finish())
             }
             ToolNote::Result { index, tool, status, latency_ms, size, truncated, replayed, idempotency_key } => {
-                let mut d = Detail::object()
-                    .field("dispatch_id", self.dispatch_id)
-                    .field("attempt", &attempt)
-                    .field("index", index)
-                    .field("tool", tool)
-                    .field("status", &status.as_str())
-                    .field("latency_ms", latency_ms)
-                    .field("size", size)
-                    .field("truncated", truncated)
-                    .field("replayed", replayed);
+                let mut d = Detail::object().field("attempt", &attempt).field("dispatch_id", self.dispatch_id);
                 if let Some(key) = idempotency_key {
                     d = d.field("idempotency_key", key);
                 }
+                let d = d
+                    .field("index", index)
+                    .field("latency_ms", latency_ms)
+                    .field("replayed", replayed)
+                    .field("size", size)
+                    .field("status", &status.as_str())
+                    .field("tool", tool)
+                    .field("truncated", truncated);
                 (Entry::ToolResult, format!("{}-a{attempt}-{index:03}", self.dispatch_id), d.finish())
             }
         };
