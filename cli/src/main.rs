@@ -26,6 +26,7 @@ mod serve;
 mod setup_cmd;
 mod signals_cmd;
 mod tokens_view;
+mod tools_cmd;
 mod train_cmd;
 mod validate_cmd;
 
@@ -241,6 +242,12 @@ enum Command {
         #[command(subcommand)]
         action: DlqAction,
     },
+    /// Tools of the manifest: `list` connects to each MCP server and HTTP tool and prints every
+    /// tool with its effect and arguments' schema (exit 1 when a source cannot be read).
+    Tools {
+        #[command(subcommand)]
+        action: ToolsAction,
+    },
     /// Queries on the AWS backend: `show ID` prints the record, the event log as a timeline,
     /// the handoffs and the output. (The memory backend lives inside `ask` / `serve`.)
     Query {
@@ -269,6 +276,16 @@ enum DlqAction {
         #[arg(long)]
         queue: Option<String>,
         /// Manifest whose tiers have queues (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolsAction {
+    /// Every tool of every source, with its schema.
+    List {
+        /// Manifest (default: the embedded routing.yaml).
         #[arg(long)]
         manifest: Option<PathBuf>,
     },
@@ -401,6 +418,13 @@ async fn main() -> ExitCode {
                     Ok(m) => ops_cmd::dlq_redrive(m, queue.as_deref(), stdout).await,
                     Err(e) => Err(e),
                 },
+            }
+        }
+        Command::Tools { action: ToolsAction::List { manifest } } => {
+            init_tracing(false);
+            match load_manifest(manifest.as_ref()) {
+                Ok(m) => tools_cmd::list(&m, &mut std::io::stdout().lock()).await,
+                Err(e) => Err(e),
             }
         }
         Command::Query { action: QueryAction::Show { id, manifest } } => {
