@@ -82,6 +82,7 @@ pub fn query(user_id: &str, idempotency_key: Option<&str>) -> QueryRecord {
         synth_claimed_at: None,
         outcome: None,
         signal: None,
+        approvals: Vec::new(),
         expires_at: live(),
     }
 }

@@ -807,6 +807,10 @@ impl LlmAgents {
             Err(crate::tools::run::LoopError::Provider(e)) => {
                 return Err(call_error(agent, settings, provider, attempt, &e))
             }
+            Err(crate::tools::run::LoopError::AwaitingApproval) => {
+                tracing::info!(agent = %agent.id, "a tool call waits for a person's decision; the attempt ends here");
+                return Ok(AgentReply::AwaitingApproval);
+            }
             Err(e @ crate::tools::run::LoopError::Store(_)) => {
                 tracing::warn!(agent = %agent.id, error = %e, "tool loop stopped");
                 return Err(AgentError { message: e.to_string(), recoverable: true });

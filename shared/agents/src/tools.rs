@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_engine::http_client::{HttpClient, HttpError};
-use switchyard_model::manifest::{expand_env, provider_name, Effect, Manifest, ToolSource};
+use switchyard_model::manifest::{expand_env, provider_name, ApprovalSettings, Effect, Manifest, ToolSource};
 use tokio::sync::OnceCell;
 
 /// Why a tool call (or reading a tool list) failed. The text is safe to hand to a model and
@@ -81,6 +81,8 @@ pub struct ToolSpec {
     pub effect: Effect,
     /// Whether its calls wait for a person.
     pub needs_approval: bool,
+    /// Who decides, and how long a call waits (set when `needs_approval`).
+    pub approval: Option<ApprovalSettings>,
     /// Each call's timeout.
     pub timeout: Duration,
     /// Largest result handed to the model.
@@ -306,6 +308,7 @@ fn spec(source: &ToolSource, tool: &str, description: &str, parameters: Option<V
         parameters: parameters.unwrap_or_else(|| serde_json::json!({ "type": "object" })),
         effect: source.effect(tool),
         needs_approval: source.needs_approval(tool),
+        approval: source.approval.clone().filter(|_| source.needs_approval(tool)),
         timeout: source.call_timeout().as_std(),
         result_limit: source.result_limit(),
         sensitive: source.sensitive.clone(),

@@ -42,6 +42,10 @@ pub enum Entry {
     ToolCall,
     /// A tool call ended.
     ToolResult,
+    /// A tool call waits for a person.
+    ApprovalRequested,
+    /// A waiting tool call was decided (or expired).
+    ApprovalDecided,
     /// A batch of an agent's streamed answer.
     Token,
     /// An attempt failed and the next one is scheduled.
@@ -87,6 +91,8 @@ impl Entry {
             Entry::Dispatch => 40,
             Entry::ToolCall => 42,
             Entry::ToolResult => 43,
+            Entry::ApprovalRequested => 44,
+            Entry::ApprovalDecided => 46,
             Entry::Token => 45,
             Entry::Retry => 50,
             Entry::Fallback => 55,
@@ -112,6 +118,8 @@ impl Entry {
             Entry::Dispatch | Entry::FallbackDispatch | Entry::BackgroundDispatch => EventKind::Dispatch,
             Entry::ToolCall => EventKind::ToolCall,
             Entry::ToolResult => EventKind::ToolResult,
+            Entry::ApprovalRequested => EventKind::ApprovalRequested,
+            Entry::ApprovalDecided => EventKind::ApprovalDecided,
             Entry::Retry => EventKind::Retry,
             Entry::Fallback => EventKind::Fallback,
             Entry::Handoff => EventKind::Handoff,
@@ -134,6 +142,8 @@ impl Entry {
             Entry::Dispatch | Entry::FallbackDispatch | Entry::BackgroundDispatch => "dispatch",
             Entry::ToolCall => "tool_call",
             Entry::ToolResult => "tool_result",
+            Entry::ApprovalRequested => "approval_requested",
+            Entry::ApprovalDecided => "approval_decided",
             Entry::Retry => "retry",
             Entry::Fallback => "fallback",
             Entry::Handoff => "handoff",
@@ -323,7 +333,9 @@ mod tests {
             Entry::Dispatch,
             Entry::ToolCall,
             Entry::ToolResult,
+            Entry::ApprovalRequested,
             Entry::Token,
+            Entry::ApprovalDecided,
             Entry::Retry,
             Entry::Fallback,
             Entry::FallbackDispatch,

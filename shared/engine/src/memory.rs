@@ -238,6 +238,7 @@ fn clone_without_fan_in(query: &QueryRecord) -> QueryRecord {
         synth_claimed_at,
         outcome,
         signal,
+        approvals,
         expires_at,
     } = query;
     QueryRecord {
@@ -260,6 +261,7 @@ fn clone_without_fan_in(query: &QueryRecord) -> QueryRecord {
         synth_claimed_at: *synth_claimed_at,
         outcome: *outcome,
         signal: signal.clone(),
+        approvals: approvals.clone(),
         expires_at: *expires_at,
     }
 }

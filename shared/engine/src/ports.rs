@@ -19,6 +19,7 @@ use std::time::Duration;
 pub use switchyard_core::context::SessionRecord;
 use switchyard_model::contracts::{AgentDispatch, HandoffResult, HandoffStatus, OrchestratorOutput};
 use switchyard_model::manifest::Agent;
+pub use switchyard_model::records::{Approval, ApprovalDecision, ApprovalState, PendingApproval, Verdict};
 pub use switchyard_model::records::{
     Detail, DetailWriter, Event, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, QueueKind,
     SignalPage, SignalPageRequest, ToolCallOutcome, ToolCallRecord, ToolCallStatus, ToolClaim,
@@ -373,6 +374,9 @@ pub enum AgentReply {
     /// A `result`-shaped answer built as typed values (the builtin agents'): validated like
     /// the same fields in an [`AgentReply::Answer`], without a round trip through JSON.
     Typed(Box<TypedAnswer>),
+    /// No answer yet: a tool call waits for a person's decision (stored on the query). The
+    /// attempt ends without a handoff; the decision resumes the dispatch.
+    AwaitingApproval,
 }
 
 /// The fields of a `result`-shaped answer, typed ([`AgentReply::Typed`]).
@@ -405,7 +409,7 @@ impl AgentReply {
         match self {
             AgentReply::Answer(v) => Some(v),
             AgentReply::Typed(a) => Some(a.to_value()),
-            AgentReply::Malformed(_) => None,
+            AgentReply::Malformed(_) | AgentReply::AwaitingApproval => None,
         }
     }
 }
@@ -497,6 +501,30 @@ pub trait ToolCalls: Send + Sync {
 
     /// The TTL of records written for this query.
     fn expires_at(&self) -> i64;
+
+    /// The state of the dispatch's call `ask.index` among those that need approval: asked for
+    /// now (stored on the query, the deadline paused, an `approval_requested` event) when it
+    /// was not asked yet, then [`ApprovalState::Pending`] until a person decides. `None`: no
+    /// approval can be asked for here (the call is not made).
+    async fn approval(&self, ask: &ApprovalAsk) -> Result<Option<ApprovalState>, StoreError> {
+        let _ = ask;
+        Ok(None)
+    }
+}
+
+/// A tool call that needs a person's approval, as the tool loop asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalAsk {
+    /// Position among the dispatch's calls that need approval, from 0.
+    pub index: u32,
+    /// The tool's manifest name.
+    pub tool: String,
+    /// The model's arguments.
+    pub arguments: Value,
+    /// The role a person needs to decide.
+    pub role: String,
+    /// How long the call waits before it counts as rejected.
+    pub timeout: std::time::Duration,
 }
 
 /// What the engine lends one run of an agent beyond the dispatch.

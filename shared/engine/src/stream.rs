@@ -174,7 +174,7 @@ pub async fn run_agent(
         .llm
         .as_ref()
         .filter(|l| !l.tools.is_empty())
-        .map(|_| super::tool_calls::DispatchCalls::new(deps, query, &dispatch.dispatch_id));
+        .map(|_| super::tool_calls::DispatchCalls::new(deps, query, dispatch, attempt, timeout));
     let tools = calls.as_ref().map(|c| c as &dyn ToolCalls);
     if agent.llm.as_ref().and_then(|l| l.stream.as_ref()).is_none() {
         let context = RunContext { tokens: None, tools };

@@ -2,6 +2,7 @@
 //! the plan a query carries, and the queues a message travels on. Plain data with the rules
 //! that belong to the data; the ports (`switchyard_engine::ports`) store and move them.
 
+mod approval;
 mod detail;
 mod plan;
 mod query;
@@ -10,6 +11,7 @@ mod scope;
 mod signal;
 mod tool_call;
 
+pub use approval::{Approval, ApprovalDecision, ApprovalState, PendingApproval, Verdict};
 pub use detail::{Detail, DetailWriter};
 pub use plan::{ClassificationDecision, DispatchRole, Flow, Plan, PlannedDispatch, Stage};
 pub use query::{

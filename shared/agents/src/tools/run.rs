@@ -12,7 +12,9 @@
 //! among the dispatch's write calls), made only by the claimer, and its outcome recorded
 //! after. A later delivery of the same dispatch that reaches a recorded call gives the
 //! recorded result back instead of calling again; a record without an outcome (the worker
-//! stopped mid-call) is reported `unknown` with the call's idempotency key, never repeated.
+//! stopped mid-call) is reported `unknown` with the call's idempotency key, never repeated;
+//! while its claimer may still be making the call (a duplicate delivery running beside this
+//! one), the loop waits for the claimer's outcome first.
 //!
 //! After `max_tool_calls` calls the model is asked once more with no tools offered, and the
 //! answer carries a caveat saying so.
@@ -26,7 +28,8 @@ use chrono::Utc;
 use serde_json::Value;
 use std::time::Duration;
 use switchyard_engine::ports::{
-    StoreError, ToolCallOutcome, ToolCallRecord, ToolCallStatus, ToolCalls, ToolClaim, ToolNote,
+    ApprovalAsk, ApprovalState, StoreError, ToolCallOutcome, ToolCallRecord, ToolCallStatus, ToolCalls, ToolClaim,
+    ToolNote,
 };
 use switchyard_model::contracts::AgentDispatch;
 use switchyard_model::manifest::Effect;
@@ -80,15 +83,35 @@ pub enum LoopError {
     /// The model could not be asked.
     #[error(transparent)]
     Provider(#[from] ProviderError),
-    /// A write call could not be recorded before it was made (so it was not made).
+    /// A write call could not be recorded before it was made (so it was not made), or a
+    /// call needing approval could not be stored as waiting.
     #[error("a write call could not be recorded before it was made: {0}")]
     Store(#[source] StoreError),
+    /// A call waits for a person's decision: the attempt ends without an answer, and the
+    /// decision resumes the dispatch.
+    #[error("a tool call waits for a person's decision")]
+    AwaitingApproval,
 }
 
 /// What one call came to.
 struct Done {
     reply: ToolReply,
     caveat: Option<String>,
+    /// The call waits for a person (no result yet).
+    waiting: bool,
+}
+
+/// Where a planned call stands among the dispatch's calls.
+#[derive(Clone, Copy)]
+struct Slots {
+    /// Position in the attempt.
+    index: u32,
+    /// Position among the calls recorded once (writes, and calls under approval).
+    write: Option<u32>,
+    /// Position among the calls under approval.
+    approval: Option<u32>,
+    /// Past `max_tool_calls`.
+    over_limit: bool,
 }
 
 impl ToolLoop<'_> {
@@ -110,6 +133,7 @@ impl ToolLoop<'_> {
         let (mut input_tokens, mut output_tokens) = (0u64, 0u64);
         let mut made = 0u32;
         let mut writes = 0u32;
+        let mut approvals = 0u32;
         let mut caveats = Vec::new();
         loop {
             let exhausted = made >= self.max_tool_calls || offers.is_empty();
@@ -134,27 +158,39 @@ impl ToolLoop<'_> {
                 let index = made;
                 made += 1;
                 let spec = self.specs.iter().find(|s| s.provider_name == call.name);
-                let write = spec.filter(|s| s.effect == Effect::Write).map(|_| {
+                // A call under approval is recorded once like a write: approved, it is made
+                // once however often the resumption is delivered.
+                let write = spec.filter(|s| s.effect == Effect::Write || s.needs_approval).map(|_| {
                     writes += 1;
                     writes - 1
                 });
-                planned.push((index, write, index >= self.max_tool_calls, call, spec));
+                let approval = spec.filter(|s| s.needs_approval).map(|_| {
+                    approvals += 1;
+                    approvals - 1
+                });
+                let slots = Slots { index, write, approval, over_limit: index >= self.max_tool_calls };
+                planned.push((slots, call, spec));
             }
-            let runs = planned.iter().map(|(index, write, over, call, spec)| {
+            let runs = planned.iter().map(|(slots, call, spec)| {
                 let span = tracing::info_span!(
                     "tool_call",
                     tool = %spec.map_or(call.name.as_str(), |s| s.name.as_str()),
-                    index,
+                    index = slots.index,
                     dispatch_id = %self.dispatch.dispatch_id,
                 );
-                self.one(*index, *write, *over, call, *spec, roles).instrument(span)
+                self.one(*slots, call, *spec, roles).instrument(span)
             });
             let done = futures::future::join_all(runs).await;
             let mut replies = Vec::with_capacity(done.len());
+            let mut waiting = false;
             for d in done {
                 let d = d?;
+                waiting |= d.waiting;
                 caveats.extend(d.caveat);
                 replies.push(d.reply);
+            }
+            if waiting {
+                return Err(LoopError::AwaitingApproval);
             }
             turns.push(Turn::Calls { text: turn.response.text, calls: turn.calls });
             turns.push(Turn::Results(replies));
@@ -179,13 +215,12 @@ impl ToolLoop<'_> {
     /// One call: checked, claimed when it writes, made, recorded, logged.
     async fn one(
         &self,
-        index: u32,
-        write: Option<u32>,
-        over_limit: bool,
+        slots: Slots,
         call: &ToolRequest,
         spec: Option<&ToolSpec>,
         roles: &[String],
     ) -> Result<Done, LoopError> {
+        let Slots { index, write, approval, over_limit } = slots;
         let shown_name = spec.map_or_else(|| call.name.clone(), |s| s.name.clone());
         let digest = digest(call);
         if let Some(calls) = self.calls {
@@ -217,10 +252,25 @@ impl ToolLoop<'_> {
                 Err(why) => refused(format!("bad arguments for `{}`: {why}", s.name)),
                 Ok(arguments) => match schema::check(&s.parameters, arguments) {
                     Err(why) => refused(format!("bad arguments for `{}`: {why}", s.name)),
-                    Ok(()) if s.needs_approval => refused(format!(
-                        "`{}` needs a person's approval, which this deployment cannot ask for; the call was not made",
-                        s.name
-                    )),
+                    Ok(()) if s.needs_approval => match self.approved(approval.unwrap_or(0), s, arguments).await? {
+                        Decided::Waiting => {
+                            let reply = ToolReply {
+                                id: call.id.clone(),
+                                name: call.name.clone(),
+                                content: String::new(),
+                                is_error: false,
+                            };
+                            return Ok(Done { reply, caveat: None, waiting: true });
+                        }
+                        Decided::Refused(text) => refused(text),
+                        Decided::Approved(approved) => match schema::check(&s.parameters, &approved) {
+                            Err(why) => refused(format!("bad approved arguments for `{}`: {why}", s.name)),
+                            Ok(()) => {
+                                let digest = digest_of(&approved);
+                                self.make(index, write, s, &approved, &digest).await
+                            }
+                        },
+                    },
                     Ok(()) => self.make(index, write, s, arguments, &digest).await,
                 },
             },
@@ -248,7 +298,37 @@ impl ToolLoop<'_> {
                 .await;
         }
         let is_error = status != ToolCallStatus::Ok;
-        Ok(Done { reply: ToolReply { id: call.id.clone(), name: call.name.clone(), content, is_error }, caveat })
+        let reply = ToolReply { id: call.id.clone(), name: call.name.clone(), content, is_error };
+        Ok(Done { reply, caveat, waiting: false })
+    }
+
+    /// The decision on call `approval` (asked for when not yet asked).
+    async fn approved(&self, approval: u32, spec: &ToolSpec, arguments: &Value) -> Result<Decided, LoopError> {
+        let Some(calls) = self.calls else {
+            return Ok(Decided::Refused(format!(
+                "`{}` needs a person's approval, which cannot be asked for here; the call was not made",
+                spec.name
+            )));
+        };
+        let Some(settings) = &spec.approval else {
+            return Ok(Decided::Refused(format!("`{}` has no approval settings; the call was not made", spec.name)));
+        };
+        let ask = ApprovalAsk {
+            index: approval,
+            tool: spec.name.clone(),
+            arguments: arguments.clone(),
+            role: settings.role.clone(),
+            timeout: settings.timeout.as_std(),
+        };
+        match calls.approval(&ask).await.map_err(LoopError::Store)? {
+            None => Ok(Decided::Refused(format!(
+                "`{}` needs a person's approval, which cannot be asked for here; the call was not made",
+                spec.name
+            ))),
+            Some(ApprovalState::Pending) => Ok(Decided::Waiting),
+            Some(ApprovalState::Approved(approved)) => Ok(Decided::Approved(approved)),
+            Some(ApprovalState::Rejected(text)) => Ok(Decided::Refused(text)),
+        }
     }
 
     /// Make a checked call (claimed first when it writes): (status, content, replayed, key,
@@ -290,7 +370,20 @@ impl ToolLoop<'_> {
             outcome: None,
             expires_at: calls.expires_at(),
         };
-        match calls.claim(&record).await.map_err(LoopError::Store)? {
+        let mut claim = calls.claim(&record).await.map_err(LoopError::Store)?;
+        // A record without an outcome may be a claimer still making the call (a duplicate
+        // delivery running beside this one): wait for its outcome while the claimer can still
+        // be alive; after that, the claimer stopped and the outcome is unknown.
+        let alive_until = record_claimed_at(&claim)
+            + chrono::Duration::from_std(spec.timeout + CLAIMER_GRACE).unwrap_or_else(|_| chrono::Duration::zero());
+        while let ToolClaim::Recorded(stored) = &claim {
+            if stored.outcome.is_some() || Utc::now() >= alive_until || Instant::now() >= self.deadline {
+                break;
+            }
+            tokio::time::sleep(CLAIM_POLL).await;
+            claim = calls.claim(&record).await.map_err(LoopError::Store)?;
+        }
+        match claim {
             ToolClaim::Claimed => {
                 let (status, content) = self.call_tool(spec, arguments, Some(&key), timeout).await;
                 let outcome = ToolCallOutcome { status, content: cut(&content, spec.result_limit).0, completed_at: Utc::now() };
@@ -346,13 +439,47 @@ impl ToolLoop<'_> {
     }
 }
 
+/// How long past a claimed call's own timeout its claimer may still record the outcome
+/// before a duplicate delivery takes the claimer as stopped (the store's write latency, with
+/// room to spare).
+const CLAIMER_GRACE: Duration = Duration::from_millis(1_000);
+
+/// How often a duplicate delivery looks again for the outcome of a call another one claimed.
+const CLAIM_POLL: Duration = Duration::from_millis(50);
+
+/// When the call found in the store was claimed (now, for a claim this worker holds).
+fn record_claimed_at(claim: &ToolClaim) -> chrono::DateTime<Utc> {
+    match claim {
+        ToolClaim::Recorded(stored) => stored.claimed_at,
+        ToolClaim::Claimed => Utc::now(),
+    }
+}
+
+/// What a person's decision lets a call under approval do.
+enum Decided {
+    /// Nobody has decided yet.
+    Waiting,
+    /// Make the call with these arguments (the model's, or the ones the person edited).
+    Approved(Value),
+    /// Not made; the text is the call's result.
+    Refused(String),
+}
+
 /// SHA-256 of the call's arguments as canonical JSON (the raw text when they are not JSON).
 pub fn digest(call: &ToolRequest) -> String {
-    let text = match &call.arguments {
-        Ok(v) => v.to_string(),
-        Err(_) => call.raw_arguments.clone(),
-    };
-    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes());
+    match &call.arguments {
+        Ok(v) => digest_of(v),
+        Err(_) => hex_sha256(call.raw_arguments.as_bytes()),
+    }
+}
+
+/// SHA-256 of `arguments` as canonical JSON, hex.
+pub fn digest_of(arguments: &Value) -> String {
+    hex_sha256(arguments.to_string().as_bytes())
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
