@@ -566,3 +566,209 @@ async fn embedded_a_question_that_needs_the_tool_dispatches_it_and_its_result_re
     assert_eq!((result["status"].as_str(), result["size"].as_u64()), (Some("ok"), Some(31)));
     assert!(!format!("{events:?}").contains("s3cr3t"));
 }
+
+// ------------------------------------------------------------------------------------------
+// A person in the loop, embedded
+// ------------------------------------------------------------------------------------------
+
+/// A model that asks for the refund until it sees a result, then answers with that result:
+/// the same answer however often an attempt runs again.
+struct RefundModel;
+
+#[async_trait]
+impl ModelProvider for RefundModel {
+    async fn complete(&self, _: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        Err(ProviderError::Config("the test model only converses".into()))
+    }
+
+    async fn converse(&self, _: &ModelRequest, turns: &[Turn], _: &[ToolOffer]) -> Result<ModelTurn, ProviderError> {
+        let response = |text: String| ModelResponse {
+            text,
+            model: "test".into(),
+            input_tokens: 10,
+            output_tokens: 5,
+            cache_hit: false,
+        };
+        let result = turns.iter().rev().find_map(|t| match t {
+            Turn::Results(r) => r.first().map(|r| r.content.clone()),
+            Turn::Calls { .. } => None,
+        });
+        Ok(match result {
+            Some(text) => ModelTurn {
+                response: response(json!({"response": format!("Outcome: {text}"), "confidence": 0.9}).to_string()),
+                calls: vec![],
+            },
+            None => ModelTurn {
+                response: response(String::new()),
+                calls: vec![ToolRequest {
+                    id: "c0".into(),
+                    name: "orders__issue_refund".into(),
+                    raw_arguments: r#"{"order_id": "A-1", "amount": 25}"#.into(),
+                    arguments: Ok(json!({"order_id": "A-1", "amount": 25})),
+                }],
+            },
+        })
+    }
+}
+
+/// An embedded system whose refund waits for an `approver` (for `approval_timeout`), every
+/// queue message delivered twice, and the query's own deadline `deadline`.
+fn approval_system(mcp: &str, approval_timeout: &str, deadline: &str) -> switchyard_tests::Harness {
+    let yaml = format!(
+        r#"
+version: 1
+name: approvals-test
+tiers: [{{tier: 2, timeout: 5s, max_retries: 0, fallback: none}}]
+providers: [{{id: m, kind: scripted, responses: {{answer: [{{reply: {{response: unused}}}}]}}}}]
+tools:
+  - id: orders
+    mcp: {{url: "{mcp}"}}
+    timeout: 2s
+    effects: {{issue_refund: write}}
+    approval: {{tools: [issue_refund], role: approver, timeout: {approval_timeout}}}
+agents:
+  - id: support
+    tier: 2
+    kind: llm
+    llm: {{provider: m, system: "Help.", output_schema: {{name: answer, schema: {{type: object, required: [response], properties: {{response: {{type: string}}}}}}}}, tools: [orders]}}
+intents: [{{id: ask, description: d, route: {{primary: support, deadline: {deadline}}}, utterances: [refund my order, I want my money back, refund order A-1], keywords: [refund]}}]
+"#
+    );
+    let m = Manifest::from_yaml(&yaml, "approvals.yaml").expect("manifest");
+    let http = switchyard_engine::http_client::HttpClient::new();
+    let provider = m.provider("m").expect("provider").clone();
+    let llm = LlmAgents::new(&m, &http).with_provider("m", Arc::new(RefundModel), provider);
+    let agents = Arc::new(switchyard_agents::Agents::new(&m).with_llm(llm));
+    let system = switchyard_engine::Embedded::with_queue(Arc::new(m), Default::default(), agents, |queue| {
+        let faults =
+            switchyard_testkit::faults::QueueFaults { duplicate: 1.0, max_extra_delay: std::time::Duration::ZERO };
+        (Arc::new(switchyard_testkit::faults::FaultyQueue::new(queue, faults, 7)), Some(7))
+    });
+    switchyard_tests::Harness::from_system(system)
+}
+
+/// GET the query as `user`: (HTTP status, body).
+async fn get_query(h: &switchyard_tests::Harness, id: &str, user: &str) -> (i64, Value) {
+    let r = switchyard_engine::handlers::handle_http(
+        &h.system.deps,
+        switchyard_tests::api_request("GET", &format!("/v1/queries/{id}"), "", None, user, ""),
+    )
+    .await;
+    (r.status_code, switchyard_tests::json_body(&r))
+}
+
+/// POST a decision on the query as `user` with `roles`: (HTTP status, body).
+async fn decide(h: &switchyard_tests::Harness, id: &str, body: &str, user: &str, roles: &str) -> (i64, Value) {
+    let r = switchyard_engine::handlers::handle_http(
+        &h.system.deps,
+        switchyard_tests::api_request("POST", &format!("/v1/queries/{id}/approval"), "", Some(body), user, roles),
+    )
+    .await;
+    (r.status_code, switchyard_tests::json_body(&r))
+}
+
+/// Ask for the refund as u1 and wait until the query waits for a decision.
+async fn ask_for_refund(h: &switchyard_tests::Harness) -> (String, Value) {
+    let response = h.post("refund order A-1", "u1", "").await;
+    assert_eq!(response.status_code, 202, "{}", switchyard_tests::text_body(&response));
+    let id = switchyard_tests::json_body(&response)["query_id"].as_str().expect("id").to_string();
+    for _ in 0..500 {
+        let (status, body) = get_query(h, &id, "u1").await;
+        if body["status"] == "awaiting_approval" {
+            assert_eq!(status, 202);
+            return (id, body);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("query {id} never waited for approval: {:?}", get_query(h, &id, "u1").await);
+}
+
+fn kinds(events: &[switchyard_engine::ports::Event]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| serde_json::to_value(e.kind).expect("kind").as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_write_is_called_exactly_once_although_every_message_is_delivered_twice() {
+    // GIVEN a refund under approval, a queue that delivers every message twice, and a query
+    // deadline far shorter than the wait for the person
+    let (mcp, seen) = mcp_server::start(mcp_server::Faults::default()).await;
+    let h = approval_system(&mcp, "1h", "1500ms");
+    // WHEN the question needs the refund
+    let (id, waiting) = ask_for_refund(&h).await;
+    // THEN the query shows the pending call, the event log says so, and the tool is not called
+    let pending = &waiting["pending_approval"];
+    assert_eq!(pending["tool"], "orders.issue_refund");
+    assert_eq!(pending["arguments"], json!({"order_id": "A-1", "amount": 25}));
+    assert!(pending["requested_at"].is_string() && pending["expires_at"].is_string(), "{waiting}");
+    let events = h.system.deps.store.list_events(&id).await.expect("events");
+    assert!(kinds(&events).contains(&"approval_requested".to_string()), "{:?}", kinds(&events));
+    assert_eq!(seen.lock().expect("seen").count("issue_refund"), 0);
+    // and the deadline is paused: past it, the query still waits
+    tokio::time::sleep(std::time::Duration::from_millis(2_000)).await;
+    assert_eq!(get_query(&h, &id, "u1").await.1["status"], "awaiting_approval");
+
+    // WHEN someone else, a caller without the role, and a malformed decision try
+    let approve = r#"{"decision": "approve", "note": "ok"}"#;
+    let (other, _) = decide(&h, &id, approve, "u2", "approver").await;
+    let (no_role, body) = decide(&h, &id, approve, "u1", "").await;
+    let (bad, bad_body) = decide(&h, &id, r#"{"decision": "perhaps"}"#, "u1", "approver").await;
+    // THEN 404, 403 naming the role, 400 naming the field
+    assert_eq!((other, no_role, bad), (404, 403, 400));
+    assert!(body.to_string().contains("approver"), "{body}");
+    assert!(bad_body.to_string().contains("decision"), "{bad_body}");
+
+    // WHEN the approver approves
+    let (status, decided) = decide(&h, &id, approve, "u1", "approver").await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!((decided["decision"].as_str(), decided["status"].as_str()), (Some("approve"), Some("resumed")));
+    // THEN the query finishes with the tool's result, the tool called once with its key
+    let output = h.output(&id).await;
+    assert_eq!(output.response_text, "Outcome: refund of 25 for order A-1 issued", "{output:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    {
+        let seen = seen.lock().expect("seen");
+        assert_eq!(seen.count("issue_refund"), 1, "{:?}", seen.calls);
+        assert!(
+            seen.calls[0].2["idempotency_key"].as_str().is_some_and(|k| k.ends_with("-call-0")),
+            "{:?}",
+            seen.calls
+        );
+    }
+    // and a second decision is a conflict
+    let (again, body) = decide(&h, &id, r#"{"decision": "reject"}"#, "u1", "approver").await;
+    assert_eq!(again, 409, "{body}");
+    let events = h.system.deps.store.list_events(&id).await.expect("events");
+    let decided =
+        events.iter().find(|e| e.kind == switchyard_engine::ports::EventKind::ApprovalDecided).expect("decided");
+    let detail = serde_json::to_value(&*decided.detail).expect("detail");
+    assert_eq!((detail["verdict"].as_str(), detail["decided_by"].as_str()), (Some("approve"), Some("u1")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_write_is_never_called_and_the_answer_says_why() {
+    let (mcp, seen) = mcp_server::start(mcp_server::Faults::default()).await;
+    let h = approval_system(&mcp, "1h", "5s");
+    let (id, _) = ask_for_refund(&h).await;
+    let (status, body) =
+        decide(&h, &id, r#"{"decision": "reject", "note": "over the refund limit"}"#, "u1", "approver").await;
+    assert_eq!(status, 200, "{body}");
+    let output = h.output(&id).await;
+    assert_eq!(output.response_text, "Outcome: rejected by a person: over the refund limit", "{output:?}");
+    assert_eq!(seen.lock().expect("seen").count("issue_refund"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_nobody_gives_expires_as_a_rejection_and_a_late_decision_is_a_conflict() {
+    let (mcp, seen) = mcp_server::start(mcp_server::Faults::default()).await;
+    let h = approval_system(&mcp, "400ms", "5s");
+    let (id, _) = ask_for_refund(&h).await;
+    let output = h.output(&id).await;
+    assert!(output.response_text.starts_with("Outcome: rejected: nobody decided by"), "{output:?}");
+    assert_eq!(seen.lock().expect("seen").count("issue_refund"), 0);
+    let (late, body) = decide(&h, &id, r#"{"decision": "approve"}"#, "u1", "approver").await;
+    assert_eq!(late, 409, "{body}");
+    assert!(body.to_string().contains("expired"), "{body}");
+}
