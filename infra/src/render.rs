@@ -579,6 +579,7 @@ pub(crate) fn http_event_name(method: &str, path: &str) -> String {
         "" => "Queries",
         "/events" => "QueryEvents",
         "/feedback" => "QueryFeedback",
+        "/approval" => "QueryApproval",
         _ => "Route",
     };
     format!("{}{what}", pascal_case(method))
