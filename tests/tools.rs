@@ -6,6 +6,8 @@
 //! redeliveries, with an `unknown` outcome after a crash mid-call. Then the whole system,
 //! embedded: the question, the call, the answer and the `tool_call` / `tool_result` events.
 
+#[path = "support/approvals.rs"]
+mod approvals;
 #[path = "support/mcp_server.rs"]
 mod mcp_server;
 
@@ -571,74 +573,11 @@ async fn embedded_a_question_that_needs_the_tool_dispatches_it_and_its_result_re
 // A person in the loop, embedded
 // ------------------------------------------------------------------------------------------
 
-/// A model that asks for the refund until it sees a result, then answers with that result:
-/// the same answer however often an attempt runs again.
-struct RefundModel;
-
-#[async_trait]
-impl ModelProvider for RefundModel {
-    async fn complete(&self, _: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        Err(ProviderError::Config("the test model only converses".into()))
-    }
-
-    async fn converse(&self, _: &ModelRequest, turns: &[Turn], _: &[ToolOffer]) -> Result<ModelTurn, ProviderError> {
-        let response = |text: String| ModelResponse {
-            text,
-            model: "test".into(),
-            input_tokens: 10,
-            output_tokens: 5,
-            cache_hit: false,
-        };
-        let result = turns.iter().rev().find_map(|t| match t {
-            Turn::Results(r) => r.first().map(|r| r.content.clone()),
-            Turn::Calls { .. } => None,
-        });
-        Ok(match result {
-            Some(text) => ModelTurn {
-                response: response(json!({"response": format!("Outcome: {text}"), "confidence": 0.9}).to_string()),
-                calls: vec![],
-            },
-            None => ModelTurn {
-                response: response(String::new()),
-                calls: vec![ToolRequest {
-                    id: "c0".into(),
-                    name: "orders__issue_refund".into(),
-                    raw_arguments: r#"{"order_id": "A-1", "amount": 25}"#.into(),
-                    arguments: Ok(json!({"order_id": "A-1", "amount": 25})),
-                }],
-            },
-        })
-    }
-}
-
 /// An embedded system whose refund waits for an `approver` (for `approval_timeout`), every
 /// queue message delivered twice, and the query's own deadline `deadline`.
 fn approval_system(mcp: &str, approval_timeout: &str, deadline: &str) -> switchyard_tests::Harness {
-    let yaml = format!(
-        r#"
-version: 1
-name: approvals-test
-tiers: [{{tier: 2, timeout: 5s, max_retries: 0, fallback: none}}]
-providers: [{{id: m, kind: scripted, responses: {{answer: [{{reply: {{response: unused}}}}]}}}}]
-tools:
-  - id: orders
-    mcp: {{url: "{mcp}"}}
-    timeout: 2s
-    effects: {{issue_refund: write}}
-    approval: {{tools: [issue_refund], role: approver, timeout: {approval_timeout}}}
-agents:
-  - id: support
-    tier: 2
-    kind: llm
-    llm: {{provider: m, system: "Help.", output_schema: {{name: answer, schema: {{type: object, required: [response], properties: {{response: {{type: string}}}}}}}}, tools: [orders]}}
-intents: [{{id: ask, description: d, route: {{primary: support, deadline: {deadline}}}, utterances: [refund my order, I want my money back, refund order A-1], keywords: [refund]}}]
-"#
-    );
-    let m = Manifest::from_yaml(&yaml, "approvals.yaml").expect("manifest");
-    let http = switchyard_engine::http_client::HttpClient::new();
-    let provider = m.provider("m").expect("provider").clone();
-    let llm = LlmAgents::new(&m, &http).with_provider("m", Arc::new(RefundModel), provider);
-    let agents = Arc::new(switchyard_agents::Agents::new(&m).with_llm(llm));
+    let m = approvals::manifest(mcp, approval_timeout, deadline);
+    let agents = approvals::agents(&m);
     let system = switchyard_engine::Embedded::with_queue(Arc::new(m), Default::default(), agents, |queue| {
         let faults =
             switchyard_testkit::faults::QueueFaults { duplicate: 1.0, max_extra_delay: std::time::Duration::ZERO };
