@@ -24,6 +24,7 @@ mod bedrock;
 pub mod embeddings;
 pub mod knowledge_base;
 pub mod llm;
+mod openai;
 pub mod provider;
 pub mod remote;
 pub mod retriever;

@@ -116,13 +116,9 @@ use switchyard_model::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_IT
 /// A DynamoDB item.
 type Item = HashMap<String, AttributeValue>;
 
-/// The sort key of write call `index` of a dispatch: sorted by index within the dispatch.
-fn tool_call_sk(dispatch_id: &str, index: u32) -> String {
-    format!("{PREFIX_TOOL_CALL}{dispatch_id}#{index:04}")
-}
-
 mod packing;
 mod signals;
+mod tool_calls;
 pub use signals::INDEX_BY_SIGNAL_DAY;
 
 mod items;
@@ -167,9 +163,6 @@ const SK_MANIFEST: &str = "MANIFEST";
 const SK_SESSION: &str = "SESSION";
 const PREFIX_HANDOFF: &str = "H#";
 const PREFIX_EVENT: &str = "E#";
-const PREFIX_TOOL_CALL: &str = "C#";
-/// A tool call's outcome, added after the call.
-const OUTCOME: &str = "outcome";
 
 /// Condition of a write-once item: absent, or present but expired.
 const COND_ABSENT: &str = "attribute_not_exists(#pk) OR #expires_at < :now";
@@ -733,45 +726,7 @@ impl Store for DynamoStore {
     }
 
     async fn claim_tool_call(&self, record: &ToolCallRecord) -> Result<ToolClaim, StoreError> {
-        let sk = tool_call_sk(&record.dispatch_id, record.index);
-        let mut item = Item::new();
-        item.insert(PK.into(), s(query_pk(&record.query_id)));
-        item.insert(SK.into(), s(sk.clone()));
-        item.insert(KIND.into(), s("tool_call"));
-        item.insert(DOC.into(), packed("tool call", record)?);
-        item.insert(EXPIRES_AT.into(), n(record.expires_at));
-        check_size("tool call", &item)?;
-        bump(&self.counters.writes, 1);
-        bump(&self.counters.write_units, units(billed_size(&item), WRITE_UNIT_BYTES));
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression(COND_ABSENT)
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#expires_at", EXPIRES_AT)
-            .expression_attribute_values(":now", n(now_epoch()))
-            .send()
-            .await;
-        match result.map_err(|e| sdk_error("PutItem", e)) {
-            Ok(_) => {
-                bump(&self.counters.items_written, 1);
-                Ok(ToolClaim::Claimed)
-            }
-            Err(StoreError::ConditionFailed(_)) => {
-                let Some(item) = self.get_item(query_pk(&record.query_id), &sk).await? else {
-                    return Err(StoreError::Unavailable {
-                        message: format!("call {} of {} was claimed and is gone", record.index, record.dispatch_id),
-                        source: None,
-                    });
-                };
-                let mut stored: ToolCallRecord = from_doc("tool call", &item)?;
-                stored.outcome = unpack("tool call", &item, OUTCOME)?;
-                Ok(ToolClaim::Recorded(Box::new(stored)))
-            }
-            Err(e) => Err(e),
-        }
+        self.claim_call(record).await
     }
 
     async fn finish_tool_call(
@@ -781,27 +736,7 @@ impl Store for DynamoStore {
         index: u32,
         outcome: &ToolCallOutcome,
     ) -> Result<(), StoreError> {
-        let value = packed("tool call outcome", outcome)?;
-        bump(&self.counters.writes, 1);
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(PK, s(query_pk(query_id)))
-            .key(SK, s(tool_call_sk(dispatch_id, index)))
-            .condition_expression("attribute_exists(#pk) AND attribute_not_exists(#outcome)")
-            .update_expression("SET #outcome = :outcome")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#outcome", OUTCOME)
-            .expression_attribute_values(":outcome", value)
-            .return_values(ReturnValue::AllNew)
-            .send()
-            .await
-            .map_err(|e| sdk_error("UpdateItem", e))?;
-        bump(&self.counters.items_written, 1);
-        let size = result.attributes.as_ref().map_or(0, billed_size);
-        bump(&self.counters.write_units, units(size, WRITE_UNIT_BYTES));
-        Ok(())
+        self.finish_call(query_id, dispatch_id, index, outcome).await
     }
 
     async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError> {

@@ -313,11 +313,6 @@ async fn expire_due(
     Err(StepError::Retryable("the query record kept changing while approvals expired".into()))
 }
 
-/// What `GET /v1/queries/{id}` shows of the query's waiting call, if one waits.
-pub fn pending(query: &QueryRecord) -> Option<crate::ports::PendingApproval> {
-    query.approvals.iter().find(|a| a.is_pending()).map(Approval::pending_view)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -453,7 +453,7 @@ pub async fn view(deps: &Deps, caller: &Caller, query_id: &str) -> Result<QueryV
     let handoffs = if query.plan.is_some() { deps.store.list_handoffs(query_id).await?.len() } else { 0 };
     Ok(QueryView::Running {
         status: Progress::of(&query),
-        pending_approval: super::approval::pending(&query),
+        pending_approval: query.approvals.iter().find(|a| a.is_pending()).map(crate::ports::Approval::pending_view),
         query_id: query.query_id,
         intent: query.parsed.intent.clone(),
         handoffs,
