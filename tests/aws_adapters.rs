@@ -152,6 +152,11 @@ async fn dynamodb_lists_finished_signals_from_the_signal_index_a_page_at_a_time(
 }
 
 #[tokio::test]
+async fn dynamodb_claims_a_write_tool_call_once_and_records_its_outcome_once() {
+    store_contract::a_write_call_is_claimed_once_and_its_outcome_recorded_once(&store().await).await;
+}
+
+#[tokio::test]
 async fn dynamodb_refuses_a_second_create_of_the_same_query() {
     store_contract::creating_a_query_twice_fails_and_writes_no_event(&store().await).await;
 }

@@ -3,6 +3,11 @@
 //! behave like Lambda's SQS event sources, and afterwards the records and queues are checked.
 //! Fails (never skips) when the endpoint is missing: run through `scripts/test.sh`.
 
+#[path = "support/approvals.rs"]
+mod approvals;
+#[path = "support/mcp_server.rs"]
+mod mcp_server;
+
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -253,4 +258,70 @@ async fn requests_per_query_stay_within_k_plus_3_sends_and_2k_plus_5_writes_with
         assert!(sends <= k + 3, "k={k}: {sends} SQS sends");
         assert!(writes <= 2 * k + 4 + 1, "k={k}: {writes} DynamoDB writes (2k + 4, + 1 session turn)");
     }
+}
+
+/// POST `path` with `body` as `user` with `roles`: (status, body).
+async fn post_as(deps: &Deps, path: &str, body: &str, user: &str, roles: &str) -> (i64, serde_json::Value) {
+    let r = handle_http(deps, api_request("POST", path, "", Some(body), user, roles)).await;
+    (r.status_code, json_body(&r))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_write_waits_in_dynamodb_resumes_by_sqs_and_is_called_once_with_every_message_sent_twice() {
+    // GIVEN a refund under approval on the real table and queues, every message sent twice
+    let (mcp, seen) = mcp_server::start(mcp_server::Faults::default()).await;
+    let manifest = Arc::new(approvals::manifest(&mcp, "1h", "5s"));
+    let config = endpoint::config().await;
+    let urls = endpoint::resources(&manifest, &config).await;
+    let system =
+        AwsSystem::with_resources(manifest.clone(), EngineSettings::default(), &config, &urls.table, urls.queues);
+    let doubled = Arc::new(FaultyQueue::new(
+        system.queue.clone(),
+        QueueFaults { duplicate: 1.0, max_extra_delay: Duration::ZERO },
+        5,
+    ));
+    let deps = Arc::new(Deps::new(
+        manifest.clone(),
+        system.store.clone(),
+        doubled,
+        system.deps.clock.clone(),
+        approvals::agents(&manifest),
+        EngineSettings::default(),
+    ));
+    let _p = pollers(deps.clone(), &system);
+    // WHEN the question needs the refund
+    let (status, accepted) =
+        post_as(&deps, "/v1/queries", &json!({"query": "refund order A-1"}).to_string(), "u1", "").await;
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["query_id"].as_str().expect("id").to_string();
+    // THEN the query waits in the table with the pending call, and the tool is not called
+    let mut waiting = serde_json::Value::Null;
+    for _ in 0..300 {
+        let r = handle_http(&deps, api_request("GET", &format!("/v1/queries/{id}"), "", None, "u1", "")).await;
+        waiting = json_body(&r);
+        if waiting["status"] == "awaiting_approval" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(waiting["status"], "awaiting_approval", "{waiting}");
+    assert_eq!(waiting["pending_approval"]["tool"], "orders.issue_refund");
+    assert_eq!(seen.lock().expect("seen").count("issue_refund"), 0);
+    let stored = deps.store.get_query(&id).await.expect("store").expect("query");
+    assert_eq!(stored.approvals.len(), 1, "the waiting call is on the record in DynamoDB");
+    // WHEN the approver approves (the resumption goes through the tier's SQS queue, twice)
+    let approval = format!("/v1/queries/{id}/approval");
+    let (status, body) = post_as(&deps, &approval, r#"{"decision": "approve"}"#, "u1", "approver").await;
+    assert_eq!(status, 200, "{body}");
+    // THEN the answer carries the tool's result, and the tool was called once
+    let output = wait_output(&deps, &id).await;
+    assert_eq!(output.response_text, "Outcome: refund of 25 for order A-1 issued", "{output:?}");
+    // (the duplicate resumption has run; the approval's expiry message stays delayed until
+    // its hour is up, then finds the query done)
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(seen.lock().expect("seen").count("issue_refund"), 1);
+    let (again, _) = post_as(&deps, &approval, r#"{"decision": "approve"}"#, "u1", "approver").await;
+    assert_eq!(again, 409);
+    let kinds: Vec<EventKind> = deps.store.list_events(&id).await.expect("store").iter().map(|e| e.kind).collect();
+    assert!(kinds.contains(&EventKind::ApprovalRequested) && kinds.contains(&EventKind::ApprovalDecided), "{kinds:?}");
 }

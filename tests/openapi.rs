@@ -278,6 +278,18 @@ async fn every_response_in_the_scenarios_matches_the_document() {
         let r = handle_http(deps, request("POST", &feedback, "", Some(&body), user)).await;
         samples.push(Sample { path: "/v1/queries/{id}/feedback", method: "post", response: r });
     }
+    // Approval: nothing waits on a finished query (409), someone else's (404), a bad
+    // decision (400), too large (413).
+    let approval = format!("{one}/approval");
+    for (body, user) in [
+        (r#"{"decision": "approve"}"#.to_string(), "u1"),
+        (r#"{"decision": "approve"}"#.to_string(), "u2"),
+        (r#"{"decision": "later"}"#.to_string(), "u1"),
+        (json!({ "decision": "reject", "note": "z".repeat(70_000) }).to_string(), "u1"),
+    ] {
+        let r = handle_http(deps, api_request("POST", &approval, "", Some(&body), user, "approver")).await;
+        samples.push(Sample { path: "/v1/queries/{id}/approval", method: "post", response: r });
+    }
     // Signals: a page for an export role, refused for others, a bad limit.
     for (query, roles) in [("limit=1", "trainer"), ("", "analyst"), ("limit=0", "trainer")] {
         let r = handle_http(deps, api_request("GET", "/v1/signals", query, None, "u9", roles)).await;

@@ -26,6 +26,7 @@ mod serve;
 mod setup_cmd;
 mod signals_cmd;
 mod tokens_view;
+mod tools_cmd;
 mod train_cmd;
 mod validate_cmd;
 
@@ -241,8 +242,15 @@ enum Command {
         #[command(subcommand)]
         action: DlqAction,
     },
+    /// Tools of the manifest: `list` connects to each MCP server and HTTP tool and prints every
+    /// tool with its effect and arguments' schema (exit 1 when a source cannot be read).
+    Tools {
+        #[command(subcommand)]
+        action: ToolsAction,
+    },
     /// Queries on the AWS backend: `show ID` prints the record, the event log as a timeline,
-    /// the handoffs and the output. (The memory backend lives inside `ask` / `serve`.)
+    /// the handoffs and the output; `approve ID` / `reject ID` decide the tool call a query
+    /// waits for. (The memory backend lives inside `ask` / `serve`.)
     Query {
         #[command(subcommand)]
         action: QueryAction,
@@ -275,11 +283,48 @@ enum DlqAction {
 }
 
 #[derive(Debug, Subcommand)]
+enum ToolsAction {
+    /// Every tool of every source, with its schema.
+    List {
+        /// Manifest (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum QueryAction {
     /// Record, timeline, handoffs and output of one query.
     Show {
         /// The query id (a UUID).
         id: String,
+        /// Manifest (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// Approve the tool call the query waits for: the query resumes and the tool is called
+    /// once (with `--arguments` instead of the model's when given).
+    Approve {
+        /// The query id (a UUID).
+        id: String,
+        /// Why (kept with the decision).
+        #[arg(long, default_value = "")]
+        note: String,
+        /// The arguments to call the tool with instead, as a JSON object.
+        #[arg(long)]
+        arguments: Option<String>,
+        /// Manifest (default: the embedded routing.yaml).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// Reject the tool call the query waits for: the model is told "rejected by a person:
+    /// <note>" and the tool is not called.
+    Reject {
+        /// The query id (a UUID).
+        id: String,
+        /// Why (the model is given it).
+        #[arg(long, default_value = "")]
+        note: String,
         /// Manifest (default: the embedded routing.yaml).
         #[arg(long)]
         manifest: Option<PathBuf>,
@@ -403,10 +448,33 @@ async fn main() -> ExitCode {
                 },
             }
         }
+        Command::Tools { action: ToolsAction::List { manifest } } => {
+            init_tracing(false);
+            match load_manifest(manifest.as_ref()) {
+                Ok(m) => tools_cmd::list(&m, &mut std::io::stdout().lock()).await,
+                Err(e) => Err(e),
+            }
+        }
         Command::Query { action: QueryAction::Show { id, manifest } } => {
             init_tracing(false);
             match load_manifest(manifest.as_ref()) {
                 Ok(m) => ops_cmd::query_show(m, &id, &mut std::io::stdout().lock()).await,
+                Err(e) => Err(e),
+            }
+        }
+        Command::Query { action: QueryAction::Approve { id, note, arguments, manifest } } => {
+            init_tracing(false);
+            let decision = ops_cmd::Verdict { approve: true, note, arguments };
+            match load_manifest(manifest.as_ref()) {
+                Ok(m) => ops_cmd::query_decide(m, &id, decision, &mut std::io::stdout().lock()).await,
+                Err(e) => Err(e),
+            }
+        }
+        Command::Query { action: QueryAction::Reject { id, note, manifest } } => {
+            init_tracing(false);
+            let decision = ops_cmd::Verdict { approve: false, note, arguments: None };
+            match load_manifest(manifest.as_ref()) {
+                Ok(m) => ops_cmd::query_decide(m, &id, decision, &mut std::io::stdout().lock()).await,
                 Err(e) => Err(e),
             }
         }

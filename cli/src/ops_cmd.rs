@@ -1,5 +1,5 @@
-//! Operator commands on the AWS backend: `switchyard dlq list`, `switchyard dlq redrive` and
-//! `switchyard query show ID`.
+//! Operator commands on the AWS backend: `switchyard dlq list`, `switchyard dlq redrive`,
+//! `switchyard query show ID` and `switchyard query approve|reject ID`.
 //!
 //! They read the table and queues named in the environment (`switchyard setup --backend aws`
 //! prints it; the deployed stack's outputs give the same variables). The memory backend lives
@@ -15,6 +15,76 @@ use switchyard_engine::ports::{QueueId, Store};
 use switchyard_engine::EngineSettings;
 use switchyard_model::jobs::JobMessage;
 use switchyard_model::manifest::Manifest;
+
+/// A decision from the command line.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// Approve (else reject).
+    pub approve: bool,
+    /// Why.
+    pub note: String,
+    /// Edited arguments (approve only), as JSON text.
+    pub arguments: Option<String>,
+}
+
+/// Decide the tool call query `query_id` waits for, as the operator (`$USER`): the AWS
+/// credentials that reach the table are the authority here, so no role is asked for.
+pub async fn query_decide(
+    manifest: Manifest,
+    query_id: &str,
+    verdict: Verdict,
+    out: &mut impl Write,
+) -> anyhow::Result<u8> {
+    if uuid::Uuid::parse_str(query_id).is_err() {
+        anyhow::bail!("query id `{}`: must be a UUID", shorten(query_id, 40));
+    }
+    let arguments = match &verdict.arguments {
+        None => None,
+        Some(text) => Some(
+            serde_json::from_str::<serde_json::Value>(text)
+                .map_err(|e| anyhow::anyhow!("--arguments: not JSON ({e})"))?,
+        ),
+    };
+    let mut body = serde_json::json!({
+        "decision": if verdict.approve { "approve" } else { "reject" },
+        "note": verdict.note,
+    });
+    if let Some(arguments) = arguments {
+        body["arguments"] = arguments;
+    }
+    let decision = switchyard_engine::approval::Decision::parse(body.to_string().as_bytes())
+        .map_err(|e| anyhow::anyhow!("{}", describe(&e)))?;
+    let system = system(manifest).await?;
+    let operator = format!("operator:{}", std::env::var("USER").unwrap_or_else(|_| "cli".into()));
+    let decider = switchyard_engine::approval::Decider::Operator(&operator);
+    match switchyard_engine::approval::decide(&system.deps, decider, query_id, &decision).await {
+        Ok(d) => {
+            writeln!(
+                out,
+                "query {}: {} {} at {}; the query resumes",
+                d.query_id,
+                d.decision.as_str(),
+                d.tool,
+                when(Some(d.decided_at))
+            )?;
+            Ok(0)
+        }
+        Err(e) => {
+            writeln!(out, "query {query_id}: {}", describe(&e))?;
+            Ok(1)
+        }
+    }
+}
+
+/// An engine refusal as one line (field errors spelled out).
+fn describe(e: &switchyard_engine::intake::IntakeError) -> String {
+    match e {
+        switchyard_engine::intake::IntakeError::Invalid(v) => {
+            v.errors.iter().map(|f| format!("{}: {}", f.field, f.rule)).collect::<Vec<_>>().join("; ")
+        }
+        other => other.to_string(),
+    }
+}
 
 /// Longest event detail shown on one timeline line.
 const DETAIL_CHARS: usize = 140;
@@ -168,6 +238,13 @@ pub async fn query_show(manifest: Manifest, query_id: &str, out: &mut impl Write
     writeln!(out, "  accepted {}  deadline {}", when(Some(query.accepted_at)), when(query.deadline_at))?;
     for warning in &query.warnings {
         writeln!(out, "  warning: {warning}")?;
+    }
+    for a in &query.approvals {
+        let state = match &a.decision {
+            None => format!("waits until {}", when(Some(a.expires_at))),
+            Some(d) => format!("{} by {} at {}", d.verdict.as_str(), d.decided_by, when(Some(d.decided_at))),
+        };
+        writeln!(out, "  approval {} {}  {state}", a.tool, shorten(&a.arguments.to_string(), DETAIL_CHARS))?;
     }
 
     writeln!(out, "\ntimeline")?;

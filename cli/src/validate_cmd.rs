@@ -70,6 +70,16 @@ fn summary(path: &Path, m: &Manifest, out: &mut impl Write) -> io::Result<()> {
             writeln!(out, "  tier {}: {}", tier.tier, ids.join(", "))?;
         }
     }
+    if !m.tools.is_empty() {
+        writeln!(out, "tools: {}", m.tools.len())?;
+        for t in &m.tools {
+            let kind = if t.mcp.is_some() { "mcp" } else { "http" };
+            let writes: Vec<&str> =
+                t.effects.iter().filter(|(_, e)| e.as_str() == "write").map(|(n, _)| n.as_str()).collect();
+            let writes = if writes.is_empty() { String::new() } else { format!(", writes: {}", writes.join(", ")) };
+            writeln!(out, "  {} ({kind}{writes})", t.id)?;
+        }
+    }
     writeln!(out, "intents: {}", m.intents.len())?;
     for intent in &m.intents {
         let answered_by = match (&intent.route.primary, &intent.route.pipeline) {

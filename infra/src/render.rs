@@ -7,7 +7,7 @@ use serde_yaml::{Mapping, Value};
 use switchyard_engine::handlers::HTTP_ROUTES;
 use switchyard_engine::jwt::{ENV_JWT_AUDIENCE, ENV_JWT_ISSUER, ENV_JWT_JWKS};
 use switchyard_engine::ports::{QueueId, QueueKind};
-use switchyard_model::manifest::Manifest;
+use switchyard_model::manifest::{env_references, Manifest};
 use switchyard_model::topology::{QueueSpec, Topology, ENV_ENCODER, ENV_TABLE, ENV_TIER};
 
 pub(crate) fn queue_description(id: QueueId) -> String {
@@ -86,7 +86,14 @@ pub fn render(manifest: &Manifest) -> String {
             tiers.join(", ")
         )),
     );
-    root.insert(s("Parameters"), parameters());
+    let secrets = tool_secrets(manifest);
+    let mut parameters = parameters();
+    if let Value::Mapping(m) = &mut parameters {
+        for (variable, parameter) in &secrets {
+            m.insert(s(parameter), secret_parameter(variable));
+        }
+    }
+    root.insert(s("Parameters"), parameters);
     root.insert(
         s("Conditions"),
         map(vec![(
@@ -110,7 +117,7 @@ pub fn render(manifest: &Manifest) -> String {
         let stem = pascal_case(&f.name);
         resources.insert(s(&format!("{stem}LogGroup")), log_group());
         resources.insert(s(&format!("{stem}Role")), role(f, &stem));
-        resources.insert(s(&function_id(&f.name)), function(f, &stem));
+        resources.insert(s(&function_id(&f.name)), function(f, &stem, &secrets));
     }
     for q in &topology.queues {
         let stem = pascal_case(&q.name);
@@ -194,6 +201,43 @@ pub(crate) fn space_out(body: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Each `${VAR}` the manifest's tool sources read (URLs and headers), with the template
+/// parameter that names where its value is kept: `ORDERS_TOKEN` → `ToolSecretOrdersToken`.
+pub(crate) fn tool_secrets(manifest: &Manifest) -> Vec<(String, String)> {
+    let mut names = std::collections::BTreeSet::new();
+    for source in &manifest.tools {
+        let mut texts: Vec<&str> = Vec::new();
+        if let Some(m) = &source.mcp {
+            texts.push(&m.url);
+            texts.extend(m.headers.values().map(String::as_str));
+        }
+        if let Some(h) = &source.http {
+            texts.push(&h.url);
+            texts.extend(h.headers.values().map(String::as_str));
+        }
+        for text in texts {
+            names.extend(env_references(text).unwrap_or_default().into_iter().map(str::to_string));
+        }
+    }
+    names.into_iter().map(|v| (v.clone(), format!("ToolSecret{}", pascal_case(&v.to_lowercase())))).collect()
+}
+
+/// The parameter naming where `${variable}` is kept: a Secrets Manager secret or an SSM
+/// parameter, resolved by CloudFormation into the agent workers' environment at deploy time.
+fn secret_parameter(variable: &str) -> Value {
+    map(vec![
+        ("Type", s("String")),
+        ("Default", s(&format!("secretsmanager:switchyard/{variable}"))),
+        ("AllowedPattern", s("^(secretsmanager|ssm):.+$")),
+        (
+            "Description",
+            s(&format!(
+                "Where the tools' ${{{variable}}} is kept: `secretsmanager:<secret name or ARN>[:SecretString:<json key>]` or `ssm:<parameter name>` (a String parameter; Lambda environments cannot take SecureString references)."
+            )),
+        ),
+    ])
 }
 
 pub(crate) fn parameters() -> Value {
@@ -474,7 +518,7 @@ pub(crate) fn function_description(f: &FunctionSpec) -> String {
     }
 }
 
-pub(crate) fn function(f: &FunctionSpec, stem: &str) -> Value {
+pub(crate) fn function(f: &FunctionSpec, stem: &str, secrets: &[(String, String)]) -> Value {
     let mut props = vec![
         ("Description", s(&function_description(f))),
         ("Timeout", n(f.timeout_s)),
@@ -498,6 +542,13 @@ pub(crate) fn function(f: &FunctionSpec, stem: &str) -> Value {
     }
     if f.encoder {
         variables.push((ENV_ENCODER, s(LAYER_MOUNT)));
+    }
+    if f.tier.is_some() {
+        // The agents' tools read `${VAR}` from the environment; the value comes from the
+        // secret or parameter its template parameter names.
+        for (variable, parameter) in secrets {
+            variables.push((variable.as_str(), sub(&format!("{{{{resolve:${{{parameter}}}}}}}"))));
+        }
     }
     if !variables.is_empty() {
         props.push(("Environment", map(vec![("Variables", map(variables))])));
@@ -579,6 +630,7 @@ pub(crate) fn http_event_name(method: &str, path: &str) -> String {
         "" => "Queries",
         "/events" => "QueryEvents",
         "/feedback" => "QueryFeedback",
+        "/approval" => "QueryApproval",
         _ => "Route",
     };
     format!("{}{what}", pascal_case(method))

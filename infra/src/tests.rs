@@ -237,3 +237,43 @@ fn reserved_concurrency_must_not_grow_with_the_tier() {
             ["routing.yaml: tier 5 reserves 40 concurrent executions, more than tier 4's 8; a lower tier has priority and must reserve at least as many"]
         );
 }
+
+#[test]
+fn a_tool_secret_in_a_header_reaches_the_agent_workers_from_secrets_manager_or_ssm_never_the_template_text() {
+    // GIVEN tools whose MCP header and HTTP URL read `${…}` variables
+    let yaml = r#"
+version: 1
+name: acting
+tiers: [{tier: 2, timeout: 30s, max_retries: 1, fallback: none}]
+providers: [{id: m, kind: scripted, responses: {answer: [{reply: {response: ok}}]}}]
+tools:
+  - id: orders
+    mcp: {url: "https://orders.example/mcp", headers: {Authorization: "Bearer ${ORDERS_TOKEN}"}}
+  - id: weather
+    http: {url: "https://weather.example/forecast/{city}?key=${WEATHER_KEY}"}
+    parameters: {type: object, properties: {city: {type: string}}}
+agents:
+  - id: support
+    tier: 2
+    kind: llm
+    llm: {provider: m, system: Help., output_schema: {name: answer, schema: {type: object}}, tools: [orders, weather]}
+intents: [{id: ask, route: {primary: support}, keywords: [ask]}]
+"#;
+    let manifest = Manifest::from_yaml(yaml, "acting.yaml").expect("valid");
+    // WHEN the template is rendered
+    let text = render(&manifest);
+    let doc: Value = serde_yaml::from_str(&text).expect("yaml");
+    // THEN each variable has a parameter naming where it is kept (Secrets Manager by default)
+    let parameter = &doc["Parameters"]["ToolSecretOrdersToken"];
+    assert_eq!(parameter["Default"].as_str(), Some("secretsmanager:switchyard/ORDERS_TOKEN"));
+    assert_eq!(parameter["AllowedPattern"].as_str(), Some("^(secretsmanager|ssm):.+$"));
+    assert!(doc["Parameters"]["ToolSecretWeatherKey"].is_mapping());
+    // and the agent worker reads it through a dynamic reference; the intake does not get it
+    let worker = &doc["Resources"]["AgentWorkerTier2Function"]["Properties"]["Environment"]["Variables"];
+    let env = serde_yaml::to_string(&worker["ORDERS_TOKEN"]).expect("yaml");
+    assert!(env.contains("!Sub") && env.contains("{{resolve:${ToolSecretOrdersToken}}}"), "{env}");
+    assert!(doc["Resources"]["IntakeFunction"]["Properties"]["Environment"]["Variables"]["ORDERS_TOKEN"].is_null());
+    // and the rendered template checks clean against its manifest
+    let problems = check(&text, &manifest);
+    assert!(problems.is_empty(), "{problems:#?}");
+}

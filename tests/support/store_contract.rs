@@ -82,6 +82,7 @@ pub fn query(user_id: &str, idempotency_key: Option<&str>) -> QueryRecord {
         synth_claimed_at: None,
         outcome: None,
         signal: None,
+        approvals: Vec::new(),
         expires_at: live(),
     }
 }
@@ -201,6 +202,55 @@ pub async fn all(store: &dyn Store) {
     a_callers_recent_queries_are_listed_newest_first_and_only_theirs(store).await;
     a_session_is_written_under_versions_per_caller_and_expires(store).await;
     finished_signals_are_listed_newest_first_a_page_at_a_time(store).await;
+    a_write_call_is_claimed_once_and_its_outcome_recorded_once(store).await;
+}
+
+/// GIVEN a write tool call claimed by one delivery, THEN a second claim of the same call
+/// (a redelivery, a duplicate) finds the record instead of claiming it, sees no outcome until
+/// the first adds it, then sees that outcome; a second outcome is refused; another index of
+/// the same dispatch is its own call; so are many concurrent claims of one call: one wins.
+pub async fn a_write_call_is_claimed_once_and_its_outcome_recorded_once(store: &dyn Store) {
+    use switchyard_engine::ports::{ToolCallOutcome, ToolCallRecord, ToolCallStatus, ToolClaim};
+    let (query_id, dispatch_id) = (new_id(), new_id());
+    let record = |index: u32| ToolCallRecord {
+        query_id: query_id.clone(),
+        dispatch_id: dispatch_id.clone(),
+        index,
+        tool: "orders.issue_refund".into(),
+        arguments_digest: "ab12".into(),
+        idempotency_key: ToolCallRecord::key_for(&dispatch_id, index),
+        claimed_at: Utc::now(),
+        outcome: None,
+        expires_at: live(),
+    };
+    assert_eq!(store.claim_tool_call(&record(0)).await.expect("claim"), ToolClaim::Claimed, "the first claim wins");
+    match store.claim_tool_call(&record(0)).await.expect("second claim") {
+        ToolClaim::Recorded(found) => {
+            assert_eq!((found.tool.as_str(), found.outcome.as_ref()), ("orders.issue_refund", None));
+            assert_eq!(found.idempotency_key, format!("{dispatch_id}-call-0"));
+        }
+        ToolClaim::Claimed => panic!("a call was claimed twice"),
+    }
+    let outcome =
+        ToolCallOutcome { status: ToolCallStatus::Ok, content: "refund R-9 issued".into(), completed_at: Utc::now() };
+    store.finish_tool_call(&query_id, &dispatch_id, 0, &outcome).await.expect("finish");
+    match store.claim_tool_call(&record(0)).await.expect("third claim") {
+        ToolClaim::Recorded(found) => assert_eq!(found.outcome.as_ref(), Some(&outcome), "the outcome is replayed"),
+        ToolClaim::Claimed => panic!("a finished call was claimed again"),
+    }
+    let again = ToolCallOutcome { content: "refund R-10 issued".into(), ..outcome.clone() };
+    assert!(matches!(
+        store.finish_tool_call(&query_id, &dispatch_id, 0, &again).await,
+        Err(StoreError::ConditionFailed(_))
+    ));
+    assert!(
+        matches!(store.finish_tool_call(&query_id, &dispatch_id, 7, &again).await, Err(StoreError::ConditionFailed(_))),
+        "an outcome needs a claim"
+    );
+    let second = record(1);
+    let claims = futures::future::join_all((0..8).map(|_| store.claim_tool_call(&second))).await;
+    let won = claims.iter().filter(|c| matches!(c, Ok(ToolClaim::Claimed))).count();
+    assert_eq!(won, 1, "exactly one of eight concurrent claims wins: {claims:?}");
 }
 
 /// GIVEN a session of one caller, THEN it is written under optimistic versions (a stale or

@@ -9,8 +9,13 @@
 //! Streamed, the request goes to `ConverseStream`: the answer arrives as `contentBlockDelta`
 //! events of the binary event stream, the usage in the `metadata` event; a stream that ends
 //! before `messageStop` is an incomplete answer, which a retry may fix.
+//!
+//! With tools, the conversation goes to `Converse` with a `toolConfig`: the model's
+//! `toolUse` blocks are its calls, answered by `toolResult` blocks in the next user message.
 
-use crate::provider::{ModelProvider, ModelRequest, ModelResponse, OnText, ProviderError};
+use crate::provider::{
+    ModelProvider, ModelRequest, ModelResponse, ModelTurn, OnText, ProviderError, ToolOffer, ToolRequest, Turn,
+};
 use async_trait::async_trait;
 use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_bedrockruntime::operation::converse::ConverseError;
@@ -239,5 +244,170 @@ impl ModelProvider for Bedrock {
             }
         };
         tokio::time::timeout(self.timeout, exchange).await.map_err(|_| timed_out(self.timeout))?
+    }
+
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        turns: &[Turn],
+        tools: &[ToolOffer],
+    ) -> Result<ModelTurn, ProviderError> {
+        use aws_sdk_bedrockruntime::types::{
+            Tool, ToolConfiguration, ToolInputSchema, ToolResultBlock, ToolResultContentBlock, ToolResultStatus,
+            ToolSpecification, ToolUseBlock,
+        };
+        let build = |e: aws_smithy_types::error::operation::BuildError| {
+            ProviderError::Config(format!("cannot build the Converse request: {e}"))
+        };
+        let client = self.client().await;
+        let (_, first, inference) = parts(request)?;
+        let mut messages = vec![first];
+        for turn in turns {
+            let message = match turn {
+                Turn::Calls { text, calls } => {
+                    let mut m = Message::builder().role(ConversationRole::Assistant);
+                    if !text.is_empty() {
+                        m = m.content(ContentBlock::Text(text.clone()));
+                    }
+                    for c in calls {
+                        let input = to_document(c.arguments.as_ref().unwrap_or(&serde_json::Value::Null));
+                        m = m.content(ContentBlock::ToolUse(
+                            ToolUseBlock::builder()
+                                .tool_use_id(&c.id)
+                                .name(&c.name)
+                                .input(input)
+                                .build()
+                                .map_err(build)?,
+                        ));
+                    }
+                    m.build().map_err(build)?
+                }
+                Turn::Results(results) => {
+                    let mut m = Message::builder().role(ConversationRole::User);
+                    for r in results {
+                        let status = if r.is_error { ToolResultStatus::Error } else { ToolResultStatus::Success };
+                        m = m.content(ContentBlock::ToolResult(
+                            ToolResultBlock::builder()
+                                .tool_use_id(&r.id)
+                                .content(ToolResultContentBlock::Text(r.content.clone()))
+                                .status(status)
+                                .build()
+                                .map_err(build)?,
+                        ));
+                    }
+                    m.build().map_err(build)?
+                }
+            };
+            messages.push(message);
+        }
+        let mut call = client
+            .converse()
+            .model_id(request.model.clone())
+            .system(SystemContentBlock::Text(crate::provider::system_with_schema(request)))
+            .set_messages(Some(messages))
+            .inference_config(inference);
+        if !tools.is_empty() {
+            let mut config = ToolConfiguration::builder();
+            for t in tools {
+                config = config.tools(Tool::ToolSpec(
+                    ToolSpecification::builder()
+                        .name(&t.name)
+                        .description(&t.description)
+                        .input_schema(ToolInputSchema::Json(to_document(&t.parameters)))
+                        .build()
+                        .map_err(build)?,
+                ));
+            }
+            call = call.tool_config(config.build().map_err(build)?);
+        }
+        let output = tokio::time::timeout(self.timeout, call.send())
+            .await
+            .map_err(|_| timed_out(self.timeout))?
+            .map_err(sdk_error)?;
+        let message = output
+            .output()
+            .and_then(|o| o.as_message().ok())
+            .ok_or_else(|| ProviderError::Decode("Converse returned no message".into()))?;
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        for block in message.content() {
+            match block {
+                ContentBlock::Text(t) => text.push_str(t),
+                ContentBlock::ToolUse(u) => {
+                    let arguments = from_document(u.input());
+                    calls.push(ToolRequest {
+                        id: u.tool_use_id().to_string(),
+                        name: u.name().to_string(),
+                        raw_arguments: arguments.to_string(),
+                        arguments: match arguments {
+                            v @ serde_json::Value::Object(_) => Ok(v),
+                            other => Err(format!("the arguments are {other}, not a JSON object")),
+                        },
+                    });
+                }
+                _ => {}
+            }
+        }
+        if calls.is_empty() && output.stop_reason() == &StopReason::MaxTokens {
+            return Err(ProviderError::Cut { max_tokens: request.max_tokens });
+        }
+        let usage = output.usage();
+        Ok(ModelTurn {
+            response: ModelResponse {
+                text,
+                model: request.model.clone(),
+                input_tokens: usage.map(|u| u.input_tokens().max(0) as u64).unwrap_or(0),
+                output_tokens: usage.map(|u| u.output_tokens().max(0) as u64).unwrap_or(0),
+                cache_hit: usage.and_then(|u| u.cache_read_input_tokens()).is_some_and(|n| n > 0),
+            },
+            calls,
+        })
+    }
+}
+
+/// JSON as a Smithy document (Converse's tool inputs and schemas).
+fn to_document(value: &serde_json::Value) -> aws_smithy_types::Document {
+    use aws_smithy_types::{Document, Number};
+    match value {
+        serde_json::Value::Null => Document::Null,
+        serde_json::Value::Bool(b) => Document::Bool(*b),
+        serde_json::Value::Number(n) => Document::Number(match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => Number::PosInt(u),
+            (None, Some(i), _) => Number::NegInt(i),
+            (_, _, f) => Number::Float(f.unwrap_or(0.0)),
+        }),
+        serde_json::Value::String(s) => Document::String(s.clone()),
+        serde_json::Value::Array(items) => Document::Array(items.iter().map(to_document).collect()),
+        serde_json::Value::Object(map) => {
+            Document::Object(map.iter().map(|(k, v)| (k.clone(), to_document(v))).collect())
+        }
+    }
+}
+
+/// A Smithy document as JSON.
+fn from_document(doc: &aws_smithy_types::Document) -> serde_json::Value {
+    use aws_smithy_types::{Document, Number};
+    match doc {
+        Document::Null => serde_json::Value::Null,
+        Document::Bool(b) => serde_json::Value::Bool(*b),
+        Document::Number(Number::PosInt(u)) => serde_json::json!(u),
+        Document::Number(Number::NegInt(i)) => serde_json::json!(i),
+        Document::Number(Number::Float(f)) => serde_json::json!(f),
+        Document::String(s) => serde_json::Value::String(s.clone()),
+        Document::Array(items) => serde_json::Value::Array(items.iter().map(from_document).collect()),
+        Document::Object(map) => {
+            serde_json::Value::Object(map.iter().map(|(k, v)| (k.clone(), from_document(v))).collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_survives_the_round_trip_through_a_smithy_document() {
+        let v = serde_json::json!({"a": [1, -2, 2.5, "x", null, true], "b": {"c": {}}});
+        assert_eq!(from_document(&to_document(&v)), v);
     }
 }

@@ -24,18 +24,20 @@ mod bedrock;
 pub mod embeddings;
 pub mod knowledge_base;
 pub mod llm;
+mod openai;
 pub mod provider;
 pub mod remote;
 pub mod retriever;
 pub mod schema;
 pub mod streaming;
+pub mod tools;
 
 pub use bedrock::Bedrock;
 
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-use switchyard_engine::ports::{AgentError, AgentReply, AgentRuntime, TokenSink, TypedAnswer};
+use switchyard_engine::ports::{AgentError, AgentReply, AgentRuntime, RunContext, TokenSink, TypedAnswer};
 use switchyard_model::contracts::{AgentDispatch, EntityType, Evidence, HandoffResult, HandoffStatus};
 use switchyard_model::manifest::{Agent, AgentKind, BuiltinSettings, EvidenceSpec, Manifest, ScriptedSettings};
 
@@ -148,6 +150,25 @@ impl AgentRuntime for Agents {
                 Box::pin(self.llm.run_streaming(agent, settings, dispatch, attempt, tokens)).await
             }
             _ => self.run(agent, dispatch, attempt).await,
+        }
+    }
+
+    async fn run_with(
+        &self,
+        agent: &Agent,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+        context: RunContext<'_>,
+    ) -> Result<AgentReply, AgentError> {
+        match (agent.kind, &agent.llm) {
+            (AgentKind::Llm, Some(settings)) if !settings.tools.is_empty() => {
+                Box::pin(self.llm.run_with_tools(agent, settings, dispatch, attempt, context.tokens, context.tools))
+                    .await
+            }
+            _ => match context.tokens {
+                Some(tokens) => self.run_streaming(agent, dispatch, attempt, tokens).await,
+                None => self.run(agent, dispatch, attempt).await,
+            },
         }
     }
 }

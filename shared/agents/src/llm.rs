@@ -16,18 +16,21 @@
 //! [`AgentReply::Malformed`] with the raw text, which the worker records as a failed handoff.
 
 use super::schema;
-pub use crate::provider::{ModelProvider, ModelRequest, ModelResponse, OnText, ProviderError};
+pub use crate::openai::OpenAiCompatible;
+pub use crate::provider::{
+    ModelProvider, ModelRequest, ModelResponse, ModelTurn, OnText, ProviderError, ToolOffer, ToolReply, ToolRequest,
+    Turn,
+};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_engine::http_client::HttpClient;
 use switchyard_engine::ports::{AgentError, AgentReply, TokenSink};
 use switchyard_model::contracts::{AgentDispatch, Evidence};
 use switchyard_model::manifest::{
-    Agent, LlmSettings, Manifest, Provider, ProviderKind, ScriptedModelReply, StructuredOutput, UNKNOWN_CONFIDENCE,
+    Agent, LlmSettings, Manifest, Provider, ProviderKind, ScriptedModelReply, UNKNOWN_CONFIDENCE,
 };
 
 /// Environment variable naming a provider every `llm` agent on a `scripted` provider uses
@@ -73,12 +76,87 @@ impl ModelProvider for ScriptedModel {
         Ok(response)
     }
 
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        turns: &[Turn],
+        tools: &[ToolOffer],
+    ) -> Result<ModelTurn, ProviderError> {
+        // The rules read the prompt and every result so far; a rule with calls applies once
+        // per conversation (and not at all once no tools are offered).
+        let mut seen = request.prompt.clone();
+        let mut made: Vec<(String, Value)> = Vec::new();
+        for turn in turns {
+            match turn {
+                Turn::Calls { calls, .. } => {
+                    made.extend(calls.iter().map(|c| (c.name.clone(), c.arguments.clone().unwrap_or_default())))
+                }
+                Turn::Results(results) => {
+                    for r in results {
+                        seen.push('\n');
+                        seen.push_str(&r.content);
+                    }
+                }
+            }
+        }
+        let as_made = |r: &ScriptedModelReply| {
+            r.tool_calls.iter().all(|c| {
+                let name = switchyard_model::manifest::provider_name(&c.tool);
+                made.iter().any(|(n, a)| *n == name && *a == c.arguments)
+            })
+        };
+        let reply = self
+            .responses
+            .get(&request.schema_name)
+            .and_then(|replies| {
+                replies.iter().find(|r| {
+                    r.when.as_ref().is_none_or(|w| seen.contains(w.as_str()))
+                        && (r.tool_calls.is_empty() || (!tools.is_empty() && !as_made(r)))
+                })
+            })
+            .ok_or_else(|| {
+                ProviderError::Config(format!(
+                    "the scripted model has no reply for schema `{}` and this conversation",
+                    request.schema_name
+                ))
+            })?;
+        let calls: Vec<ToolRequest> = reply
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(n, c)| ToolRequest {
+                id: format!("scripted-{}-{n}", made.len()),
+                name: switchyard_model::manifest::provider_name(&c.tool),
+                raw_arguments: c.arguments.to_string(),
+                arguments: Ok(c.arguments.clone()),
+            })
+            .collect();
+        let text = match (&reply.text, &reply.reply) {
+            (Some(t), _) => t.clone(),
+            (None, Some(v)) => v.to_string(),
+            (None, None) => String::new(),
+        };
+        let estimate = |s: &str| (s.len() as u64).div_ceil(4);
+        Ok(ModelTurn {
+            response: ModelResponse {
+                model: if request.model.is_empty() { "scripted".into() } else { request.model.clone() },
+                input_tokens: if reply.input_tokens > 0 { reply.input_tokens } else { estimate(&seen) },
+                output_tokens: if reply.output_tokens > 0 { reply.output_tokens } else { estimate(&text) + 1 },
+                cache_hit: false,
+                text,
+            },
+            calls,
+        })
+    }
+
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let reply = self
             .responses
             .get(&request.schema_name)
             .and_then(|replies| {
-                replies.iter().find(|r| r.when.as_ref().is_none_or(|w| request.prompt.contains(w.as_str())))
+                replies.iter().find(|r| {
+                    r.tool_calls.is_empty() && r.when.as_ref().is_none_or(|w| request.prompt.contains(w.as_str()))
+                })
             })
             .ok_or_else(|| {
                 ProviderError::Config(format!(
@@ -107,304 +185,6 @@ impl ModelProvider for ScriptedModel {
 }
 
 // ------------------------------------------------------------------------------------------
-// OpenAI-compatible
-// ------------------------------------------------------------------------------------------
-
-/// Any OpenAI-compatible chat-completions endpoint.
-///
-/// The answer's JSON shape is asked for as the provider's `structured_output` says. With
-/// `auto`, a server that refuses a form (an error answer naming `response_format` or the
-/// form) is asked again at once in the next one: `json_schema`; `json_object` carrying the
-/// schema (servers such as llama-cpp-python's decode by it); plain `json_object`; the schema
-/// in the prompt alone. The form that worked is kept for this provider's later calls. A
-/// refused form is not a retryable server error: asking again the same way cannot work.
-#[derive(Debug, Clone)]
-pub struct OpenAiCompatible {
-    http: HttpClient,
-    base_url: String,
-    api_key: Option<String>,
-    timeout: Duration,
-    /// The forms this provider may use, in order (one unless `auto`).
-    forms: &'static [Form],
-    /// The form in use: an index into `forms`, moved on by refusals.
-    form: Arc<AtomicU8>,
-}
-
-/// One way of asking for the schema, as sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Form {
-    /// `response_format: {type: json_schema, json_schema: {name, schema}}`.
-    JsonSchema,
-    /// `response_format: {type: json_object, schema}`, the schema in the system prompt too.
-    JsonObjectWithSchema,
-    /// `response_format: {type: json_object}`, the schema in the system prompt.
-    JsonObject,
-    /// No `response_format`; the schema in the system prompt.
-    Prompt,
-}
-
-impl Form {
-    /// The `structured_output` setting this form belongs to.
-    fn setting(self) -> &'static str {
-        match self {
-            Form::JsonSchema => "json_schema",
-            Form::JsonObjectWithSchema | Form::JsonObject => "json_object",
-            Form::Prompt => "prompt",
-        }
-    }
-}
-
-/// The forms of each `structured_output` setting, in the order they are tried.
-fn forms_of(setting: StructuredOutput) -> &'static [Form] {
-    match setting {
-        StructuredOutput::Auto => &[Form::JsonSchema, Form::JsonObjectWithSchema, Form::JsonObject, Form::Prompt],
-        StructuredOutput::JsonSchema => &[Form::JsonSchema],
-        StructuredOutput::JsonObject => &[Form::JsonObject],
-        StructuredOutput::Prompt => &[Form::Prompt],
-    }
-}
-
-impl OpenAiCompatible {
-    /// A client for `base_url` (e.g. `https://api.openai.com/v1`) with an optional API key,
-    /// asking for structured output the `auto` way.
-    pub fn new(http: HttpClient, base_url: &str, api_key: Option<String>, timeout: Duration) -> OpenAiCompatible {
-        OpenAiCompatible {
-            http,
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key,
-            timeout,
-            forms: forms_of(StructuredOutput::Auto),
-            form: Arc::new(AtomicU8::new(0)),
-        }
-    }
-
-    /// Ask for structured output this way (`auto`: try the forms in turn).
-    pub fn with_structured_output(mut self, structured: StructuredOutput) -> OpenAiCompatible {
-        self.forms = forms_of(structured);
-        self.form = Arc::new(AtomicU8::new(0));
-        self
-    }
-
-    /// The form the next request uses.
-    fn form(&self) -> Form {
-        self.forms[usize::from(self.form.load(Ordering::Relaxed)).min(self.forms.len() - 1)]
-    }
-
-    /// After `refused` was refused: move to the next form when there is one (true), or stay
-    /// (false: the refusal is the call's error).
-    fn fall_back(&self, refused: Form) -> bool {
-        let Some(at) = self.forms.iter().position(|f| *f == refused) else { return false };
-        let Some(next) = self.forms.get(at + 1) else { return false };
-        // Another call may have moved on already; never move back.
-        self.form.fetch_max((at + 1) as u8, Ordering::Relaxed);
-        tracing::info!(
-            refused = ?refused,
-            now = ?next,
-            "the provider refused this structured-output form; using the next one from now on"
-        );
-        true
-    }
-
-    fn body(request: &ModelRequest, form: Form) -> Value {
-        let system = match form {
-            Form::JsonSchema => request.system.clone(),
-            Form::JsonObjectWithSchema | Form::JsonObject | Form::Prompt => format!(
-                "{}\n\nAnswer with one JSON object and nothing else. It must match this JSON Schema:\n{}",
-                request.system, request.schema
-            ),
-        };
-        let mut body = json!({
-            "model": request.model,
-            "messages": [
-                { "role": "system", "content": system },
-                { "role": "user", "content": request.prompt },
-            ],
-            "max_tokens": request.max_tokens,
-        });
-        match form {
-            Form::JsonSchema => {
-                body["response_format"] = json!({
-                    "type": "json_schema",
-                    "json_schema": { "name": request.schema_name, "schema": request.schema, "strict": false },
-                });
-            }
-            Form::JsonObjectWithSchema => {
-                body["response_format"] = json!({ "type": "json_object", "schema": request.schema })
-            }
-            Form::JsonObject => body["response_format"] = json!({ "type": "json_object" }),
-            Form::Prompt => {}
-        }
-        if let Some(t) = request.temperature {
-            body["temperature"] = json!(t);
-        }
-        body
-    }
-
-    fn headers(&self) -> Vec<(String, String)> {
-        let mut headers = Vec::new();
-        if let Some(key) = &self.api_key {
-            headers.push(("authorization".to_string(), format!("Bearer {key}")));
-        }
-        headers
-    }
-
-    /// One streamed exchange in `form`.
-    async fn stream_once(
-        &self,
-        request: &ModelRequest,
-        form: Form,
-        on_text: OnText<'_>,
-    ) -> Result<ModelResponse, ProviderError> {
-        let mut body = OpenAiCompatible::body(request, form);
-        body["stream"] = json!(true);
-        body["stream_options"] = json!({ "include_usage": true });
-        let url = format!("{}/chat/completions", self.base_url);
-        let mut sse = super::streaming::SseDecoder::default();
-        let mut state = ChunkState::default();
-        let mut on_chunk = |bytes: &[u8]| {
-            for data in sse.push(bytes) {
-                state.take(&data, on_text);
-            }
-        };
-        let reply = self
-            .http
-            .post_json_streaming(&url, &self.headers(), body.to_string().into_bytes(), self.timeout, &mut on_chunk)
-            .await?;
-        if reply.status == 429 {
-            return Err(ProviderError::Throttled { retry_after: reply.retry_after });
-        }
-        if !(200..300).contains(&reply.status) {
-            return Err(ProviderError::from_status(reply.status, &reply.body, form.setting()));
-        }
-        if let Some(data) = sse.finish() {
-            state.take(&data, on_text);
-        }
-        if let Some(error) = state.error {
-            return Err(ProviderError::Decode(error));
-        }
-        if state.finish_reason.as_deref() == Some("length") {
-            return Err(ProviderError::Cut { max_tokens: request.max_tokens });
-        }
-        if state.finish_reason.is_none() && !state.done {
-            return Err(ProviderError::Decode(format!(
-                "the stream ended after {} characters, before the answer was complete (no finish_reason, no [DONE])",
-                state.text.chars().count()
-            )));
-        }
-        Ok(ModelResponse {
-            model: state.model.unwrap_or_else(|| request.model.clone()),
-            text: state.text,
-            input_tokens: state.input_tokens,
-            output_tokens: state.output_tokens,
-            cache_hit: state.cached_tokens > 0,
-        })
-    }
-
-    /// One buffered exchange in `form`.
-    async fn complete_once(&self, request: &ModelRequest, form: Form) -> Result<ModelResponse, ProviderError> {
-        let body = OpenAiCompatible::body(request, form);
-        let url = format!("{}/chat/completions", self.base_url);
-        let reply = self.http.post_json(&url, &self.headers(), body.to_string().into_bytes(), self.timeout).await?;
-        if reply.status == 429 {
-            return Err(ProviderError::Throttled { retry_after: reply.retry_after });
-        }
-        if !(200..300).contains(&reply.status) {
-            return Err(ProviderError::from_status(reply.status, &reply.body, form.setting()));
-        }
-        let v: Value =
-            serde_json::from_slice(&reply.body).map_err(|e| ProviderError::Decode(format!("not JSON: {e}")))?;
-        if v.pointer("/choices/0/finish_reason").and_then(Value::as_str) == Some("length") {
-            return Err(ProviderError::Cut { max_tokens: request.max_tokens });
-        }
-        let content = v
-            .pointer("/choices/0/message/content")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ProviderError::Decode("no choices[0].message.content".into()))?;
-        let usage = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
-        Ok(ModelResponse {
-            text: content.to_string(),
-            model: v.get("model").and_then(Value::as_str).unwrap_or(&request.model).to_string(),
-            input_tokens: usage("/usage/prompt_tokens"),
-            output_tokens: usage("/usage/completion_tokens"),
-            cache_hit: usage("/usage/prompt_tokens_details/cached_tokens") > 0,
-        })
-    }
-}
-
-/// What an OpenAI-compatible stream said so far.
-#[derive(Debug, Default)]
-struct ChunkState {
-    text: String,
-    model: Option<String>,
-    input_tokens: u64,
-    output_tokens: u64,
-    cached_tokens: u64,
-    finish_reason: Option<String>,
-    done: bool,
-    error: Option<String>,
-}
-
-impl ChunkState {
-    /// Take one `data:` payload of the stream.
-    fn take(&mut self, data: &str, on_text: OnText<'_>) {
-        if data.trim() == "[DONE]" {
-            self.done = true;
-            return;
-        }
-        let Ok(v) = serde_json::from_str::<Value>(data) else {
-            self.error.get_or_insert_with(|| "a stream chunk is not JSON".into());
-            return;
-        };
-        if let Some(e) = v.get("error") {
-            let message = e.get("message").and_then(Value::as_str).unwrap_or("error");
-            tracing::warn!(detail = message, "the provider's stream reported an error");
-            self.error.get_or_insert_with(|| "the stream reported an error".into());
-            return;
-        }
-        if let Some(m) = v.get("model").and_then(Value::as_str) {
-            self.model.get_or_insert_with(|| m.to_string());
-        }
-        if let Some(piece) = v.pointer("/choices/0/delta/content").and_then(Value::as_str) {
-            self.text.push_str(piece);
-            on_text(piece);
-        }
-        if let Some(reason) = v.pointer("/choices/0/finish_reason").filter(|r| !r.is_null()) {
-            self.finish_reason = Some(reason.as_str().unwrap_or("stop").to_string());
-        }
-        if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
-            let n = |p: &str| usage.pointer(p).and_then(Value::as_u64).unwrap_or(0);
-            self.input_tokens = n("/prompt_tokens");
-            self.output_tokens = n("/completion_tokens");
-            self.cached_tokens = n("/prompt_tokens_details/cached_tokens");
-        }
-    }
-}
-
-#[async_trait]
-impl ModelProvider for OpenAiCompatible {
-    async fn stream(&self, request: &ModelRequest, on_text: OnText<'_>) -> Result<ModelResponse, ProviderError> {
-        loop {
-            let form = self.form();
-            match self.stream_once(request, form, on_text).await {
-                // A refusal answers before any text: asking again in the next form is safe.
-                Err(ProviderError::FormRefused { .. }) if self.fall_back(form) => continue,
-                other => return other,
-            }
-        }
-    }
-
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        loop {
-            let form = self.form();
-            match self.complete_once(request, form).await {
-                Err(ProviderError::FormRefused { .. }) if self.fall_back(form) => continue,
-                other => return other,
-            }
-        }
-    }
-}
-
-// ------------------------------------------------------------------------------------------
 // Agents
 // ------------------------------------------------------------------------------------------
 
@@ -426,6 +206,8 @@ pub struct LlmAgents {
     bad_override: Option<String>,
     /// Providers some `llm` agent of the manifest uses.
     used: std::collections::BTreeSet<String>,
+    /// The manifest's tool sources.
+    tools: crate::tools::ToolBox,
 }
 
 impl std::fmt::Debug for LlmAgents {
@@ -501,7 +283,13 @@ impl LlmAgents {
                 _ => s.provider.clone(),
             })
             .collect();
-        LlmAgents { providers, override_provider, bad_override, used }
+        LlmAgents {
+            providers,
+            override_provider,
+            bad_override,
+            used,
+            tools: crate::tools::ToolBox::new(manifest, http),
+        }
     }
 
     /// Use this provider for every `llm` agent, whatever the manifest says (tests, or a real
@@ -509,6 +297,17 @@ impl LlmAgents {
     pub fn with_provider(mut self, id: &str, provider: Arc<dyn ModelProvider>, settings: Provider) -> LlmAgents {
         self.providers.insert(id.to_string(), Built::Ready(provider, Box::new(settings)));
         self
+    }
+
+    /// Use these tool sources (tests: environment variables read from a map).
+    pub fn with_tools(mut self, tools: crate::tools::ToolBox) -> LlmAgents {
+        self.tools = tools;
+        self
+    }
+
+    /// The tool sources.
+    pub fn tools(&self) -> &crate::tools::ToolBox {
+        &self.tools
     }
 
     /// Providers an agent uses that cannot be used as configured, for the function's init to
@@ -549,7 +348,91 @@ impl LlmAgents {
         dispatch: &AgentDispatch,
         attempt: u32,
     ) -> Result<AgentReply, AgentError> {
-        self.call(agent, settings, dispatch, attempt, None).await
+        self.run_with_tools(agent, settings, dispatch, attempt, None, None).await
+    }
+
+    /// Run attempt `attempt` of an `llm` agent with tools: the tool loop, its calls recorded
+    /// and logged through `calls` (without it, read tools only). An agent without tools
+    /// answers as [`Self::run`] / [`Self::run_streaming`].
+    pub async fn run_with_tools(
+        &self,
+        agent: &Agent,
+        settings: &LlmSettings,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+        tokens: Option<&TokenSink>,
+        calls: Option<&dyn switchyard_engine::ports::ToolCalls>,
+    ) -> Result<AgentReply, AgentError> {
+        if settings.tools.is_empty() {
+            return self.call(agent, settings, dispatch, attempt, tokens).await;
+        }
+        let started = tokio::time::Instant::now();
+        let (client, provider) = self.provider_for(settings)?;
+        let request = self.request(settings, provider, dispatch, attempt);
+        let (specs, problems) = self.tools.specs(&settings.tools).await;
+        for problem in &problems {
+            tracing::warn!(agent = %agent.id, problem = %problem, "a tool source could not be read; its tools are left out");
+        }
+        let run = crate::tools::run::ToolLoop {
+            provider: client.as_ref(),
+            request: &request,
+            toolbox: &self.tools,
+            specs: &specs,
+            calls,
+            dispatch,
+            attempt,
+            max_tool_calls: settings.max_tool_calls.unwrap_or(switchyard_model::manifest::DEFAULT_MAX_TOOL_CALLS),
+            deadline: started + Duration::from_millis(dispatch.routing.timeout_ms.max(1)),
+            throttle: (provider.throttle_retries, provider.throttle_backoff.as_std()),
+        };
+        let outcome = match run.run().await {
+            Ok(o) => o,
+            Err(crate::tools::run::LoopError::Provider(e)) => {
+                return Err(call_error(agent, settings, provider, attempt, &e))
+            }
+            Err(crate::tools::run::LoopError::AwaitingApproval) => {
+                tracing::info!(agent = %agent.id, "a tool call waits for a person's decision; the attempt ends here");
+                return Ok(AgentReply::AwaitingApproval);
+            }
+            Err(e @ crate::tools::run::LoopError::Store(_)) => {
+                tracing::warn!(agent = %agent.id, error = %e, "tool loop stopped");
+                return Err(AgentError { message: e.to_string(), recoverable: true });
+            }
+        };
+        tracing::info!(
+            agent = %agent.id,
+            model = %outcome.response.model,
+            input_tokens = outcome.response.input_tokens,
+            output_tokens = outcome.response.output_tokens,
+            tool_calls = outcome.calls,
+            "model call with tools"
+        );
+        let mut reply = reply_from(agent, settings, outcome.response);
+        if let AgentReply::Answer(Value::Object(map)) = &mut reply {
+            if let Some(Value::Array(caveats)) = map.get_mut("caveats") {
+                caveats.extend(outcome.caveats.into_iter().map(Value::String));
+            }
+            map.insert("tool_calls".into(), json!(outcome.calls));
+        }
+        Ok(reply)
+    }
+
+    fn request(
+        &self,
+        settings: &LlmSettings,
+        provider: &Provider,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+    ) -> ModelRequest {
+        ModelRequest {
+            model: settings.model.clone().or_else(|| provider.model.clone()).unwrap_or_default(),
+            system: settings.system.clone(),
+            prompt: render_prompt(settings.prompt.as_deref(), &prompt_fields(dispatch)),
+            schema_name: settings.output_schema.name.clone(),
+            schema: settings.output_schema.schema.clone(),
+            max_tokens: answer_budget(settings, attempt),
+            temperature: settings.temperature,
+        }
     }
 
     /// Run attempt `attempt` of an `llm` agent, streaming the text of its `stream` field to
@@ -562,7 +445,7 @@ impl LlmAgents {
         attempt: u32,
         tokens: &TokenSink,
     ) -> Result<AgentReply, AgentError> {
-        self.call(agent, settings, dispatch, attempt, Some(tokens)).await
+        self.run_with_tools(agent, settings, dispatch, attempt, Some(tokens), None).await
     }
 
     async fn call(
@@ -574,15 +457,7 @@ impl LlmAgents {
         tokens: Option<&TokenSink>,
     ) -> Result<AgentReply, AgentError> {
         let (client, provider) = self.provider_for(settings)?;
-        let request = ModelRequest {
-            model: settings.model.clone().or_else(|| provider.model.clone()).unwrap_or_default(),
-            system: settings.system.clone(),
-            prompt: render_prompt(settings.prompt.as_deref(), &prompt_fields(dispatch)),
-            schema_name: settings.output_schema.name.clone(),
-            schema: settings.output_schema.schema.clone(),
-            max_tokens: answer_budget(settings, attempt),
-            temperature: settings.temperature,
-        };
+        let request = self.request(settings, provider, dispatch, attempt);
         let streamed = match (tokens, &settings.stream) {
             (Some(sink), Some(field)) => Some((sink, field.as_str())),
             _ => None,
@@ -827,29 +702,6 @@ mod tests {
         assert_eq!(pieces.len(), 4, "{pieces:?}");
         assert!(pieces[0].1 >= Duration::from_millis(20), "the first word waits one pace: {pieces:?}");
         assert!(pieces[3].1 >= Duration::from_millis(80), "each word waits one pace: {pieces:?}");
-    }
-
-    #[test]
-    fn openai_stream_chunks_that_are_not_json_or_report_an_error_fail_the_stream() {
-        let ignore = |_: &str| {};
-        let mut state = ChunkState::default();
-        state.take(r#"{"choices":[{"delta":{"content":"{\"a"}}]}"#, &ignore);
-        state.take("not json", &ignore);
-        assert_eq!(state.text, "{\"a");
-        assert_eq!(state.error.as_deref(), Some("a stream chunk is not JSON"));
-        let mut state = ChunkState::default();
-        state.take(r#"{"error":{"message":"overloaded","type":"server_error"}}"#, &ignore);
-        assert_eq!(
-            state.error.as_deref(),
-            Some("the stream reported an error"),
-            "the provider's words stay in the log"
-        );
-        let mut state = ChunkState::default();
-        state.take(r#"{"choices":[{"delta":{},"finish_reason":"length"}],"usage":null}"#, &ignore);
-        state.take(r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#, &ignore);
-        state.take("[DONE]", &ignore);
-        assert!(state.finish_reason.as_deref() == Some("length") && state.done && state.error.is_none());
-        assert_eq!((state.input_tokens, state.output_tokens), (7, 3));
     }
 
     #[test]

@@ -173,4 +173,111 @@ pub trait ModelProvider: Send + Sync {
         on_text(&response.text);
         Ok(response)
     }
+
+    /// One turn of a conversation with tools: the request's system prompt (the output schema
+    /// stated in it) and user message, then `turns`, with `tools` offered. With no tools
+    /// offered the model must answer. Providers that cannot call tools refuse.
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        turns: &[Turn],
+        tools: &[ToolOffer],
+    ) -> Result<ModelTurn, ProviderError> {
+        let _ = (request, turns, tools);
+        Err(ProviderError::Config("this provider cannot call tools".into()))
+    }
+}
+
+/// The system prompt of a conversation with tools: the agent's, with the answer's schema
+/// stated (no `response_format` is sent while tools are offered: a server that constrains
+/// the output to the schema could never ask for a call).
+pub fn system_with_schema(request: &ModelRequest) -> String {
+    format!(
+        "{}\n\nWhen you have what you need, answer with one JSON object and nothing else. It must match this JSON Schema (`{}`):\n{}",
+        request.system, request.schema_name, request.schema
+    )
+}
+
+/// A tool as offered to a model: the provider-safe name, what it does, its arguments' schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOffer {
+    /// A name the provider accepts (`orders__issue_refund`).
+    pub name: String,
+    /// What the tool does.
+    pub description: String,
+    /// The arguments' JSON Schema.
+    pub parameters: Value,
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRequest {
+    /// The provider's id of the call (results are matched to it).
+    pub id: String,
+    /// The provider-safe tool name the model wrote.
+    pub name: String,
+    /// The arguments as the model wrote them.
+    pub raw_arguments: String,
+    /// The arguments parsed (`Err` with the parser's words when they are not JSON).
+    pub arguments: Result<Value, String>,
+}
+
+/// What a tool call gave back to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolReply {
+    /// The call's id.
+    pub id: String,
+    /// The provider-safe tool name.
+    pub name: String,
+    /// The result text (already cut to its limit).
+    pub content: String,
+    /// Whether the call failed (unknown tool, bad arguments, tool error, timeout).
+    pub is_error: bool,
+}
+
+/// One exchange of a conversation with tools, after the first user message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Turn {
+    /// The model asked for these calls (with any text it wrote beside them).
+    Calls {
+        /// Text beside the calls.
+        text: String,
+        /// The calls.
+        calls: Vec<ToolRequest>,
+    },
+    /// The calls' results, in the calls' order.
+    Results(Vec<ToolReply>),
+}
+
+/// A model's answer in a conversation with tools: calls to make, or (no calls) the answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelTurn {
+    /// The text and usage of this turn.
+    pub response: ModelResponse,
+    /// The calls asked for; empty when `response.text` is the answer.
+    pub calls: Vec<ToolRequest>,
+}
+
+/// Parse a model's argument text: a JSON object, or the reason it is not one.
+pub fn parse_arguments(raw: &str) -> Result<Value, String> {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(other) => Err(format!("the arguments are {}, not a JSON object", kind_of(&other))),
+        Err(e) => Err(format!("the arguments are not JSON: {e}")),
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }

@@ -8,6 +8,7 @@
 //! | fan-in | `Q#<query_id>` | `META#FANIN` | `completed` SS, `ids` SS (dispatches arrived), `arrivals` L of M (`d` dispatch, `s` slot, in the order applied), `expires_at` N | — |
 //! | handoff | `Q#<query_id>` | `H#<dispatch_id>` | `slot` S (when it fills one), `status` S, `expires_at` N | `doc`: [`HandoffRecord`]; `ev`: its events |
 //! | event | `Q#<query_id>` | `E#<event key>` | `at` S (RFC 3339), `expires_at` N | `doc` S (plain JSON): [`Event`] — only events with no record write ([`Store::append_events`]) |
+//! | tool call | `Q#<query_id>` | `C#<dispatch_id>#<index, 4 digits>` | `kind` S, `expires_at` N | `doc`: [`ToolCallRecord`] as claimed (before the call); `outcome`: its [`ToolCallOutcome`] once the call ended |
 //! | idempotency key | `IDEM#<user_id>#<key>` | `IDEM` | `query_id` S, `expires_at` N | — |
 //! | manifest version | `M#<fingerprint>` | `MANIFEST` | — (no TTL) | `doc` S: the manifest's canonical JSON |
 //! | session | `S#<session_id>#<user_id>` | `SESSION` | `version` N, `expires_at` N, `kind` S | `doc`: [`SessionRecord`] (latest turns, summary, notes) |
@@ -107,6 +108,7 @@ use std::time::Duration;
 use switchyard_engine::fanin::{self};
 use switchyard_engine::ports::{
     Event, HandoffRecord, HandoffWrite, QueryRecord, SessionRecord, SignalPage, SignalPageRequest, Store, StoreError,
+    ToolCallOutcome, ToolCallRecord, ToolClaim,
 };
 use switchyard_model::contracts::OrchestratorOutput;
 use switchyard_model::limits::{DYNAMODB_MAX_ITEM_BYTES, DYNAMODB_MAX_TRANSACT_ITEMS};
@@ -116,6 +118,7 @@ type Item = HashMap<String, AttributeValue>;
 
 mod packing;
 mod signals;
+mod tool_calls;
 pub use signals::INDEX_BY_SIGNAL_DAY;
 
 mod items;
@@ -720,6 +723,20 @@ impl Store for DynamoStore {
             None => BTreeSet::new(),
         };
         Ok(if stored { HandoffWrite::Recorded { completed } } else { HandoffWrite::Duplicate })
+    }
+
+    async fn claim_tool_call(&self, record: &ToolCallRecord) -> Result<ToolClaim, StoreError> {
+        self.claim_call(record).await
+    }
+
+    async fn finish_tool_call(
+        &self,
+        query_id: &str,
+        dispatch_id: &str,
+        index: u32,
+        outcome: &ToolCallOutcome,
+    ) -> Result<(), StoreError> {
+        self.finish_call(query_id, dispatch_id, index, outcome).await
     }
 
     async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError> {

@@ -38,6 +38,14 @@ pub enum Entry {
     Plan,
     /// A dispatch of a stage was sent.
     Dispatch,
+    /// An agent asked for a tool call.
+    ToolCall,
+    /// A tool call ended.
+    ToolResult,
+    /// A tool call waits for a person.
+    ApprovalRequested,
+    /// A waiting tool call was decided (or expired).
+    ApprovalDecided,
     /// A batch of an agent's streamed answer.
     Token,
     /// An attempt failed and the next one is scheduled.
@@ -81,6 +89,10 @@ impl Entry {
             Entry::Route => 20,
             Entry::Plan => 30,
             Entry::Dispatch => 40,
+            Entry::ToolCall => 42,
+            Entry::ToolResult => 43,
+            Entry::ApprovalRequested => 44,
+            Entry::ApprovalDecided => 46,
             Entry::Token => 45,
             Entry::Retry => 50,
             Entry::Fallback => 55,
@@ -104,6 +116,10 @@ impl Entry {
             Entry::Route => EventKind::Route,
             Entry::Plan => EventKind::Plan,
             Entry::Dispatch | Entry::FallbackDispatch | Entry::BackgroundDispatch => EventKind::Dispatch,
+            Entry::ToolCall => EventKind::ToolCall,
+            Entry::ToolResult => EventKind::ToolResult,
+            Entry::ApprovalRequested => EventKind::ApprovalRequested,
+            Entry::ApprovalDecided => EventKind::ApprovalDecided,
             Entry::Retry => EventKind::Retry,
             Entry::Fallback => EventKind::Fallback,
             Entry::Handoff => EventKind::Handoff,
@@ -124,6 +140,10 @@ impl Entry {
             Entry::Route => "route",
             Entry::Plan => "plan",
             Entry::Dispatch | Entry::FallbackDispatch | Entry::BackgroundDispatch => "dispatch",
+            Entry::ToolCall => "tool_call",
+            Entry::ToolResult => "tool_result",
+            Entry::ApprovalRequested => "approval_requested",
+            Entry::ApprovalDecided => "approval_decided",
             Entry::Retry => "retry",
             Entry::Fallback => "fallback",
             Entry::Handoff => "handoff",
@@ -311,7 +331,11 @@ mod tests {
     fn entries_list_in_the_order_a_stage_happens_and_the_end_after_every_stage() {
         let order = [
             Entry::Dispatch,
+            Entry::ToolCall,
+            Entry::ToolResult,
+            Entry::ApprovalRequested,
             Entry::Token,
+            Entry::ApprovalDecided,
             Entry::Retry,
             Entry::Fallback,
             Entry::FallbackDispatch,

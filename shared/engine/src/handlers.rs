@@ -8,7 +8,7 @@
 use super::follow::{self, LAST_EVENT_ID};
 use super::intake::{self, Caller, IntakeError, QueryView};
 use super::worker::{self, DispatchJob};
-use super::{chat, learning, listing, router, synth, Deps, StepError};
+use super::{approval, chat, learning, listing, router, synth, Deps, StepError};
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderMap, HeaderValue, Method};
@@ -380,12 +380,13 @@ pub const OPENAPI_JSON: &str = include_str!("../../../docs/openapi.json");
 
 /// The routes the HTTP handler serves: (method, path template). The SAM template declares
 /// exactly these, and a test asks the handler for each.
-pub const HTTP_ROUTES: [(&str, &str); 9] = [
+pub const HTTP_ROUTES: [(&str, &str); 10] = [
     ("POST", "/v1/queries"),
     ("GET", "/v1/queries"),
     ("GET", "/v1/queries/{id}"),
     ("GET", "/v1/queries/{id}/events"),
     ("POST", "/v1/queries/{id}/feedback"),
+    ("POST", "/v1/queries/{id}/approval"),
     ("GET", "/v1/signals"),
     ("GET", "/v1/manifest/routes"),
     ("POST", "/v1/chat/completions"),
@@ -508,6 +509,11 @@ async fn serve_http(deps: &Deps, request: &ApiGatewayV2httpRequest) -> Result<Ap
             let recorded = learning::give_feedback(deps, &caller, id, &body_bytes(request)?).await?;
             let status = if recorded.replaced { 200 } else { 201 };
             Ok(json_response(status, &recorded, &[]))
+        }
+        (Method::POST, ["v1", "queries", id, "approval"]) => {
+            let decision = approval::Decision::parse(&body_bytes(request)?)?;
+            let decided = approval::decide(deps, approval::Decider::Caller(&caller), id, &decision).await?;
+            Ok(json_response(200, &decided, &[]))
         }
         (Method::GET, ["v1", "signals"]) => {
             let p = &request.query_string_parameters;

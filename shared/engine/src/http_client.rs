@@ -211,6 +211,81 @@ impl HttpClient {
     }
 }
 
+/// A response with its headers (names lower-case).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// The response headers, names lower-case.
+    pub headers: Vec<(String, String)>,
+    /// The body (as far as it was read: see [`HttpClient::request`]).
+    pub body: Bytes,
+}
+
+impl HttpResponse {
+    /// The first value of header `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+impl HttpClient {
+    /// Send `method` to `url` with `headers` and `body`; the whole exchange within `timeout`.
+    /// The body is read until it ends, or until `enough` says the bytes so far are enough (a
+    /// server-sent event stream that stays open after the answer it carries). A failure before
+    /// any answer on a pooled connection is sent once more, as [`HttpClient::post_json`] does.
+    pub async fn request(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(String, String)],
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+        enough: &(dyn Fn(&[u8]) -> bool + Send + Sync),
+    ) -> Result<HttpResponse, HttpError> {
+        let body = Bytes::from(body.unwrap_or_default());
+        let build = || -> Result<hyper::Request<Full<Bytes>>, HttpError> {
+            let mut request = hyper::Request::builder().method(method).uri(url);
+            for (k, v) in headers {
+                request = request.header(k.as_str(), v.as_str());
+            }
+            request.body(Full::new(body.clone())).map_err(|e| HttpError::Invalid(e.to_string()))
+        };
+        let exchange = async {
+            let response = match self.client().request(build()?).await {
+                Ok(r) => r,
+                Err(e) if e.is_connect() => return Err(transport(format!("{method} {url}"), e)),
+                Err(e) => {
+                    tracing::info!(url, error = %causes(&e), "the request failed before any answer; sending it once more on a new connection");
+                    self.client()
+                        .request(build()?)
+                        .await
+                        .map_err(|e| transport(format!("{method} {url} (sent twice)"), e))?
+                }
+            };
+            let status = response.status().as_u16();
+            let headers: Vec<(String, String)> = response
+                .headers()
+                .iter()
+                .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string())))
+                .collect();
+            let mut incoming = response.into_body();
+            let mut read = Vec::new();
+            while let Some(frame) = incoming.frame().await {
+                let frame = frame.map_err(|e| transport(format!("reading the response of {url}"), e))?;
+                if let Ok(data) = frame.into_data() {
+                    read.extend_from_slice(&data);
+                    if enough(&read) {
+                        break;
+                    }
+                }
+            }
+            Ok(HttpResponse { status, headers, body: Bytes::from(read) })
+        };
+        tokio::time::timeout(timeout, exchange).await.map_err(|_| HttpError::Timeout(timeout.as_millis() as u64))?
+    }
+}
+
 /// A transport error: what failed, with the chain of causes in its text.
 fn transport(what: String, e: impl std::error::Error + Send + Sync + 'static) -> HttpError {
     HttpError::Transport { message: format!("{what}: {}", causes(&e)), source: Box::new(e) }

@@ -359,6 +359,7 @@ pub async fn submit(
         synth_claimed_at: None,
         outcome: None,
         signal: None,
+        approvals: Vec::new(),
         expires_at: deps.expires_at(),
     };
     let route = Detail::object()
@@ -456,8 +457,11 @@ pub enum QueryView {
     Running {
         /// The query.
         query_id: String,
-        /// Where it is.
-        status: QueryStatus,
+        /// Where it is (`awaiting_approval` while a tool call waits for a person).
+        status: Progress,
+        /// The tool call that waits for a person, if one does.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pending_approval: Option<crate::ports::PendingApproval>,
         /// Routed intent.
         intent: String,
         /// Handoffs recorded so far out of dispatches sent.
@@ -468,6 +472,34 @@ pub enum QueryView {
         #[serde(skip_serializing_if = "Option::is_none")]
         deadline_at: Option<chrono::DateTime<chrono::Utc>>,
     },
+}
+
+/// Where a running query is, as callers see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Progress {
+    /// Recorded; the route job is on its way.
+    Accepted,
+    /// Planned and dispatched; handoffs are arriving.
+    Routed,
+    /// A tool call waits for a person's decision (`pending_approval`); the deadline is paused.
+    AwaitingApproval,
+    /// The answer is being written.
+    Synthesizing,
+    /// Finished (the output is being read).
+    Done,
+}
+
+impl Progress {
+    fn of(query: &QueryRecord) -> Progress {
+        match query.status {
+            QueryStatus::Accepted => Progress::Accepted,
+            QueryStatus::Routed if query.approvals.iter().any(|a| a.is_pending()) => Progress::AwaitingApproval,
+            QueryStatus::Routed => Progress::Routed,
+            QueryStatus::Synthesizing => Progress::Synthesizing,
+            QueryStatus::Done => Progress::Done,
+        }
+    }
 }
 
 /// The caller's query, or `NotFound` (also for another caller's query: ids do not leak).
@@ -495,8 +527,9 @@ pub async fn view(deps: &Deps, caller: &Caller, query_id: &str) -> Result<QueryV
         .map(|p| p.stages.iter().take(p.current_stage + 1).map(|s| s.dispatches.len()).sum::<usize>());
     let handoffs = if query.plan.is_some() { deps.store.list_handoffs(query_id).await?.len() } else { 0 };
     Ok(QueryView::Running {
+        status: Progress::of(&query),
+        pending_approval: query.approvals.iter().find(|a| a.is_pending()).map(crate::ports::Approval::pending_view),
         query_id: query.query_id,
-        status: query.status,
         intent: query.parsed.intent.clone(),
         handoffs,
         dispatches: dispatches.unwrap_or(0),

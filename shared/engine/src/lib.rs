@@ -32,6 +32,8 @@
 //! - [`live`]: the routes answered with a streamed response (the live events endpoint, streamed
 //!   chat completions), for `switchyard serve` and the `events-stream` function; [`follow`]
 //!   follows a query's log for them.
+//! - [`approval`]: the decision on a tool call that waits for a person, its expiry, and the
+//!   resumption of the dispatch that asked ([`tool_calls`] stores the waiting call).
 //! - [`chat`]: the OpenAI-compatible chat completions API: messages as the session, one query
 //!   per turn, the answer as `chat.completion` or `chat.completion.chunk` events.
 //!
@@ -64,6 +66,7 @@
 #![warn(missing_docs)]
 
 pub mod advance;
+pub mod approval;
 pub mod chat;
 pub mod conversation;
 mod deps;
@@ -78,6 +81,7 @@ pub mod reflection;
 pub mod router;
 pub mod stream;
 pub mod synth;
+pub mod tool_calls;
 pub mod worker;
 
 pub mod embedded;

@@ -22,7 +22,7 @@
 use super::fanin::{self, Arrival};
 use crate::ports::{
     Clock, Event, HandoffRecord, HandoffWrite, QueryRecord, SessionRecord, SignalPage, SignalPageRequest, Store,
-    StoreError,
+    StoreError, ToolCallOutcome, ToolCallRecord, ToolClaim,
 };
 use async_trait::async_trait;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -155,6 +155,8 @@ struct Tables {
     /// Per query, the fan-in's arrivals in the order applied (see [`super::fanin`]).
     arrivals: Map<String, Vec<Arrival>>,
     usage: Usage,
+    /// Write tool calls by (query, dispatch, index).
+    tool_calls: Map<(String, String, u32), ToolCallRecord>,
 }
 
 impl Tables {
@@ -176,6 +178,7 @@ impl Tables {
         self.outputs.remove(query_id);
         self.events.remove(query_id);
         self.arrivals.remove(query_id);
+        self.tool_calls.retain(|key, _| key.0 != query_id);
         if let Some(bytes) = self.usage.queries.remove(query_id) {
             self.usage.bytes -= bytes;
         }
@@ -365,6 +368,7 @@ fn clone_without_fan_in(query: &QueryRecord) -> QueryRecord {
         synth_claimed_at,
         outcome,
         signal,
+        approvals,
         expires_at,
     } = query;
     QueryRecord {
@@ -387,6 +391,7 @@ fn clone_without_fan_in(query: &QueryRecord) -> QueryRecord {
         synth_claimed_at: *synth_claimed_at,
         outcome: *outcome,
         signal: signal.clone(),
+        approvals: approvals.clone(),
         expires_at: *expires_at,
     }
 }
@@ -716,6 +721,49 @@ impl Store for MemoryStore {
             _ => completed,
         };
         Ok(HandoffWrite::Recorded { completed })
+    }
+
+    async fn claim_tool_call(&self, record: &ToolCallRecord) -> Result<ToolClaim, StoreError> {
+        check_size("tool call", record)?;
+        let claim = {
+            let mut t = self.lock()?;
+            let key = (record.query_id.clone(), record.dispatch_id.clone(), record.index);
+            match t.tool_calls.get(&key).filter(|r| self.live(r.expires_at)) {
+                Some(existing) => ToolClaim::Recorded(Box::new(existing.clone())),
+                None => {
+                    t.tool_calls.insert(key, record.clone());
+                    ToolClaim::Claimed
+                }
+            }
+        };
+        self.transact(1);
+        Ok(claim)
+    }
+
+    async fn finish_tool_call(
+        &self,
+        query_id: &str,
+        dispatch_id: &str,
+        index: u32,
+        outcome: &ToolCallOutcome,
+    ) -> Result<(), StoreError> {
+        check_size("tool call outcome", outcome)?;
+        {
+            let mut t = self.lock()?;
+            let now = self.now_s();
+            let key = (query_id.to_string(), dispatch_id.to_string(), index);
+            match t.tool_calls.get_mut(&key).filter(|r| r.expires_at >= now) {
+                Some(record) if record.outcome.is_none() => record.outcome = Some(outcome.clone()),
+                Some(_) => {
+                    return Err(StoreError::ConditionFailed(format!("call {index} of {dispatch_id} has an outcome")))
+                }
+                None => {
+                    return Err(StoreError::ConditionFailed(format!("call {index} of {dispatch_id} was not claimed")))
+                }
+            }
+        }
+        self.transact(1);
+        Ok(())
     }
 
     async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError> {

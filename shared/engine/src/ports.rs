@@ -19,9 +19,10 @@ use std::time::Duration;
 pub use switchyard_core::context::SessionRecord;
 use switchyard_model::contracts::{AgentDispatch, HandoffResult, HandoffStatus, OrchestratorOutput};
 use switchyard_model::manifest::Agent;
+pub use switchyard_model::records::{Approval, ApprovalDecision, ApprovalState, PendingApproval, Verdict};
 pub use switchyard_model::records::{
     Detail, DetailWriter, Event, EventKind, HandoffRecord, HandoffWrite, QueryRecord, QueryStatus, QueueId, QueueKind,
-    SignalPage, SignalPageRequest,
+    SignalPage, SignalPageRequest, ToolCallOutcome, ToolCallRecord, ToolCallStatus, ToolClaim,
 };
 
 /// `metadata.model_used` of a handoff a tier's fallback template wrote.
@@ -162,6 +163,27 @@ pub trait Store: Send + Sync {
     /// DynamoDB (eventually consistent: a query finished a moment ago may be missing for that
     /// moment), never a scan. A malformed cursor is `Corrupt`.
     async fn list_signals(&self, request: &SignalPageRequest) -> Result<SignalPage, StoreError>;
+
+    /// Claim write call `record.index` of `record.dispatch_id` before it is made (condition:
+    /// no record of that call). `Recorded` with the stored record when another delivery
+    /// claimed it first. A store that keeps no call records refuses (the agent then makes no
+    /// write call at all rather than risk making one twice).
+    async fn claim_tool_call(&self, record: &ToolCallRecord) -> Result<ToolClaim, StoreError> {
+        let _ = record;
+        Err(StoreError::Unavailable { message: "this store keeps no tool-call records".into(), source: None })
+    }
+
+    /// Add the outcome to a claimed call (condition: the record exists and has none).
+    async fn finish_tool_call(
+        &self,
+        query_id: &str,
+        dispatch_id: &str,
+        index: u32,
+        outcome: &ToolCallOutcome,
+    ) -> Result<(), StoreError> {
+        let _ = (query_id, dispatch_id, index, outcome);
+        Err(StoreError::Unavailable { message: "this store keeps no tool-call records".into(), source: None })
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -352,6 +374,9 @@ pub enum AgentReply {
     /// A `result`-shaped answer built as typed values (the builtin agents'): validated like
     /// the same fields in an [`AgentReply::Answer`], without a round trip through JSON.
     Typed(Box<TypedAnswer>),
+    /// No answer yet: a tool call waits for a person's decision (stored on the query). The
+    /// attempt ends without a handoff; the decision resumes the dispatch.
+    AwaitingApproval,
 }
 
 /// The fields of a `result`-shaped answer, typed ([`AgentReply::Typed`]).
@@ -384,7 +409,7 @@ impl AgentReply {
         match self {
             AgentReply::Answer(v) => Some(v),
             AgentReply::Typed(a) => Some(a.to_value()),
-            AgentReply::Malformed(_) => None,
+            AgentReply::Malformed(_) | AgentReply::AwaitingApproval => None,
         }
     }
 }
@@ -422,6 +447,104 @@ impl TokenSink {
     }
 }
 
+/// One step of a tool call, for the query's event log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolNote {
+    /// The model asked for a call.
+    Call {
+        /// Position of the call in the attempt, from 0.
+        index: u32,
+        /// The tool's manifest name.
+        tool: String,
+        /// SHA-256 of the arguments' canonical JSON.
+        digest: String,
+        /// The arguments with sensitive fields masked (`None`: not shown).
+        arguments: Option<Value>,
+    },
+    /// The call ended.
+    Result {
+        /// Position of the call in the attempt.
+        index: u32,
+        /// The tool's manifest name.
+        tool: String,
+        /// How it ended.
+        status: ToolCallStatus,
+        /// Time spent in the call.
+        latency_ms: u64,
+        /// Bytes of the result handed to the model.
+        size: usize,
+        /// Whether the result was cut to the source's limit.
+        truncated: bool,
+        /// Whether a recorded result was given back instead of calling again.
+        replayed: bool,
+        /// The idempotency key sent (write calls).
+        idempotency_key: Option<String>,
+    },
+}
+
+/// What an agent that calls tools is lent by the dispatch it runs for: the caller's roles,
+/// the call records that make a write happen once, and the event log.
+#[async_trait]
+pub trait ToolCalls: Send + Sync {
+    /// The roles of the caller whose query this is.
+    fn caller_roles(&self) -> &[String];
+
+    /// Claim a write call before it is made ([`Store::claim_tool_call`]).
+    async fn claim(&self, record: &ToolCallRecord) -> Result<ToolClaim, StoreError>;
+
+    /// Record a write call's outcome ([`Store::finish_tool_call`]).
+    async fn finish(&self, dispatch_id: &str, index: u32, outcome: &ToolCallOutcome) -> Result<(), StoreError>;
+
+    /// Append a `tool_call` or `tool_result` event (best effort: a lost event is logged, the
+    /// call goes on).
+    async fn note(&self, attempt: u32, note: ToolNote);
+
+    /// The TTL of records written for this query.
+    fn expires_at(&self) -> i64;
+
+    /// The state of the dispatch's call `ask.index` among those that need approval: asked for
+    /// now (stored on the query, the deadline paused, an `approval_requested` event) when it
+    /// was not asked yet, then [`ApprovalState::Pending`] until a person decides. `None`: no
+    /// approval can be asked for here (the call is not made).
+    async fn approval(&self, ask: &ApprovalAsk) -> Result<Option<ApprovalState>, StoreError> {
+        let _ = ask;
+        Ok(None)
+    }
+}
+
+/// A tool call that needs a person's approval, as the tool loop asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalAsk {
+    /// Position among the dispatch's calls that need approval, from 0.
+    pub index: u32,
+    /// The tool's manifest name.
+    pub tool: String,
+    /// The model's arguments.
+    pub arguments: Value,
+    /// The role a person needs to decide.
+    pub role: String,
+    /// How long the call waits before it counts as rejected.
+    pub timeout: std::time::Duration,
+}
+
+/// What the engine lends one run of an agent beyond the dispatch.
+#[derive(Clone, Copy)]
+pub struct RunContext<'a> {
+    /// Where a streamed answer's text goes.
+    pub tokens: Option<&'a TokenSink>,
+    /// Tool calls' records and events (agents with `llm.tools`).
+    pub tools: Option<&'a dyn ToolCalls>,
+}
+
+impl std::fmt::Debug for RunContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunContext")
+            .field("tokens", &self.tokens.is_some())
+            .field("tools", &self.tools.is_some())
+            .finish()
+    }
+}
+
 /// Runs agents. The engine applies the timeout, retries and fallbacks around it.
 #[async_trait]
 pub trait AgentRuntime: Send + Sync {
@@ -440,6 +563,22 @@ pub trait AgentRuntime: Send + Sync {
     ) -> Result<AgentReply, AgentError> {
         let _ = tokens;
         self.run(agent, dispatch, attempt).await
+    }
+
+    /// Run `agent` with what the engine lends it ([`RunContext`]): an agent with tools calls
+    /// them through `context.tools`. A runtime without tools answers as
+    /// [`Self::run_streaming`] or [`Self::run`].
+    async fn run_with(
+        &self,
+        agent: &Agent,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+        context: RunContext<'_>,
+    ) -> Result<AgentReply, AgentError> {
+        match context.tokens {
+            Some(tokens) => self.run_streaming(agent, dispatch, attempt, tokens).await,
+            None => self.run(agent, dispatch, attempt).await,
+        }
     }
 }
 

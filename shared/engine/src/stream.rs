@@ -16,7 +16,7 @@
 
 use super::deps::Deps;
 use super::effects::Entry;
-use crate::ports::{AgentError, AgentReply, QueryRecord, TokenSink};
+use crate::ports::{AgentError, AgentReply, QueryRecord, RunContext, TokenSink, ToolCalls};
 use serde_json::{json, Value};
 use std::time::Duration;
 use switchyard_model::manifest::{Agent, TokenSettings};
@@ -170,14 +170,24 @@ pub async fn run_agent(
     attempt: u32,
     timeout: Duration,
 ) -> Result<Result<AgentReply, AgentError>, ()> {
+    let calls = agent
+        .llm
+        .as_ref()
+        .filter(|l| !l.tools.is_empty())
+        .map(|_| super::tool_calls::DispatchCalls::new(deps, query, dispatch, attempt, timeout));
+    let tools = calls.as_ref().map(|c| c as &dyn ToolCalls);
     if agent.llm.as_ref().and_then(|l| l.stream.as_ref()).is_none() {
-        return tokio::time::timeout(timeout, deps.agents.run(agent, dispatch, attempt)).await.map_err(|_| ());
+        let context = RunContext { tokens: None, tools };
+        return tokio::time::timeout(timeout, deps.agents.run_with(agent, dispatch, attempt, context))
+            .await
+            .map_err(|_| ());
     }
     let tag = tag();
     let (sink, pieces) = TokenSink::channel();
     let run = async move {
         let sink = sink;
-        tokio::time::timeout(timeout, deps.agents.run_streaming(agent, dispatch, attempt, &sink)).await
+        let context = RunContext { tokens: Some(&sink), tools };
+        tokio::time::timeout(timeout, deps.agents.run_with(agent, dispatch, attempt, context)).await
         // `sink` drops here, which ends the writer once it has flushed.
     };
     let manifest = deps.manifest_for(query).await.ok();

@@ -225,9 +225,18 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
     if query.status == QueryStatus::Accepted {
         return Ok(());
     }
+    if query.status == QueryStatus::Routed {
+        // A tool call waiting for a person pauses the deadline; its expiry comes here too.
+        if let Some(done) = super::approval::at_deadline(deps, &query, fire_at).await {
+            return done;
+        }
+    }
     let stage_budget = is_stage_budget(&query, fire_at);
     if stage_budget == Some(false) {
         return Ok(()); // the budget of a stage that already completed
+    }
+    if stage_budget.is_none() && query.deadline_at.is_some_and(|d| fire_at < d) {
+        return Ok(()); // the deadline moved on (paused for an approval); its own message is out
     }
     if query.status == QueryStatus::Routed {
         let handoffs = deps.store.list_handoffs(query_id).await?;

@@ -155,6 +155,11 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
         started_at,
         completed_at,
     };
+    if matches!(ran, Ok(Ok(AgentReply::AwaitingApproval))) {
+        // The waiting call is stored on the query; the decision sends this attempt again.
+        info!(agent = %agent.id, "the attempt waits for a person's decision");
+        return Ok(());
+    }
     let outcome = match ran {
         Err(_) => Err(failure("agent_timeout", format!("no answer within {} ms", job.timeout_ms), true, true)),
         Ok(Err(e)) => Err(failure("agent_error", e.message, e.recoverable, false)),
@@ -167,6 +172,7 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
                     handoff_from_answer(value, agent, planned, started_at, completed_at, latency_ms)
                 }
                 AgentReply::Malformed(raw) => Err(malformed_message(&raw)),
+                AgentReply::AwaitingApproval => Err("the agent waits for a person's decision".to_string()),
             };
             match handoff {
                 Ok(h) if matches!(h.execution.status, HandoffStatus::Failed | HandoffStatus::Timeout) => {

@@ -16,13 +16,14 @@ mod kinds;
 mod modes;
 mod refused;
 mod retrieval;
+mod tools;
 mod validate;
 
 pub use context::{bounds as context_bounds, BudgetSettings, ContextSettings, NoteSettings, SummarySettings};
 pub use duration::Dur;
 pub use kinds::{
     HttpSettings, LambdaSettings, LlmSettings, OutputSchema, Provider, ProviderKind, ScriptedModelReply,
-    StructuredOutput, UNKNOWN_CONFIDENCE,
+    ScriptedToolCall, StructuredOutput, UNKNOWN_CONFIDENCE,
 };
 pub use modes::{
     CriticSettings, DeliberateSettings, Expert, GuardrailSettings, RouteMode, ScoreWeights, SourcesSettings,
@@ -31,6 +32,10 @@ pub use refused::{for_lower_case_phrases, RefusedPhrases};
 pub use retrieval::{
     Chunking, EmbeddingSettings, KbSearchType, KnowledgeBaseSettings, MergeSettings, MergeStrategy, ReflectionSettings,
     RetrievalAttempt, RetrievalMode, RetrieverRole, RetrieverSettings, DEFAULT_RRF_K,
+};
+pub use tools::{
+    env_references, expand_env, provider_name, ApprovalSettings, Effect, HttpToolSettings, McpSettings, ToolSource,
+    DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_TOOL_CALLS, DEFAULT_TOOL_TIMEOUT, PROVIDER_NAME_SEPARATOR,
 };
 pub use validate::{validate, Problem};
 
@@ -102,6 +107,10 @@ pub struct Manifest {
     /// Model providers `llm` agents name.
     #[serde(default)]
     pub providers: Vec<Provider>,
+    /// MCP servers and HTTP endpoints `llm` agents may call (docs/tools.md). Left out of the
+    /// canonical JSON while empty, so existing fingerprints stay the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSource>,
     /// Every agent a route may dispatch.
     pub agents: Vec<Agent>,
     /// Every intent the system answers.
@@ -730,6 +739,11 @@ impl Manifest {
     /// The intent with this id.
     pub fn intent(&self, id: &str) -> Option<&Intent> {
         self.intents.iter().find(|i| i.id == id)
+    }
+
+    /// The tool source with this id.
+    pub fn tool_source(&self, id: &str) -> Option<&ToolSource> {
+        self.tools.iter().find(|t| t.id == id)
     }
 
     /// The model provider with this id.

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use std::sync::Arc;
 use switchyard_engine::ports::{
     Event, HandoffRecord, HandoffWrite, QueryRecord, SessionRecord, SignalPage, SignalPageRequest, Store, StoreError,
+    ToolCallOutcome, ToolCallRecord, ToolClaim,
 };
 use switchyard_model::contracts::OrchestratorOutput;
 
@@ -51,6 +52,10 @@ pub enum StoreOp<'a> {
     PutSession(&'a SessionRecord),
     /// [`Store::list_signals`].
     ListSignals,
+    /// [`Store::claim_tool_call`].
+    ClaimToolCall(&'a ToolCallRecord),
+    /// [`Store::finish_tool_call`] (the query id).
+    FinishToolCall(&'a str),
 }
 
 impl StoreOp<'_> {
@@ -74,6 +79,8 @@ impl StoreOp<'_> {
             StoreOp::GetSession(_) => "get_session",
             StoreOp::PutSession(_) => "put_session",
             StoreOp::ListSignals => "list_signals",
+            StoreOp::ClaimToolCall(_) => "claim_tool_call",
+            StoreOp::FinishToolCall(_) => "finish_tool_call",
         }
     }
 
@@ -88,6 +95,8 @@ impl StoreOp<'_> {
                 | StoreOp::AppendEvents(_)
                 | StoreOp::PutManifest
                 | StoreOp::PutSession(_)
+                | StoreOp::ClaimToolCall(_)
+                | StoreOp::FinishToolCall(_)
         )
     }
 }
@@ -298,5 +307,25 @@ impl<H: StoreHooks> Store for HookedStore<H> {
         self.hooks.before(self.inner.as_ref(), op).await?;
         let r = self.inner.list_signals(request).await;
         self.settle(op, r, |_| Applied::Read)
+    }
+
+    async fn claim_tool_call(&self, record: &ToolCallRecord) -> Result<ToolClaim, StoreError> {
+        let op = StoreOp::ClaimToolCall(record);
+        self.hooks.before(self.inner.as_ref(), op).await?;
+        let r = self.inner.claim_tool_call(record).await;
+        self.settle(op, r, |_| Applied::Written)
+    }
+
+    async fn finish_tool_call(
+        &self,
+        query_id: &str,
+        dispatch_id: &str,
+        index: u32,
+        outcome: &ToolCallOutcome,
+    ) -> Result<(), StoreError> {
+        let op = StoreOp::FinishToolCall(query_id);
+        self.hooks.before(self.inner.as_ref(), op).await?;
+        let r = self.inner.finish_tool_call(query_id, dispatch_id, index, outcome).await;
+        self.settle(op, r, |_| Applied::Written)
     }
 }

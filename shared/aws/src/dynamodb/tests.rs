@@ -48,6 +48,7 @@ fn query() -> QueryRecord {
         synth_claimed_at: None,
         outcome: None,
         signal: None,
+        approvals: Vec::new(),
         expires_at: 1_790_086_400,
     }
 }

@@ -140,6 +140,26 @@ pub struct ScriptedModelReply {
     /// Output tokens reported.
     #[serde(default)]
     pub output_tokens: u64,
+    /// Tool calls to ask for instead of answering (a reply with calls is used once per
+    /// conversation: after its calls were made, the next matching reply answers). Left out of
+    /// the canonical JSON while empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ScriptedToolCall>,
+}
+
+/// One tool call a scripted model asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedToolCall {
+    /// The tool's manifest name (`orders.issue_refund`, `weather`).
+    pub tool: String,
+    /// Its arguments.
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+fn empty_object() -> Value {
+    serde_json::json!({})
 }
 
 /// The JSON shape an `llm` agent must answer with; its `name` keys scripted replies.
@@ -196,6 +216,14 @@ pub struct LlmSettings {
     /// call is not streamed.
     #[serde(default)]
     pub stream: Option<String>,
+    /// Tools the model may call: a source id (every tool it offers) or one tool
+    /// (`orders.issue_refund`). Left out of the canonical JSON while empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Most tool calls in one attempt (default 8); then the model answers without tools and
+    /// the answer carries a caveat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u32>,
 }
 
 fn default_max_tokens() -> u32 {

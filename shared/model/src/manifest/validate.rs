@@ -13,6 +13,7 @@ mod ext;
 mod retrieval_checks;
 mod streaming;
 mod suggest;
+mod tool_checks;
 
 /// One problem in a manifest: where (YAML path, and line when the parser knows it) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +83,7 @@ pub fn validate(manifest: &Manifest) -> Vec<Problem> {
     check.context();
     check.signals();
     check.streaming();
+    check.tools();
     check.problems
 }
 

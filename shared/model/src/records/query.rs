@@ -78,6 +78,9 @@ pub struct QueryRecord {
     /// record does not copy it; a step that changes it copies it once (`Arc::make_mut`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<std::sync::Arc<super::StoredSignal>>,
+    /// Tool calls that wait, or waited, for a person ([`super::Approval`]), in the order asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<super::Approval>,
     /// Epoch seconds after which the record is expired (DynamoDB TTL); an expired record that
     /// is still present is treated as absent.
     pub expires_at: i64,
@@ -136,6 +139,15 @@ pub enum EventKind {
     Critique,
     /// A batch of a streamed answer's text (`text`, `stream`, `seq`, `draft`, `attempt`).
     Token,
+    /// An agent asked for a tool call (tool, argument digest, call index).
+    ToolCall,
+    /// A tool call ended (tool, status, latency, size; `replayed` when a recorded result was
+    /// given back instead of calling again).
+    ToolResult,
+    /// A tool call waits for a person (tool, dispatch, call index, `expires_at`).
+    ApprovalRequested,
+    /// A person decided a waiting call, or it expired (`verdict`, who, dispatch, call index).
+    ApprovalDecided,
     /// The synthesizer merged the handoffs.
     Synthesis,
     /// The output is written. Terminal.

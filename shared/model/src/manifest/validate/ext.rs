@@ -112,11 +112,20 @@ impl Check<'_> {
                     }
                     for (name, replies) in &p.responses {
                         for (j, r) in replies.iter().enumerate() {
-                            if r.reply.is_none() == r.text.is_none() {
+                            let both = r.reply.is_some() && r.text.is_some();
+                            if both || (r.reply.is_none() && r.text.is_none() && r.tool_calls.is_empty()) {
                                 self.report(
                                     format!("providers[{i}].responses.{name}[{j}]"),
-                                    "set exactly one of `reply` and `text`",
+                                    "set exactly one of `reply` and `text` (or only `tool_calls`)",
                                 );
+                            }
+                            for (k, call) in r.tool_calls.iter().enumerate() {
+                                if !self.names_a_tool(&call.tool) {
+                                    self.report(
+                                        format!("providers[{i}].responses.{name}[{j}].tool_calls[{k}].tool"),
+                                        format!("`{}` names no declared tool source; write `<source>.<tool>` or an HTTP tool's id", call.tool),
+                                    );
+                                }
                             }
                         }
                     }
