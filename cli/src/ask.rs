@@ -209,10 +209,10 @@ fn print_answer(
             .entities
             .iter()
             .map(|e| {
-                let kind = serde_json::to_value(e.entity_type).ok().and_then(|v| v.as_str().map(str::to_string));
+                let kind = &e.entity_type;
                 let carried =
                     if e.source == switchyard_model::contracts::EntitySource::Context { " (from context)" } else { "" };
-                format!("{}={}{carried}", kind.unwrap_or_default(), e.value)
+                format!("{kind}={}{carried}", e.value)
             })
             .collect();
         println!("entities    {}", entities.join(", "));

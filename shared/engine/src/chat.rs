@@ -141,6 +141,14 @@ pub async fn sync_session(
         for (i, (question, answer)) in prior.iter().enumerate() {
             let c = deps.classifier().classify_in_context(question, &session.prior_turns());
             let scope = switchyard_core::scope::check(manifest, c.in_scope, c.scope_score);
+            let out_of_scope = scope.decision == switchyard_core::scope::ScopeDecision::OutOfScope;
+            // A request that lacked a required entity was answered with a question for it: the
+            // next message may supply it, as in a stored session.
+            let missing_entities = if out_of_scope {
+                Vec::new()
+            } else {
+                switchyard_core::slots::missing(manifest, &c.intent, &c.entities)
+            };
             let input = TurnInput {
                 query_id: format!("{session_id}-m{i}"),
                 question: question.clone(),
@@ -148,7 +156,8 @@ pub async fn sync_session(
                 entities: c.entities,
                 answer: answer.clone(),
                 status: OutputStatus::Success,
-                out_of_scope: scope.decision == switchyard_core::scope::ScopeDecision::OutOfScope,
+                out_of_scope,
+                missing_entities,
                 unsure: false,
                 preferences: None,
             };

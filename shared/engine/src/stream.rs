@@ -222,7 +222,13 @@ pub async fn synthesize_answer(
         let answered = matches!(
             output.status,
             switchyard_model::contracts::OutputStatus::Success | switchyard_model::contracts::OutputStatus::Partial
-        ) && output.final_reason != Some(switchyard_model::contracts::ConfidenceBand::OutOfScope);
+        ) && !matches!(
+            output.final_reason,
+            Some(
+                switchyard_model::contracts::ConfidenceBand::OutOfScope
+                    | switchyard_model::contracts::ConfidenceBand::MissingEntities
+            )
+        );
         if applies && answered {
             let why_not = if deadline_passed {
                 Err("the query's deadline had passed".to_string())
