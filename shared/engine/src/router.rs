@@ -59,7 +59,10 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
                 Err(e) => return Err(StepError::Permanent(format!("no plan: {e}"))),
             }
         };
-        let deadline_at = query.accepted_at + chrono::Duration::milliseconds(plan.deadline_ms as i64);
+        // The deadline fires `query.deadline_slack` after the plan's worst case: an answer
+        // arriving just at its limit is still waited for.
+        let slack = chrono::Duration::milliseconds(manifest.query.deadline_slack.as_millis() as i64);
+        let deadline_at = query.accepted_at + chrono::Duration::milliseconds(plan.deadline_ms as i64) + slack;
         let mut detail = Detail::object().field("deadline_at", &deadline_at).field("intent", &plan.intent);
         if !missing.is_empty() {
             detail = detail.field("missing_entities", &missing);
