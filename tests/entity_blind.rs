@@ -24,11 +24,27 @@ use switchyard_tests::*;
 
 const SETS: [&str; 5] = ["car-rental", "dental-clinic", "gym-classes", "parcel-delivery", "restaurant-reservations"];
 
-/// Floors, from the scoring run (percent).
-const ALL_ENTITIES_RIGHT_FLOOR: f64 = 0.0;
-const KIND_RECALL_FLOOR: f64 = 0.0;
-const KIND_PRECISION_FLOOR: f64 = 0.0;
-const DIALOGUES_COMPLETED_FLOOR: f64 = 0.0;
+/// Floors: the figures of the one scoring run, 2026-12-02 (debug build, `cargo test -p
+/// switchyard-tests --test entity_blind -- --nocapture`), in percent.
+///
+/// Every labelled entity found on 287 of 300 questions; intents right on 271 of 300; 47 of 50
+/// dialogues completed. Per kind (recall of labelled values / precision of extracted ones):
+/// date 100.0 / 93.1, duration 76.5 / 100.0, email 100.0 / 100.0, gazetteer 98.1 / 100.0,
+/// money 95.8 / 95.8, number 83.3 / 71.4, pattern 100.0 / 100.0, time 83.3 / 100.0.
+const ALL_ENTITIES_RIGHT_FLOOR: f64 = 95.6;
+const INTENT_RIGHT_FLOOR: f64 = 90.3;
+const DIALOGUES_COMPLETED_FLOOR: f64 = 94.0;
+/// (kind, recall floor, precision floor).
+const KIND_FLOORS: [(&str, f64, f64); 8] = [
+    ("date", 100.0, 93.1),
+    ("duration", 76.4, 100.0),
+    ("email", 100.0, 100.0),
+    ("gazetteer", 98.0, 100.0),
+    ("money", 95.8, 95.8),
+    ("number", 83.3, 71.4),
+    ("pattern", 100.0, 100.0),
+    ("time", 83.3, 100.0),
+];
 
 fn dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/blind/entities").join(name)
@@ -161,13 +177,14 @@ fn entities_of_first_time_manifests_are_found_with_their_normalized_values() {
     println!("every labelled entity found: {all_right}/{total} = {all_right_pct:.1}%");
     println!("intent right: {intents_right}/{total} = {:.1}%", pct(intents_right, total));
     assert!(all_right_pct >= ALL_ENTITIES_RIGHT_FLOOR, "{all_right_pct:.1}% below {ALL_ENTITIES_RIGHT_FLOOR}%");
-    for (kind, t) in &kinds {
-        assert!(pct(t.found, t.labelled) >= KIND_RECALL_FLOOR, "{kind}: recall {:.1}%", pct(t.found, t.labelled));
-        assert!(
-            pct(t.right, t.extracted) >= KIND_PRECISION_FLOOR,
-            "{kind}: precision {:.1}%",
-            pct(t.right, t.extracted)
-        );
+    let intent_pct = pct(intents_right, total);
+    assert!(intent_pct >= INTENT_RIGHT_FLOOR, "intents {intent_pct:.1}% below {INTENT_RIGHT_FLOOR}%");
+    assert_eq!(kinds.len(), KIND_FLOORS.len(), "kinds scored: {:?}", kinds.keys().collect::<Vec<_>>());
+    for (kind, recall_floor, precision_floor) in KIND_FLOORS {
+        let t = kinds.get(kind).unwrap_or_else(|| panic!("no {kind} entity scored"));
+        let (recall, precision) = (pct(t.found, t.labelled), pct(t.right, t.extracted));
+        assert!(recall >= recall_floor, "{kind}: recall {recall:.1}% below {recall_floor}%");
+        assert!(precision >= precision_floor, "{kind}: precision {precision:.1}% below {precision_floor}%");
     }
 }
 
