@@ -167,3 +167,43 @@ async fn a_question_with_fifty_dates_keeps_max_entities_of_them_with_a_warning()
     assert_eq!(output.entities.len(), max, "{:?}", output.entities);
     assert!(output.warnings.iter().any(|w| w.contains(&format!("kept the first {max}"))), "{:?}", output.warnings);
 }
+
+// ---- builtin templates: a missing value is never "all" (docs/routing.md#builtin-agents) ----
+
+fn dispatch_with(entities: &[(&str, &str)]) -> switchyard_model::contracts::AgentDispatch {
+    let mut d = agent_dispatch("flight_booker", "book_flight", json!({"question": "q"}), 1_000);
+    d.payload.entities = entities
+        .iter()
+        .map(|(t, v)| switchyard_model::contracts::ParsedEntity {
+            entity_type: (*t).into(),
+            value: (*v).into(),
+            text: (*v).into(),
+            confidence: 1.0,
+            source: EntitySource::Exact,
+        })
+        .collect();
+    d
+}
+
+#[test]
+fn a_missing_value_leaves_out_its_segment_or_its_connecting_word_and_never_reads_all() {
+    use std::collections::BTreeMap;
+    use switchyard_agents::render;
+    let none = BTreeMap::new();
+    let both = dispatch_with(&[("city", "Vienna"), ("departure_date", "2026-03-14")]);
+    let city = dispatch_with(&[("city", "Vienna")]);
+    let template = "Flights to {city}[ on {departure_date}]: three options.";
+    assert_eq!(render(template, &both, &none), "Flights to Vienna on 2026-03-14: three options.");
+    assert_eq!(render(template, &city, &none), "Flights to Vienna: three options.");
+    // Outside a segment: the placeholder goes with its connecting word.
+    assert_eq!(render("Flights to {city} on {departure_date}.", &city, &none), "Flights to Vienna.");
+    assert_eq!(render("Flights to {city} on {departure_date}.", &dispatch_with(&[]), &none), "Flights.");
+    // A default stands in for a missing value.
+    let defaults = BTreeMap::from([("departure_date".to_string(), "the next free day".to_string())]);
+    assert_eq!(render(template, &city, &defaults), "Flights to Vienna on the next free day: three options.");
+    // Brackets without a placeholder are text.
+    assert_eq!(render("Fares [in EUR] to {city}.", &city, &none), "Fares [in EUR] to Vienna.");
+    for t in [template, "Flights to {city} on {departure_date}.", "{entities} for {city}"] {
+        assert!(!render(t, &dispatch_with(&[]), &none).contains("all"), "{t}");
+    }
+}

@@ -203,7 +203,14 @@ fn print_answer(
                 .unwrap_or_default()
         );
     }
-    println!("route       {}", route.join(" → "));
+    if output.missing_entities.is_empty() {
+        println!("route       {}", route.join(" → "));
+    } else {
+        println!(
+            "missing     {} (no agent ran; the next turn of the session may name them)",
+            output.missing_entities.join(", ")
+        );
+    }
     if !output.entities.is_empty() {
         let entities: Vec<String> = output
             .entities
