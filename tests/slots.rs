@@ -207,3 +207,31 @@ fn a_missing_value_leaves_out_its_segment_or_its_connecting_word_and_never_reads
         assert!(!render(t, &dispatch_with(&[]), &none).contains("all"), "{t}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_openai_compatible_endpoint_fills_slots_from_the_messages_a_stateless_client_sends() {
+    let h = Harness::start(travel_desk());
+    let complete = |messages: Value| {
+        let body = json!({ "model": "travel-desk", "messages": messages });
+        handle_http(&h.system.deps, api_request("POST", "/v1/chat/completions", "", Some(&body.to_string()), USER, ""))
+    };
+    let first = complete(json!([{"role": "user", "content": "book a flight"}])).await;
+    assert_eq!(first.status_code, 200, "{}", text_body(&first));
+    let first = json_body(&first);
+    let asked = first["choices"][0]["message"]["content"].as_str().expect("content").to_string();
+    assert_eq!(asked, "What is the city you fly to, and the day you leave?");
+    assert_eq!(first["switchyard"]["confidence_band"], "missing_entities");
+    // The client sends the whole conversation again, with no session id.
+    let second = complete(json!([
+        {"role": "user", "content": "book a flight"},
+        {"role": "assistant", "content": asked},
+        {"role": "user", "content": "Vienna on the 14th"}
+    ]))
+    .await;
+    assert_eq!(second.status_code, 200, "{}", text_body(&second));
+    let second = json_body(&second);
+    let day = next_14th().format("%Y-%m-%d").to_string();
+    let text = second["choices"][0]["message"]["content"].as_str().expect("content");
+    assert!(text.starts_with(&format!("Flights to Vienna on {day}")), "{second}");
+    assert_eq!(second["switchyard"]["intent"], "book_flight");
+}
