@@ -296,13 +296,57 @@ impl Reader<'_> {
             }
             return Some((n, whole.to_string()));
         }
-        let first = number_word(w)?;
-        if (20..=90).contains(&first) && first % 10 == 0 {
-            if let Some(unit) = self.word(k + 1).and_then(number_word).filter(|u| (1..=9).contains(u)) {
-                return Some((2, (first + unit).to_string()));
-            }
+        let (used, value) = self.number_words(k)?;
+        Some((used, value.to_string()))
+    }
+
+    /// A number in words at `k` ("twenty five", "two hundred and fifty", "three thousand"):
+    /// (tokens used, value).
+    fn number_words(&self, k: usize) -> Option<(usize, u64)> {
+        /// A word below a hundred: its value, and whether it is a ten ("twenty").
+        fn small(w: &str) -> Option<(u64, bool)> {
+            let n = number_word(w).filter(|_| w != "hundred" && w != "dozen")?;
+            Some((u64::from(n), (20..=90).contains(&n) && n % 10 == 0))
         }
-        Some((1, first.to_string()))
+        let first = self.word(k)?;
+        if first == "dozen" {
+            return Some((1, 12));
+        }
+        if first == "hundred" {
+            return None;
+        }
+        let (mut total, mut current, mut n) = (0u64, 0u64, 0usize);
+        let mut last_was_ten = false;
+        let mut any = false;
+        loop {
+            let Some(w) = self.word(k + n) else { break };
+            if let Some((v, ten)) = small(w) {
+                // "twenty five": a unit after a ten adds to it; two small numbers otherwise end it.
+                if any && !(last_was_ten && v < 10 && current % 100 >= 20) && current % 100 != 0 {
+                    break;
+                }
+                current += v;
+                last_was_ten = ten;
+            } else if w == "hundred" && any && current % 100 != 0 {
+                current = current / 100 * 100 + (current % 100) * 100;
+                last_was_ten = false;
+            } else if w == "thousand" && any {
+                total += current.max(1) * 1000;
+                current = 0;
+                last_was_ten = false;
+            } else if w == "and"
+                && any
+                && self.word(k + n + 1).and_then(small).is_some()
+                && (current >= 100 || total > 0)
+            {
+                // "two hundred and fifty"
+            } else {
+                break;
+            }
+            any = true;
+            n += 1;
+        }
+        any.then_some((n, total + current))
     }
 
     fn number(&self, i: usize) -> Option<(usize, String)> {
@@ -504,6 +548,40 @@ impl Reader<'_> {
         if let Some((hour, meridiem)) = split_meridiem(w) {
             return Some((1, (with_meridiem(hour, meridiem)?, 0)));
         }
+        // half past seven pm, quarter past 6 in the evening, quarter to 8 pm
+        if matches!(w, "half" | "quarter") && matches!(self.word(i + 1), Some("past" | "to")) {
+            let (hour, used) = self.clock_hour(i + 2)?;
+            let (pm, more) = self.day_part(i + 2 + used);
+            let pm = pm?;
+            let hour = with_meridiem(hour, pm)?;
+            let (hour, minutes) = match (w, self.word(i + 1)) {
+                ("half", Some("past")) => (hour, 30),
+                ("quarter", Some("past")) => (hour, 15),
+                ("quarter", Some("to")) => ((hour + 23) % 24, 45),
+                _ => return None,
+            };
+            return Some((2 + used + more, (hour, minutes)));
+        }
+        // six pm, seven thirty pm, 6 in the evening, 7 o'clock in the evening
+        if let Some((hour, used)) = self.clock_hour(i) {
+            let minutes_word = self.word(i + used).and_then(number_word).filter(|m| (10..=59).contains(m));
+            let (minutes, with_minutes) = match minutes_word {
+                Some(m) => (m, 1),
+                None => (0, 0),
+            };
+            let oclock = usize::from(
+                with_minutes == 0 && self.word(i + used) == Some("o") && self.word(i + used + 1) == Some("clock"),
+            ) * 2;
+            let after = i + used + with_minutes + oclock;
+            let (pm, more) = self.day_part(after);
+            if let Some(pm) = pm {
+                let digits = is_digits(w);
+                // "6 pm" is read below; here words, or digits with a part of the day.
+                if !digits || more > 1 {
+                    return Some((after - i + more, (with_meridiem(hour, pm)?, minutes)));
+                }
+            }
+        }
         let hour: u32 = if is_digits(w) && w.len() <= 2 { w.parse().ok()? } else { return None };
         // 14:30, 7.30pm, 9:05 am
         if matches!(self.gap(i), ":" | ".") && i + 1 < self.tokens.len() && !self.taken[i + 1] {
@@ -551,6 +629,28 @@ impl Reader<'_> {
         None
     }
 
+    /// An hour of the clock (1-12) at `k`, in digits or a word: (hour, tokens used).
+    fn clock_hour(&self, k: usize) -> Option<(u32, usize)> {
+        let w = self.word(k)?;
+        let hour = if is_digits(w) && w.len() <= 2 { w.parse().ok()? } else { number_word(w)? };
+        (1..=12).contains(&hour).then_some((hour, 1))
+    }
+
+    /// The part of the day after a clock hour at `k`: "pm" / "am" / "a.m.", "in the evening",
+    /// "in the morning", "tonight": (is pm, tokens used).
+    fn day_part(&self, k: usize) -> (Option<bool>, usize) {
+        let (meridiem, used) = self.meridiem_after(k);
+        if meridiem.is_some() {
+            return (meridiem, used);
+        }
+        match (self.word(k), self.word(k + 1), self.word(k + 2)) {
+            (Some("tonight"), _, _) => (Some(true), 1),
+            (Some("in"), Some("the"), Some("evening" | "afternoon")) => (Some(true), 3),
+            (Some("in"), Some("the"), Some("morning")) => (Some(false), 3),
+            _ => (None, 0),
+        }
+    }
+
     /// "am" / "pm" / "a.m." at `k`: (is pm, tokens used).
     fn meridiem_after(&self, k: usize) -> (Option<bool>, usize) {
         match (self.word(k), self.word(k + 1)) {
@@ -570,11 +670,35 @@ impl Reader<'_> {
         if w == "half" && matches!(self.word(i + 1), Some("an" | "a")) && self.word(i + 2).and_then(unit) == Some('h') {
             return Some((3, "PT30M".into()));
         }
+        // half a day, half an hour
+        if w == "half" && matches!(self.word(i + 1), Some("an" | "a")) {
+            let u = unit(self.word(i + 2)?)?;
+            return Some((3, iso_duration(0.5, u)?));
+        }
+        // 2h, 30min, 3hrs
+        if let Some(split) = w.find(|c: char| !c.is_ascii_digit()).filter(|&at| at > 0) {
+            let (digits, suffix) = w.split_at(split);
+            let u = match suffix {
+                "h" => Some('h'),
+                "m" => None,
+                other => unit(other),
+            };
+            if let (Some(u), Ok(amount)) = (u, digits.parse::<f64>()) {
+                return Some((1, iso_duration(amount, u)?));
+            }
+        }
         let (n, count) = match w {
             "a" | "an" => (1, "1".to_string()),
             "fortnight" => return Some((1, "P2W".into())),
             _ => self.amount(i)?,
         };
+        // two and a half hours
+        if self.word(i + n) == Some("and") && self.word(i + n + 1) == Some("a") && self.word(i + n + 2) == Some("half")
+        {
+            let u = unit(self.word(i + n + 3)?)?;
+            let amount: f64 = count.parse::<f64>().ok()? + 0.5;
+            return Some((n + 4, iso_duration(amount, u)?));
+        }
         let unit_word = self.word(i + n)?;
         if unit_word == "fortnight" || unit_word == "fortnights" {
             let weeks: f64 = count.parse::<f64>().ok()? * 2.0;
@@ -761,7 +885,10 @@ fn iso_duration(amount: f64, unit: char) -> Option<String> {
         }
         'D' if amount.fract() != 0.0 => {
             let hours = (amount * 24.0).round() as u64;
-            format!("P{}DT{}H", hours / 24, hours % 24)
+            match (hours / 24, hours % 24) {
+                (0, h) => format!("PT{h}H"),
+                (d, h) => format!("P{d}DT{h}H"),
+            }
         }
         'h' => format!("PT{}H", trim_number(amount)),
         'm' => format!("PT{}M", trim_number(amount)),

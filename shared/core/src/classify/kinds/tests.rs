@@ -78,10 +78,18 @@ fn times_are_written_as_24_hour_clock() {
         ("at noon", "12:00"),
         ("at 8 in the evening", "20:00"),
         ("12am", "00:00"),
+        ("six pm", "18:00"),
+        ("seven thirty pm", "19:30"),
+        ("half past seven pm", "19:30"),
+        ("quarter past 6 in the evening", "18:15"),
+        ("quarter to 8 pm", "19:45"),
+        ("6 in the evening", "18:00"),
+        ("7 o'clock in the evening", "19:00"),
     ] {
         assert_eq!(read(EntityKind::Time, text), [want], "{text}");
     }
     assert!(read(EntityKind::Time, "for 4 people").is_empty());
+    assert!(read(EntityKind::Time, "half past seven").is_empty(), "no bare hour without its part of the day");
 }
 
 #[test]
@@ -92,6 +100,11 @@ fn numbers_are_written_in_digits() {
         ("twenty five guests", "25"),
         ("1,200 units", "1200"),
         ("2.5", "2.5"),
+        ("one hundred guests", "100"),
+        ("two hundred and fifty boxes", "250"),
+        ("three thousand", "3000"),
+        ("twenty-two people", "22"),
+        ("a dozen eggs", "12"),
     ] {
         assert_eq!(read(EntityKind::Number, text), [want], "{text}");
     }
@@ -127,6 +140,12 @@ fn durations_are_iso_8601() {
         ("45 minutes", "PT45M"),
         ("six months", "P6M"),
         ("a fortnight", "P2W"),
+        ("half a day", "PT12H"),
+        ("two and a half hours", "PT2H30M"),
+        ("a day and a half", "P1DT12H"),
+        ("2h", "PT2H"),
+        ("30min", "PT30M"),
+        ("a 3-day rental", "P3D"),
     ] {
         assert_eq!(read(EntityKind::Duration, text), [want], "{text}");
     }
