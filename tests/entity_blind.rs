@@ -24,16 +24,20 @@ use switchyard_tests::*;
 
 const SETS: [&str; 5] = ["car-rental", "dental-clinic", "gym-classes", "parcel-delivery", "restaurant-reservations"];
 
-/// Floors: the figures of the one scoring run, 2026-12-02 (debug build, `cargo test -p
-/// switchyard-tests --test entity_blind -- --nocapture`), in percent.
+/// Floors: the figures of the latest scoring run, 2026-12-02 (debug build, `cargo test -p
+/// switchyard-tests --test entity_blind -- --nocapture`), in percent. The sets were scored
+/// twice: once with the extractors as first written, once after times in words, numbers past a
+/// hundred and more durations were added from cases written without the sets (no question of
+/// them is printed or was read).
 ///
-/// Every labelled entity found on 287 of 300 questions; intents right on 271 of 300; 47 of 50
+/// Every labelled entity found on 290 of 300 questions; intents right on 271 of 300; 48 of 50
 /// dialogues completed. Per kind (recall of labelled values / precision of extracted ones):
 /// date 100.0 / 93.1, duration 76.5 / 100.0, email 100.0 / 100.0, gazetteer 98.1 / 100.0,
-/// money 95.8 / 95.8, number 83.3 / 71.4, pattern 100.0 / 100.0, time 83.3 / 100.0.
-const ALL_ENTITIES_RIGHT_FLOOR: f64 = 95.6;
+/// money 95.8 / 95.8, number 83.3 / 78.9, pattern 100.0 / 100.0, time 100.0 / 100.0. The first
+/// run: 287 of 300, 47 of 50, number precision 71.4, time recall 83.3, the rest the same.
+const ALL_ENTITIES_RIGHT_FLOOR: f64 = 96.6;
 const INTENT_RIGHT_FLOOR: f64 = 90.3;
-const DIALOGUES_COMPLETED_FLOOR: f64 = 94.0;
+const DIALOGUES_COMPLETED_FLOOR: f64 = 96.0;
 /// (kind, recall floor, precision floor).
 const KIND_FLOORS: [(&str, f64, f64); 8] = [
     ("date", 100.0, 93.1),
@@ -41,9 +45,9 @@ const KIND_FLOORS: [(&str, f64, f64); 8] = [
     ("email", 100.0, 100.0),
     ("gazetteer", 98.0, 100.0),
     ("money", 95.8, 95.8),
-    ("number", 83.3, 71.4),
+    ("number", 83.3, 78.9),
     ("pattern", 100.0, 100.0),
-    ("time", 83.3, 100.0),
+    ("time", 100.0, 100.0),
 ];
 
 fn dir(name: &str) -> PathBuf {
