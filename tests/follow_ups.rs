@@ -39,7 +39,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use switchyard_core::classify::{Classification, Classifier, ContinuationModel, ContinuationTrainer, PriorTurn};
-use switchyard_model::contracts::EntityType;
 use switchyard_model::manifest::Manifest;
 
 /// The halves in the order they were written: name, fixture, and regression floors of the
@@ -163,15 +162,10 @@ fn load(name: &str) -> Vec<Dialogue> {
     serde_yaml::from_str::<Fixture>(&text).unwrap_or_else(|e| panic!("{name}: {e}")).dialogues
 }
 
-fn entity_type(name: &str) -> EntityType {
-    EntityType::ALL.into_iter().find(|t| t.as_str() == name).unwrap_or_else(|| panic!("unknown entity type {name}"))
-}
-
 /// Whether every expected entity is resolved: exactly one entity of the type, with that value.
 fn entities_match(c: &Classification, expected: &BTreeMap<String, String>) -> bool {
     expected.iter().all(|(kind, value)| {
-        let found: Vec<&str> =
-            c.entities.iter().filter(|e| e.entity_type == entity_type(kind)).map(|e| e.value.as_str()).collect();
+        let found: Vec<&str> = c.entities.iter().filter(|e| e.entity_type == *kind).map(|e| e.value.as_str()).collect();
         found.len() == 1 && (value == "*" || found[0] == value)
     })
 }
@@ -226,7 +220,7 @@ fn score(c: &Classifier, dialogues: &[Dialogue]) -> Score {
                     let found: Vec<String> = with
                         .entities
                         .iter()
-                        .map(|e| format!("{}={}({:?})", e.entity_type.as_str(), e.value, e.source))
+                        .map(|e| format!("{}={}({:?})", e.entity_type, e.value, e.source))
                         .collect();
                     s.misses.push(format!(
                         "{} turn {}: {:?} → {} {:.2} in_scope={} (want {}; alone {} {:.2}) [{}]",
@@ -409,7 +403,7 @@ fn the_dialogue_fixture_is_well_formed_and_large_enough() {
         for t in &d.turns {
             assert!(manifest.intent(&t.intent).is_some(), "{}: unknown intent {}", d.id, t.intent);
             for kind in t.entities.keys() {
-                entity_type(kind);
+                assert!(manifest.entities.contains_key(kind), "{}: unknown entity type {kind}", d.id);
             }
         }
     }

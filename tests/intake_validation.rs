@@ -23,6 +23,10 @@ agents:
 intents:
   - {id: causal_impact, route: {primary: causal_impact}, keywords: [effect]}
   - {id: explanation, route: {primary: explainer}, keywords: [explain]}
+entities:
+  brand: {description: the brand, gazetteer: [Kisqali]}
+  region: {description: the region, gazetteer: [Northeast]}
+  kpi: {description: the metric, patterns: ['kpi_\d']}
 "#;
 
 const QUERY_ID: &str = "5f0c6a52-8f0e-4a8e-9d3c-2b1f6f0e9a11";
@@ -249,7 +253,10 @@ fn given_a_parsed_query_missing_a_field_when_validated_then_the_error_names_the_
 #[test]
 fn given_an_unknown_entity_type_when_validated_then_the_path_reaches_the_entity() {
     let err = refuse(&with_parsed(|pq| pq["entities"][0]["type"] = json!("planet")));
-    assert!(rule_of(&err, "parsed_query.entities[0].type").contains("unknown variant `planet`"), "{err}");
+    assert!(
+        rule_of(&err, "parsed_query.entities[0].type").contains("`planet` is not an entity type of this manifest"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -109,3 +109,57 @@ fn a_refit_from_corrections_routes_new_paraphrases_better_without_hurting_the_ma
     assert_eq!(kept, text.lines().count(), "every original line survives");
     assert_eq!(yaml.lines().count(), text.lines().count() + report.added.len());
 }
+
+/// A folder under the system's temporary one, empty, for this test alone.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("switchyard-refit-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    dir
+}
+
+#[test]
+fn a_manifest_written_to_another_folder_names_the_same_files_from_there() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (manifest, files) in [
+        ("routing.yaml", vec!["routing.examples.jsonl", "routing.dialogues.jsonl"]),
+        ("examples/rag-manager/routing.yaml", vec!["corpus"]),
+    ] {
+        let from = root.join(manifest);
+        let text = std::fs::read_to_string(&from).expect("manifest");
+        let out_dir = scratch(&manifest.replace('/', "-"));
+        let moved = switchyard_core::signals::refit::relocate(&text, from.parent().expect("folder"), &out_dir)
+            .expect("relocates");
+        let out = out_dir.join("proposed.yaml");
+        std::fs::write(&out, &moved).expect("write");
+        let m = Manifest::load(&out).unwrap_or_else(|e| panic!("{manifest} written elsewhere: {e}"));
+        let named: Vec<String> = m
+            .classifier
+            .examples
+            .iter()
+            .chain(&m.classifier.dialogues)
+            .cloned()
+            .chain(m.agents.iter().filter_map(|a| a.retriever.as_ref()).filter_map(|r| r.corpus.clone()))
+            .collect();
+        assert!(!named.is_empty(), "{manifest}: the premise is a manifest that names files");
+        for name in &named {
+            assert!(m.resolve(name).exists(), "{manifest}: {name} does not resolve from {}", out_dir.display());
+        }
+        for file in files {
+            assert!(named.iter().any(|n| n.ends_with(file) && n != file), "{manifest}: {file} rewritten: {named:?}");
+        }
+        // Only the paths changed: every other line is as it was.
+        let changed = text.lines().zip(moved.lines()).filter(|(a, b)| a != b).count();
+        assert_eq!(text.lines().count(), moved.lines().count());
+        assert!(changed >= 1 && changed <= 4, "{manifest}: {changed} lines changed");
+        // Written back to its own folder, nothing changes.
+        let same = switchyard_core::signals::refit::relocate(
+            &text,
+            from.parent().expect("folder"),
+            from.parent().expect("folder"),
+        )
+        .expect("relocates");
+        assert_eq!(same, text);
+        let _ = std::fs::remove_dir_all(&out_dir);
+    }
+}

@@ -226,6 +226,9 @@ async fn a_synthesis_agent_that_runs_out_of_time_leaves_the_deterministic_answer
     let block = synthesis_block(&output);
     assert_eq!(block["answered_by"], "deterministic");
     assert!(block["fallback_reason"].as_str().is_some_and(|r| r.contains("no answer within 2000 ms")), "{block}");
+    let error = output.error.as_ref().expect("the synthesis agent's failure is named");
+    assert_eq!(error.category, switchyard_model::contracts::ErrorCategory::SynthesisFailed);
+    assert!(error.message.contains("no answer within 2000 ms"), "{}", error.message);
     // The cut-off synthesis stream is in the log, but it is not the answer's.
     assert!(streams(&events).iter().any(|s| s.starts_with("synthesis-v")));
     assert_eq!(answer_stream(&events), None, "a builtin answer is not streamed");

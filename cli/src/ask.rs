@@ -286,16 +286,23 @@ fn print_answer(
                 .unwrap_or_default()
         );
     }
-    println!("route       {}", route.join(" → "));
+    if output.missing_entities.is_empty() {
+        println!("route       {}", route.join(" → "));
+    } else {
+        println!(
+            "missing     {} (no agent ran; the next turn of the session may name them)",
+            output.missing_entities.join(", ")
+        );
+    }
     if !output.entities.is_empty() {
         let entities: Vec<String> = output
             .entities
             .iter()
             .map(|e| {
-                let kind = serde_json::to_value(e.entity_type).ok().and_then(|v| v.as_str().map(str::to_string));
+                let kind = &e.entity_type;
                 let carried =
                     if e.source == switchyard_model::contracts::EntitySource::Context { " (from context)" } else { "" };
-                format!("{}={}{carried}", kind.unwrap_or_default(), e.value)
+                format!("{kind}={}{carried}", e.value)
             })
             .collect();
         println!("entities    {}", entities.join(", "));

@@ -3,8 +3,9 @@
 //!
 //! The output of [`run`] is an interface used by evaluations; keep it stable. Each answer is
 //! one JSON object per line with exactly the keys `intent`, `confidence`, `ambiguity_flag`,
-//! `in_scope` (bool), `scope_score` (0.0 – 1.0), `entities` (E2I `ParsedEntity`: `type`, `value`, `confidence`, `source`) and
-//! `alternatives` (`intent`, `score`; best first, the top intent included). A line that
+//! `in_scope` (bool), `scope_score` (0.0 – 1.0), `entities` (E2I `ParsedEntity`: `type`, `value`, `text`, `confidence`, `source`) and
+//! `alternatives` (`intent`, `score`; best first, the top intent included). A line may carry
+//! `now` (RFC 3339): the question's relative dates are read at that time. A line that
 //! carries `history` (earlier turns, oldest first: `question`, `intent`, optional `entities`)
 //! is classified as the next turn of that conversation, and its answer adds `follow_up` (how
 //! the conversation shaped it: the earlier intent, the intent the turn would have had alone,
@@ -24,6 +25,10 @@ struct Request {
     /// Earlier turns of the conversation, oldest first (none: the question alone).
     #[serde(default)]
     history: Vec<Turn>,
+    /// When the question is asked, RFC 3339: relative dates ("tomorrow", "the 14th") are read
+    /// at it (the present when absent), so an evaluation is reproducible.
+    #[serde(default)]
+    now: Option<String>,
 }
 
 /// One earlier turn of a `history`.
@@ -60,12 +65,21 @@ pub fn run(
         }
         match serde_json::from_str::<Request>(&line) {
             Ok(request) => {
+                let now = match request.now.as_deref().map(switchyard_core::admission::parse_now) {
+                    None => chrono::Utc::now(),
+                    Some(Ok(at)) => at,
+                    Some(Err(rule)) => {
+                        code = 1;
+                        writeln!(out, "{}", serde_json::json!({ "error": format!("line {}: now: {rule}", n + 1) }))?;
+                        continue;
+                    }
+                };
                 let history: Vec<PriorTurn> = request
                     .history
                     .into_iter()
                     .map(|t| PriorTurn { question: t.question, intent: t.intent, entities: t.entities })
                     .collect();
-                write_answer(out, &classifier.classify_in_context(&request.query, &history))?
+                write_answer(out, &classifier.classify_in_context_at(&request.query, &history, now))?
             }
             Err(error) => {
                 code = 1;
@@ -284,7 +298,7 @@ mod tests {
         assert_eq!(answer["intent"], "prediction");
         assert_eq!(
             answer["entities"][0],
-            serde_json::json!({"type": "brand", "value": "Kisqali", "confidence": 1.0, "source": "exact"})
+            serde_json::json!({"type": "brand", "value": "Kisqali", "text": "Kisqali", "confidence": 1.0, "source": "exact"})
         );
         let alternative = answer["alternatives"][0].as_object().expect("an object");
         assert_eq!(alternative.keys().collect::<Vec<_>>(), ["intent", "score"]);
@@ -303,6 +317,42 @@ mod tests {
         assert!(answers[1]["error"].as_str().is_some_and(|e| e.starts_with("line 3: ")), "{}", answers[1]);
         assert!(answers[2]["error"].as_str().is_some_and(|e| e.starts_with("line 4: ")), "{}", answers[2]);
         assert_eq!(answers[3]["intent"], "health_check");
+    }
+
+    #[test]
+    fn a_line_with_now_reads_its_relative_dates_at_that_time_and_a_bad_now_is_named() {
+        let manifest = Manifest::from_yaml(
+            r#"
+version: 1
+name: desk
+timezone: Europe/Vienna
+tiers: [{tier: 2, timeout: 10s, max_retries: 0, fallback: none}]
+agents: [{id: a, tier: 2, kind: builtin, builtin: {response: ok, confidence: 0.9}}]
+intents: [{id: book, route: {primary: a}, utterances: [book a flight, fly to a city]}]
+entities:
+  departure_date: {description: the day you leave, kind: date}
+"#,
+            "desk.yaml",
+        )
+        .expect("valid manifest");
+        // 23:30 UTC on Tuesday 10 March is already Wednesday 11 March in Vienna.
+        let input = concat!(
+            r#"{"query": "book a flight for tomorrow", "now": "2026-03-10T23:30:00Z"}"#,
+            "
+",
+            r#"{"query": "book a flight for tomorrow", "now": "next tuesday"}"#,
+            "
+",
+        );
+        let mut out = Vec::new();
+        let code = run(&manifest, None, input.as_bytes(), &mut out).expect("runs");
+        assert_eq!(code, 1);
+        let answers = lines(&out);
+        assert_eq!(answers[0]["entities"][0]["type"], "departure_date", "{}", answers[0]);
+        assert_eq!(answers[0]["entities"][0]["value"], "2026-03-12", "{}", answers[0]);
+        assert_eq!(answers[0]["entities"][0]["text"], "tomorrow", "{}", answers[0]);
+        let error = answers[1]["error"].as_str().unwrap_or_default();
+        assert!(error.starts_with("line 2: now: must be an RFC 3339 time"), "{error}");
     }
 
     #[test]

@@ -38,17 +38,24 @@ pub fn run(signals: &Path, manifest: &Path, out_path: &Path, out: &mut impl Writ
     let records = read_jsonl(&signals_text)?;
     let text = std::fs::read_to_string(manifest).with_context(|| format!("reading {}", manifest.display()))?;
     let outcome = refit(&text, &manifest.display().to_string(), &records, &RefitOptions::default())?;
+    // Paths in the manifest are relative to its folder: written elsewhere, they are rewritten
+    // to name the same files from there.
+    let folder = |p: &Path| p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let (from_dir, to_dir) = (folder(manifest), folder(out_path));
+    let relocate = |yaml: &str| switchyard_core::signals::refit::relocate(yaml, &from_dir, &to_dir);
     match outcome {
         RefitOutcome::Proposed { yaml, report, diff } => {
             print_report(&report, out)?;
             writeln!(out, "added {} utterance(s):", report.added.len())?;
             write!(out, "{diff}")?;
+            let yaml = relocate(&yaml)?;
             std::fs::write(out_path, yaml).with_context(|| format!("writing {}", out_path.display()))?;
             writeln!(out, "wrote {}", out_path.display())?;
             Ok(EXIT_WRITTEN)
         }
         RefitOutcome::Unchanged { report } => {
             print_report(&report, out)?;
+            let text = relocate(&text)?;
             std::fs::write(out_path, text).with_context(|| format!("writing {}", out_path.display()))?;
             writeln!(out, "nothing to change: wrote the manifest unchanged to {}", out_path.display())?;
             Ok(EXIT_WRITTEN)

@@ -168,6 +168,7 @@ pub fn output(query_id: &str) -> OrchestratorOutput {
         reflection: None,
         session_id: "sess".into(),
         entities: vec![],
+        missing_entities: vec![],
     }
 }
 

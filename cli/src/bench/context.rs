@@ -29,6 +29,7 @@ fn turn(n: usize) -> TurnInput {
         ),
         status: OutputStatus::Success,
         out_of_scope: false,
+        missing_entities: vec![],
         unsure: false,
         preferences: None,
     }

@@ -38,7 +38,7 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use switchyard_engine::ports::{AgentError, AgentReply, AgentRuntime, RunContext, TokenSink, TypedAnswer};
-use switchyard_model::contracts::{AgentDispatch, EntityType, Evidence, HandoffResult, HandoffStatus};
+use switchyard_model::contracts::{AgentDispatch, Evidence, HandoffResult, HandoffStatus};
 use switchyard_model::manifest::{Agent, AgentKind, BuiltinSettings, EvidenceSpec, Manifest, ScriptedSettings};
 
 /// The embedded system for `manifest` with every agent kind: the zero-setup default of
@@ -206,7 +206,12 @@ impl AgentRuntime for ManifestAgents {
 }
 
 /// Fill `{placeholders}` from the dispatch: `{question}`, `{intent}`, `{entities}` and one per
-/// entity type (first entity of that type, else `defaults`, else "all").
+/// entity type (the first entity of that type, else its `defaults` entry).
+///
+/// A placeholder with neither is never filled with a stand-in: an `[optional segment]` holding
+/// it is left out whole ("Flights to {city}[ on {departure_date}]"); outside a segment the
+/// placeholder is left out with the short connecting word before it ("on", "for", "in"), and
+/// the spacing is tidied. Brackets around text without a placeholder are kept as written.
 pub fn render(
     template: &str,
     dispatch: &AgentDispatch,
@@ -214,12 +219,65 @@ pub fn render(
 ) -> String {
     let mut out = String::with_capacity(template.len() + 32);
     let mut rest = template;
+    while let Some(open) = rest.find('[') {
+        let inner_end = rest[open + 1..].find(']').map(|e| open + 1 + e);
+        match inner_end {
+            Some(close) if switchyard_model::manifest::placeholders(&rest[open + 1..close]).next().is_some() => {
+                out.push_str(&fill(&rest[..open], dispatch, defaults));
+                let inner = &rest[open + 1..close];
+                let all_known = switchyard_model::manifest::placeholders(inner)
+                    .all(|name| placeholder(name, dispatch, defaults).is_some());
+                if all_known {
+                    out.push_str(&fill(inner, dispatch, defaults));
+                }
+                rest = &rest[close + 1..];
+            }
+            _ => {
+                out.push_str(&fill(&rest[..=open], dispatch, defaults));
+                rest = &rest[open + 1..];
+            }
+        }
+    }
+    out.push_str(&fill(rest, dispatch, defaults));
+    let left_out =
+        switchyard_model::manifest::placeholders(template).any(|name| placeholder(name, dispatch, defaults).is_none());
+    if left_out {
+        tidy(&out)
+    } else {
+        out
+    }
+}
+
+/// `text` with its placeholders filled; a missing one is left out with the connecting word
+/// before it.
+fn fill(text: &str, dispatch: &AgentDispatch, defaults: &std::collections::BTreeMap<String, String>) -> String {
+    /// Longest word taken for a connecting word before a missing value ("from", "with").
+    const CONNECTING_WORD_CHARS: usize = 4;
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut rest = text;
     while let Some(start) = rest.find('{') {
         out.push_str(&rest[..start]);
         let after = &rest[start + 1..];
         match after.find('}') {
-            Some(end) if after[..end].chars().all(|c| c.is_ascii_lowercase() || c == '_') && end > 0 => {
-                out.push_str(&placeholder(&after[..end], dispatch, defaults));
+            Some(end)
+                if end > 0
+                    && after[..end].chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
+            {
+                match placeholder(&after[..end], dispatch, defaults) {
+                    Some(value) => out.push_str(&value),
+                    None => {
+                        let kept = out.trim_end_matches(' ').len();
+                        let word_start = out[..kept].rfind(|c: char| !c.is_alphabetic()).map_or(0, |i| i + 1);
+                        let word = &out[word_start..kept];
+                        if kept < out.len()
+                            && !word.is_empty()
+                            && word.chars().count() <= CONNECTING_WORD_CHARS
+                            && word.chars().all(char::is_lowercase)
+                        {
+                            out.truncate(word_start);
+                        }
+                    }
+                }
                 rest = &after[end + 1..];
             }
             _ => {
@@ -232,26 +290,48 @@ pub fn render(
     out
 }
 
-fn placeholder(name: &str, dispatch: &AgentDispatch, defaults: &std::collections::BTreeMap<String, String>) -> String {
+/// Single spaces, none before punctuation or at the ends.
+fn tidy(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == ' ' && (out.is_empty() || out.ends_with(' ') || out.ends_with('\n')) {
+            continue;
+        }
+        if matches!(c, ',' | '.' | ':' | ';' | '!' | '?') && out.ends_with(' ') {
+            out.pop();
+        }
+        if c == ',' && out.ends_with(',') {
+            continue;
+        }
+        out.push(c);
+    }
+    out.trim_end().to_string()
+}
+
+/// The value of a placeholder, `None` when the dispatch has none and `defaults` neither.
+fn placeholder(
+    name: &str,
+    dispatch: &AgentDispatch,
+    defaults: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
     let payload = &dispatch.payload;
     match name {
-        "question" => payload.context.get("question").and_then(Value::as_str).unwrap_or("").to_string(),
-        "intent" => payload.intent.clone(),
+        "question" => Some(payload.context.get("question").and_then(Value::as_str).unwrap_or("").to_string()),
+        "intent" => Some(payload.intent.clone()),
         "entities" => {
             let values: Vec<&str> = payload.entities.iter().map(|e| e.value.as_str()).collect();
             if values.is_empty() {
-                defaults.get("entities").cloned().unwrap_or_else(|| "none named".to_string())
+                Some(defaults.get("entities").cloned().unwrap_or_else(|| "none named".to_string()))
             } else {
-                values.join(", ")
+                Some(values.join(", "))
             }
         }
-        other => {
-            let entity = EntityType::ALL
-                .iter()
-                .find(|t| t.as_str() == other)
-                .and_then(|t| payload.entities.iter().find(|e| e.entity_type == *t).map(|e| e.value.replace('_', " ")));
-            entity.or_else(|| defaults.get(other).cloned()).unwrap_or_else(|| "all".to_string())
-        }
+        other => payload
+            .entities
+            .iter()
+            .find(|e| e.entity_type == other)
+            .map(|e| e.value.replace('_', " "))
+            .or_else(|| defaults.get(other).cloned()),
     }
 }
 

@@ -45,6 +45,10 @@ pub struct QueryRequest {
     /// Caller preferences, passed through.
     #[serde(default)]
     pub preferences: Option<Value>,
+    /// The time relative dates of the question ("tomorrow", "the 14th") are read at, RFC 3339
+    /// (the request's arrival when absent): an evaluation or a replay is reproducible with it.
+    #[serde(default)]
+    pub now: Option<String>,
 }
 
 /// A request that passed intake validation.
@@ -61,6 +65,8 @@ pub struct ValidatedRequest {
     pub conversation_history: Vec<Value>,
     /// Caller preferences.
     pub preferences: Option<Value>,
+    /// The time the question's relative dates are read at, when the request set one.
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
     /// What was repaired, for the caller to see.
     pub warnings: Vec<String>,
 }
@@ -134,6 +140,15 @@ pub fn validate_request(body: &[u8], manifest: &Manifest) -> Result<ValidatedReq
     Intake { manifest, errors: Vec::new(), warnings: Vec::new() }.check(request)
 }
 
+/// A request's `now`: an RFC 3339 time with its offset (`2026-03-10T09:30:00+01:00`), as UTC.
+/// The error is the rule it broke, quoting it (clipped).
+pub fn parse_now(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text.trim()).map(|t| t.with_timezone(&chrono::Utc)).map_err(|e| {
+        let quoted: String = text.chars().take(MAX_QUOTED_CHARS).collect();
+        format!("must be an RFC 3339 time with an offset, such as 2026-03-10T09:30:00+01:00; `{quoted}` is not ({e})")
+    })
+}
+
 /// Parses the body with the path of the field that failed.
 fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ValidationError> {
     let mut de = serde_json::Deserializer::from_str(text);
@@ -199,7 +214,7 @@ impl Intake<'_> {
     }
 
     fn check(mut self, request: QueryRequest) -> Result<ValidatedRequest, ValidationError> {
-        let QueryRequest { query, parsed_query, session_id, conversation_history, preferences } = request;
+        let QueryRequest { query, parsed_query, session_id, conversation_history, preferences, now } = request;
         let (text, parsed) = match (query, parsed_query) {
             (Some(_), Some(_)) => {
                 self.error("query", "set exactly one of `query` and `parsed_query`, not both");
@@ -228,10 +243,25 @@ impl Intake<'_> {
         if preferences.as_ref().is_some_and(|p| !p.is_object()) {
             self.error("preferences", "must be a JSON object");
         }
+        let now = now.and_then(|n| match parse_now(&n) {
+            Ok(at) => Some(at),
+            Err(rule) => {
+                self.error("now", rule);
+                None
+            }
+        });
         if !self.errors.is_empty() {
             return Err(ValidationError { errors: self.errors });
         }
-        Ok(ValidatedRequest { text, parsed, session_id, conversation_history, preferences, warnings: self.warnings })
+        Ok(ValidatedRequest {
+            text,
+            parsed,
+            session_id,
+            conversation_history,
+            preferences,
+            now,
+            warnings: self.warnings,
+        })
     }
 
     /// The question's text: non-empty, within the manifest's limit, no control characters but
@@ -292,6 +322,17 @@ impl Intake<'_> {
         }
         let max_chars = self.manifest.query.max_entity_value_chars;
         for (i, entity) in parsed.entities.iter_mut().enumerate() {
+            if !self.manifest.entities.contains_key(&entity.entity_type) {
+                let declared: Vec<&str> = self.manifest.entities.keys().map(String::as_str).collect();
+                self.errors.push(FieldError::new(
+                    format!("parsed_query.entities[{i}].type"),
+                    format!(
+                        "`{}` is not an entity type of this manifest (declared: {})",
+                        entity.entity_type,
+                        if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+                    ),
+                ));
+            }
             let field = format!("parsed_query.entities[{i}].value");
             let chars = entity.value.chars().count();
             if entity.value.trim().is_empty() {

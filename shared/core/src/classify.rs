@@ -77,6 +77,8 @@ pub mod cascade;
 mod continuation;
 mod entities;
 mod followup;
+mod kinds;
+mod resume;
 pub(crate) mod scope_score;
 mod text;
 mod vectors;
@@ -328,7 +330,7 @@ impl Classifier {
     /// score for it.
     fn intent_for_causes(&self) -> Option<usize> {
         const QUESTION: &str = "why did that happen";
-        let (_, probabilities, _, _) = self.classify_parts(QUESTION, false);
+        let (_, probabilities, _, _) = self.classify_parts(QUESTION, false, chrono::Utc::now());
         let probabilities = probabilities?;
         let tokens = tokenize(QUESTION, MAX_INTENT_TOKENS);
         let scores = self.scores(&self.features(&tokens, &vec![false; tokens.len()]), None);
@@ -354,7 +356,13 @@ impl Classifier {
     /// and entities. Never panics: empty or symbol-only text answers the manifest's fallback
     /// intent (else the first) with confidence 0 and the ambiguity flag set.
     pub fn classify(&self, text: &str) -> Classification {
-        self.classify_parts(text, false).0
+        self.classify_at(text, chrono::Utc::now())
+    }
+
+    /// [`Classifier::classify`] with relative dates ("tomorrow", "the 14th") read at `now` (in
+    /// the manifest's `timezone`) instead of the present.
+    pub fn classify_at(&self, text: &str, now: chrono::DateTime<chrono::Utc>) -> Classification {
+        self.classify_parts(text, false, now).0
     }
 
     /// This classifier with another continuation model for follow-ups (one trained on other
@@ -376,9 +384,10 @@ impl Classifier {
         &self,
         text: &str,
         cues: bool,
+        now: chrono::DateTime<chrono::Utc>,
     ) -> (Classification, Option<Vec<f64>>, followup::Cues, Option<TurnWords>) {
         let tokens = tokenize(text, MAX_ENTITY_TOKENS);
-        let (entities, named, taken) = self.entities.extract_with_spans(text, &tokens);
+        let (entities, named, taken) = self.entities.extract_with_spans(text, &tokens, now);
         let n = tokens.len().min(MAX_INTENT_TOKENS);
         let terms = self.terms(&tokens[..n], &named[..n]);
         let features = self.features_of(&terms);

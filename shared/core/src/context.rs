@@ -86,6 +86,10 @@ pub struct Turn {
     /// so it is never carried over).
     #[serde(default)]
     pub out_of_scope: bool,
+    /// The required entity types the turn did not name (its answer asked for them): the next
+    /// turn may supply them and go on with this turn's intent and entities.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_entities: Vec<String>,
     /// When the answer was written.
     pub at: DateTime<Utc>,
 }
@@ -180,6 +184,8 @@ pub struct TurnInput {
     pub status: OutputStatus,
     /// Outside the domain.
     pub out_of_scope: bool,
+    /// Required entity types the question did not name (the answer asked for them).
+    pub missing_entities: Vec<String>,
     /// Whether the answer's confidence was too low to rely on.
     pub unsure: bool,
     /// Caller preferences sent with the question (an object), if any.
@@ -230,6 +236,7 @@ pub fn append_turn(
         answer: clip(&input.answer, settings.answer_chars),
         status: input.status,
         out_of_scope: input.out_of_scope,
+        missing_entities: input.missing_entities,
         at: now,
     });
     let too_many = session.turns.len() > settings.history_turns;
@@ -293,8 +300,7 @@ fn update_notes(settings: &ContextSettings, session: &mut SessionRecord, input: 
     let mut fresh: Vec<(String, NoteKind, String)> = Vec::new();
     if !input.out_of_scope {
         for e in &input.entities {
-            let kind = serde_json::to_value(e.entity_type).ok().and_then(|v| v.as_str().map(str::to_string));
-            let kind = kind.unwrap_or_else(|| "entity".into());
+            let kind = if e.entity_type.is_empty() { "entity" } else { e.entity_type.as_str() };
             fresh.push((format!("entity:{kind}"), NoteKind::Fact, format!("{kind}: {}", clip(&e.value, 100))));
         }
     }

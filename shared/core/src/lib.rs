@@ -16,6 +16,8 @@
 //! - [`plan`]: route → plan → dispatches, and the orchestration modes.
 //! - [`signals`]: routing training signals: export, feedback, re-fit of `routing.yaml`.
 //! - [`scope`]: out-of-scope questions: the decision at intake and the reply that ends them.
+//! - [`slots`]: required entities: what is missing, the question asking for it, the turn that
+//!   supplies it.
 //! - [`admission`]: intake's checks on an incoming query (the E2I design's validation table).
 #![warn(missing_docs)]
 
@@ -27,5 +29,6 @@ pub mod retrieval;
 pub mod router;
 pub mod scope;
 pub mod signals;
+pub mod slots;
 
 pub use classify::Classifier;

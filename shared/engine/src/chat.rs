@@ -139,8 +139,22 @@ pub async fn sync_session(
         let expires_at = now.timestamp() + (ttl.as_millis() / 1_000) as i64;
         let mut session = SessionRecord::new(&caller.user_id, session_id, now, expires_at);
         for (i, (question, answer)) in prior.iter().enumerate() {
-            let c = deps.classifier().classify_in_context(question, &session.prior_turns());
+            // As intake reads a turn: one after a question for missing entities may supply them.
+            let c = deps.classifier().resume(
+                question,
+                &session.prior_turns(),
+                switchyard_core::slots::pending(&session),
+                now,
+            );
             let scope = switchyard_core::scope::check(manifest, c.in_scope, c.scope_score);
+            let out_of_scope = scope.decision == switchyard_core::scope::ScopeDecision::OutOfScope;
+            // A request that lacked a required entity was answered with a question for it: the
+            // next message may supply it, as in a stored session.
+            let missing_entities = if out_of_scope {
+                Vec::new()
+            } else {
+                switchyard_core::slots::missing(manifest, &c.intent, &c.entities)
+            };
             let input = TurnInput {
                 query_id: format!("{session_id}-m{i}"),
                 question: question.clone(),
@@ -148,7 +162,8 @@ pub async fn sync_session(
                 entities: c.entities,
                 answer: answer.clone(),
                 status: OutputStatus::Success,
-                out_of_scope: scope.decision == switchyard_core::scope::ScopeDecision::OutOfScope,
+                out_of_scope,
+                missing_entities,
                 unsure: false,
                 preferences: None,
             };

@@ -35,6 +35,7 @@ fn turn_input(query: &QueryRecord, output: &OrchestratorOutput) -> TurnInput {
         answer: output.response_text.clone(),
         status: output.status,
         out_of_scope: output.final_reason == Some(ConfidenceBand::OutOfScope),
+        missing_entities: output.missing_entities.clone(),
         unsure: output.final_reason == Some(ConfidenceBand::ConfidenceTooLowClarify),
         preferences,
     }

@@ -261,7 +261,10 @@ pub async fn submit(
             (parsed, "pre-parsed", None)
         }
         None => {
-            let c = deps.classifier().classify_in_context(&request.text, &history);
+            // A turn after a question for missing entities may supply them (core::slots).
+            let pending = session.as_ref().and_then(switchyard_core::slots::pending);
+            let read_at = request.now.unwrap_or(now);
+            let c = deps.classifier().resume(&request.text, &history, pending, read_at);
             let scope = switchyard_core::scope::check(&deps.manifest, c.in_scope, c.scope_score);
             alternatives = c.alternatives;
             let max = deps.manifest.query.max_entities;

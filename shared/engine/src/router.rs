@@ -32,7 +32,17 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
         let now = deps.clock.now();
         let manifest = deps.manifest_for(&query).await?;
         let out_of_scope = query.scope.as_ref().is_some_and(switchyard_core::scope::ScopeCheck::is_out_of_scope);
-        let plan = if out_of_scope {
+        // A required entity the question did not name: no agent runs; the synthesizer asks for
+        // it (switchyard_core::slots). A query the cascaded classifier settles first is checked
+        // on the intent it settles.
+        let cascades = manifest.classifier.llm.is_some()
+            && manifest.classifier.needs_cascade(query.parsed.confidence, query.parsed.ambiguity_flag);
+        let missing = if out_of_scope || cascades {
+            Vec::new()
+        } else {
+            switchyard_core::slots::missing(&manifest, &query.parsed.intent, &query.parsed.entities)
+        };
+        let plan = if out_of_scope || !missing.is_empty() {
             // No intent covers the question: a plan of no stages, answered by the synthesizer
             // with what this assistant can help with (switchyard_core::scope, docs/scope.md).
             Plan {
@@ -49,27 +59,27 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
                 Err(e) => return Err(StepError::Permanent(format!("no plan: {e}"))),
             }
         };
-        let deadline_at = query.accepted_at + chrono::Duration::milliseconds(plan.deadline_ms as i64);
-        let mut events = vec![deps.event(
-            &query,
-            Entry::Plan,
-            0,
-            "",
-            Detail::object()
-                .field("deadline_at", &deadline_at)
-                .field("intent", &plan.intent)
-                .field("out_of_scope", &out_of_scope)
-                .field("pipeline", &plan.pipeline)
-                .field(
-                    "stages",
-                    &plan
-                        .stages
-                        .iter()
-                        .map(|s| s.dispatches.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>())
-                        .collect::<Vec<_>>(),
-                )
-                .finish(),
-        )];
+        // The deadline fires `query.deadline_slack` after the plan's worst case: an answer
+        // arriving just at its limit is still waited for.
+        let slack = chrono::Duration::milliseconds(manifest.query.deadline_slack.as_millis() as i64);
+        let deadline_at = query.accepted_at + chrono::Duration::milliseconds(plan.deadline_ms as i64) + slack;
+        let mut detail = Detail::object().field("deadline_at", &deadline_at).field("intent", &plan.intent);
+        if !missing.is_empty() {
+            detail = detail.field("missing_entities", &missing);
+        }
+        let detail = detail
+            .field("out_of_scope", &out_of_scope)
+            .field("pipeline", &plan.pipeline)
+            .field(
+                "stages",
+                &plan
+                    .stages
+                    .iter()
+                    .map(|s| s.dispatches.iter().map(|d| &d.dispatch.target_agent).collect::<Vec<_>>())
+                    .collect::<Vec<_>>(),
+            )
+            .finish();
+        let mut events = vec![deps.event(&query, Entry::Plan, 0, "", detail)];
         events.extend(dispatch_events(deps, &query, &plan, 0));
         // The training signal rides on the write that records the plan.
         let signal = switchyard_core::signals::collect::at_routing(&manifest, &query, &plan, now);
@@ -89,6 +99,11 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
             request_synthesis(deps, query_id).await?;
             return Ok(Attempt::Done(()));
         }
+        if !missing.is_empty() {
+            info!(missing = ?missing, "required entities missing; asking for them without an agent");
+            request_synthesis(deps, query_id).await?;
+            return Ok(Attempt::Done(()));
+        }
         info!(intent = %routed.parsed.intent, "query routed");
         send_stage(deps, &routed, 0).await?;
         arm_deadline(deps, query_id, deadline_at).await?;
@@ -105,7 +120,8 @@ pub async fn route(deps: &Deps, query_id: &str) -> Result<(), StepError> {
 async fn resend_outstanding(deps: &Deps, query: &QueryRecord) -> Result<(), StepError> {
     let Some(plan) = &query.plan else { return Ok(()) };
     if plan.stages.is_empty() {
-        // Out of scope: the synth job may have been lost with the first delivery.
+        // Out of scope or missing entities: the synth job may have been lost with the first
+        // delivery.
         return request_synthesis(deps, &query.query_id).await;
     }
     let Some(stage) = plan.stages.get(plan.current_stage) else { return Ok(()) };

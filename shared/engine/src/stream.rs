@@ -214,6 +214,9 @@ pub struct AnswerSource {
     pub report: Option<Value>,
 }
 
+/// Why the synthesis agent was not asked: only fallback templates answered.
+const TEMPLATES_ONLY: &str = "only fallback templates answered; their text stands as written";
+
 /// Let the manifest's synthesis agent write the answer of `output` (already built by the
 /// deterministic synthesis, bands and caveats included), streaming it; keep the
 /// deterministic text when it is not configured for this query, fails, times out, answers
@@ -232,7 +235,13 @@ pub async fn synthesize_answer(
         let answered = matches!(
             output.status,
             switchyard_model::contracts::OutputStatus::Success | switchyard_model::contracts::OutputStatus::Partial
-        ) && output.final_reason != Some(switchyard_model::contracts::ConfidenceBand::OutOfScope);
+        ) && !matches!(
+            output.final_reason,
+            Some(
+                switchyard_model::contracts::ConfidenceBand::OutOfScope
+                    | switchyard_model::contracts::ConfidenceBand::MissingEntities
+            )
+        );
         if applies && answered {
             let why_not = if deadline_passed {
                 Err("the query's deadline had passed".to_string())
@@ -253,6 +262,17 @@ pub async fn synthesize_answer(
                 }
                 Err(reason) => {
                     tracing::info!(query_id = %query.query_id, reason = %reason, "the deterministic synthesis answers");
+                    // Not run (the deadline had passed, or only templates answered) is no
+                    // failure; an agent that was asked and did not answer is `synthesis_failed`.
+                    if !deadline_passed && reason != TEMPLATES_ONLY {
+                        output.error.get_or_insert(switchyard_model::contracts::OutputError {
+                            category: switchyard_model::contracts::ErrorCategory::SynthesisFailed,
+                            message: format!(
+                                "the synthesis agent `{}` did not answer ({reason}); the deterministic synthesis answered",
+                                s.agent
+                            ),
+                        });
+                    }
                     json!({ "answered_by": "deterministic", "agent": s.agent, "fallback_reason": reason })
                 }
             });
@@ -305,7 +325,7 @@ async fn run_synthesis_agent(
         })
     };
     if !output.agent_results.iter().filter(|r| r.status.is_usable()).any(|r| !is_template(&r)) {
-        return Err("only fallback templates answered; their text stands as written".into());
+        return Err(TEMPLATES_ONLY.into());
     }
     let answers: Vec<Value> = output
         .agent_results

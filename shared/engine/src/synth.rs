@@ -403,6 +403,12 @@ pub fn build_output(
     if query.scope.as_ref().is_some_and(switchyard_core::scope::ScopeCheck::is_out_of_scope) && plan.stages.is_empty() {
         return out_of_scope_output(manifest, query, now);
     }
+    if plan.stages.is_empty() && query.plan.is_some() {
+        let missing = switchyard_core::slots::missing(manifest, &query.parsed.intent, &query.parsed.entities);
+        if !missing.is_empty() {
+            return missing_entities_output(manifest, query, missing, now);
+        }
+    }
     let ran: Vec<&PlannedDispatch> =
         plan.stages.iter().take(plan.current_stage + 1).flat_map(|s| s.dispatches.iter()).collect();
     let handoff_of = |d: &PlannedDispatch| handoffs.iter().find(|h| h.handoff.dispatch_id == d.dispatch.dispatch_id);
@@ -665,9 +671,10 @@ pub fn build_output(
                 "Limited confidence ({response_confidence:.2}): only part of the question could be answered reliably."
             )),
             ConfidenceBand::ConfidenceTooLowClarify => caveats.push(format!(
-                "Confidence is too low ({response_confidence:.2}) to rely on this answer. Could you clarify the question — the product, region, metric or period you mean?"
+                "Confidence is too low ({response_confidence:.2}) to rely on this answer. {}",
+                clarifying_request(manifest)
             )),
-            ConfidenceBand::OutOfScope => {}
+            ConfidenceBand::OutOfScope | ConfidenceBand::MissingEntities => {}
         }
     }
 
@@ -711,6 +718,7 @@ pub fn build_output(
         reflection: None,
         session_id: query.session_id.clone(),
         entities: query.parsed.entities.clone(),
+        missing_entities: vec![],
     }
 }
 
@@ -747,5 +755,63 @@ fn out_of_scope_output(
         reflection: None,
         session_id: query.session_id.clone(),
         entities: query.parsed.entities.clone(),
+        missing_entities: vec![],
+    }
+}
+
+/// The output of a request whose intent lacks required entities: no agent ran; `partial`,
+/// `final_reason: missing_entities`, confidence 0, and a reply asking for them by their
+/// descriptions (switchyard_core::slots). The session's next turn may supply them.
+fn missing_entities_output(
+    manifest: &Manifest,
+    query: &QueryRecord,
+    missing: Vec<String>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> OrchestratorOutput {
+    OrchestratorOutput {
+        query_id: query.query_id.clone(),
+        status: OutputStatus::Partial,
+        response_text: switchyard_core::slots::question(manifest, &missing),
+        response_confidence: 0.0,
+        agents_dispatched: vec![],
+        agent_results: vec![],
+        citations: vec![],
+        visualizations: vec![],
+        follow_up_suggestions: vec![],
+        total_latency_ms: (now - query.accepted_at).num_milliseconds().max(0) as u64,
+        timestamp: now,
+        intent: query.parsed.intent.clone(),
+        final_reason: Some(ConfidenceBand::MissingEntities),
+        caveats: vec![],
+        warnings: query.warnings.clone(),
+        error: None,
+        qc_report: None,
+        orchestration: None,
+        reflection: None,
+        session_id: query.session_id.clone(),
+        entities: query.parsed.entities.clone(),
+        missing_entities: missing,
+    }
+}
+
+/// Entity types named in the request for a clearer question, at most.
+const CLARIFYING_TYPES: usize = 4;
+
+/// The request for a clearer question: by the descriptions of the manifest's entity types
+/// ("Could you clarify the question: which brand, region, metric or period you mean?"), or
+/// plainly when it declares none.
+fn clarifying_request(manifest: &Manifest) -> String {
+    let names: Vec<String> = manifest
+        .entities
+        .values()
+        .map(|e| e.description.trim())
+        .filter(|d| !d.is_empty())
+        .take(CLARIFYING_TYPES)
+        .map(|d| d.strip_prefix("the ").or_else(|| d.strip_prefix("your ")).unwrap_or(d).to_string())
+        .collect();
+    match names.as_slice() {
+        [] => "Could you clarify the question?".to_string(),
+        [one] => format!("Could you clarify the question: which {one} you mean?"),
+        [rest @ .., last] => format!("Could you clarify the question: which {} or {last} you mean?", rest.join(", ")),
     }
 }

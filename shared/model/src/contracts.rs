@@ -31,48 +31,6 @@ pub const E2I_INTENTS: [&str; 12] = [
     "model_deploy",
 ];
 
-/// The six entity types of the E2I design's `ParsedEntity.type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EntityType {
-    /// A product brand, e.g. `Kisqali`.
-    Brand,
-    /// A sales or geographic region.
-    Region,
-    /// A business metric, e.g. `conversion_rate`.
-    Kpi,
-    /// A time period, e.g. `Q3 2025`, `last quarter`, `next 30 days`.
-    TimePeriod,
-    /// A health-care professional identifier.
-    HcpId,
-    /// A patient identifier.
-    PatientId,
-}
-
-impl EntityType {
-    /// All six types, in the design's order.
-    pub const ALL: [EntityType; 6] = [
-        EntityType::Brand,
-        EntityType::Region,
-        EntityType::Kpi,
-        EntityType::TimePeriod,
-        EntityType::HcpId,
-        EntityType::PatientId,
-    ];
-
-    /// The wire spelling (`"time_period"`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntityType::Brand => "brand",
-            EntityType::Region => "region",
-            EntityType::Kpi => "kpi",
-            EntityType::TimePeriod => "time_period",
-            EntityType::HcpId => "hcp_id",
-            EntityType::PatientId => "patient_id",
-        }
-    }
-}
-
 /// How an entity was found: verbatim, by a typo-tolerant match, or inferred from context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -98,11 +56,17 @@ fn one() -> f64 {
 /// 1.0 and `source` to `exact`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParsedEntity {
-    /// The entity type.
+    /// The entity type: one of the types the manifest declares under `entities:` (the seed's
+    /// six in the shipped manifest).
     #[serde(rename = "type")]
-    pub entity_type: EntityType,
-    /// The canonical value (gazetteer spelling, normalised period, identifier).
+    pub entity_type: String,
+    /// The normalized value: a gazetteer's canonical spelling, a pattern's match, or a built-in
+    /// kind's normal form (`2026-03-14`, `14:30`, `250.00 USD`, `P2W`, …).
     pub value: String,
+    /// Extension: the words of the question the value was read from (empty when the entity
+    /// was not read from the text, e.g. carried over from an earlier turn by a caller).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
     /// 0.0 – 1.0.
     #[serde(default = "one")]
     pub confidence: f64,
@@ -306,6 +270,10 @@ pub enum ConfidenceBand {
     /// Not a band: the question is outside the manifest's domain and no agent answered it
     /// (`failed`, with a reply listing what the assistant can help with).
     OutOfScope,
+    /// Not a band: the intent needs entities the question did not name, so no agent ran; the
+    /// reply asks for them (`missing_entities` lists them) and the session's next turn may
+    /// supply them.
+    MissingEntities,
 }
 
 /// The error that ended or marred a query (extension of the output).
@@ -378,6 +346,10 @@ pub struct OrchestratorOutput {
     /// those carried over from earlier turns).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub entities: Vec<ParsedEntity>,
+    /// Extension: the required entity types the question did not name (with `final_reason:
+    /// missing_entities`), in the intent's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_entities: Vec<String>,
 }
 
 /// Limits on what an agent may spend (E2I dispatch `payload.constraints`).
@@ -692,13 +664,5 @@ mod tests {
         s.user_satisfaction = Some(5.0);
         // 0.35 * 0.5 + 0.25 + 0 + 0.20
         assert!((s.compute_reward() - 0.625).abs() < 1e-9);
-    }
-
-    #[test]
-    fn entity_wire_names_match_the_seed() {
-        let names: Vec<&str> = EntityType::ALL.iter().map(|t| t.as_str()).collect();
-        for (t, n) in EntityType::ALL.iter().zip(&names) {
-            assert_eq!(serde_json::to_value(t).ok(), Some(Value::String((*n).to_string())));
-        }
     }
 }

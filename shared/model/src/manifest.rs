@@ -37,9 +37,9 @@ pub use tools::{
     env_references, expand_env, provider_name, ApprovalSettings, Effect, HttpToolSettings, McpSettings, ToolSource,
     DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_TOOL_CALLS, DEFAULT_TOOL_TIMEOUT, PROVIDER_NAME_SEPARATOR,
 };
-pub use validate::{validate, Problem};
+pub use validate::{placeholders, validate, Problem, TEMPLATE_INPUTS};
 
-use crate::contracts::{CitationSourceType, EntityType, HandoffStatus};
+use crate::contracts::{CitationSourceType, HandoffStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -96,6 +96,10 @@ pub struct Manifest {
     /// What the system is for.
     #[serde(default)]
     pub description: String,
+    /// The IANA time zone relative dates are read in ("tomorrow", "this Friday"); UTC when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
     /// Limits and defaults for incoming queries.
     #[serde(default)]
     pub query: QuerySettings,
@@ -118,9 +122,10 @@ pub struct Manifest {
     /// Sequential agent pipelines (the E2I design's Tier 0 ML training).
     #[serde(default)]
     pub pipelines: Vec<Pipeline>,
-    /// Gazetteers and patterns per entity type.
+    /// The manifest's entity types (lower snake_case names), each with its description and
+    /// one source: a gazetteer, patterns or a built-in kind.
     #[serde(default)]
-    pub entities: BTreeMap<EntityType, EntitySpec>,
+    pub entities: BTreeMap<String, EntitySpec>,
     /// Conversations: history view, rolling summary, salience notes, token budgets.
     #[serde(default)]
     pub context: ContextSettings,
@@ -420,9 +425,10 @@ fn one() -> f64 {
 
 /// A `builtin` agent: a response template filled from the query's entities.
 ///
-/// Placeholders: `{question}`, `{intent}`, `{brand}`, `{region}`, `{kpi}`, `{time_period}`,
-/// `{hcp_id}`, `{patient_id}` (the first entity of that type, or the `defaults` entry), and
-/// `{entities}` (all of them, comma separated).
+/// Placeholders: `{question}`, `{intent}`, `{entities}` (all of them, comma separated) and one
+/// per declared entity type (the first entity of that type, else the `defaults` entry). A
+/// placeholder with neither is left out with the words of its `[optional segment]`, or, outside
+/// one, with the connecting word before it (docs/routing.md#builtin-agents).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BuiltinSettings {
@@ -486,9 +492,10 @@ pub struct Intent {
     /// Role a caller needs (E2I pre-dispatch "user has permission").
     #[serde(default)]
     pub required_role: Option<String>,
-    /// Entities the question must name.
+    /// Entity types the question must name: while one is missing no agent runs, and the
+    /// answer asks for it by its description (the slot is filled on the next turn).
     #[serde(default)]
-    pub required_entities: Vec<EntityType>,
+    pub required_entities: Vec<String>,
     /// Example questions the embedded classifier learns from.
     #[serde(default)]
     pub utterances: Vec<String>,
@@ -594,16 +601,78 @@ pub struct Gate {
     pub report: Option<String>,
 }
 
-/// How entities of one type are found.
+/// One entity type: what it is, and where its values come from (exactly one of `gazetteer`,
+/// `patterns` or `kind`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct EntitySpec {
+    /// A short noun phrase naming it for a user ("the city you fly to"): the words a question
+    /// asking for a missing value uses.
+    pub description: String,
     /// Known values, matched exactly or with typos.
-    pub gazetteer: Vec<GazetteerEntry>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gazetteer: Option<Vec<GazetteerEntry>>,
     /// Regular expressions; the whole match (or group 1) is the value.
-    pub patterns: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patterns: Option<Vec<String>>,
+    /// A built-in extractor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<EntityKind>,
     /// Allow typo-tolerant matches of the gazetteer (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fuzzy: Option<bool>,
+    /// Whether its words also count among the words the classifier reads the intent from
+    /// (default true). `false` for names that say *which* thing a question is about, never
+    /// what it asks (a brand, a city).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intent_words: Option<bool>,
+}
+
+impl EntitySpec {
+    /// The gazetteer's entries (none when the type has another source).
+    pub fn gazetteer(&self) -> &[GazetteerEntry] {
+        self.gazetteer.as_deref().unwrap_or(&[])
+    }
+
+    /// The patterns (none when the type has another source).
+    pub fn patterns(&self) -> &[String] {
+        self.patterns.as_deref().unwrap_or(&[])
+    }
+}
+
+/// The built-in extractors an entity type may name as its `kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityKind {
+    /// A calendar day, absolute or relative ("tomorrow", "the 14th"): `YYYY-MM-DD`.
+    Date,
+    /// A time of day ("3pm", "14:30"): `HH:MM`, 24-hour.
+    Time,
+    /// A number written in digits or words: its digits.
+    Number,
+    /// An amount with its currency ("$250", "40 euros"): `250.00 USD`.
+    Money,
+    /// A length of time ("two weeks", "3 nights"): ISO 8601 (`P2W`, `P3D`, `PT2H`).
+    Duration,
+    /// An e-mail address, in lower case.
+    Email,
+    /// A reporting period ("Q3 2025", "last quarter", "YTD"): the period grammar's names.
+    TimePeriod,
+}
+
+impl EntityKind {
+    /// The name written in the manifest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntityKind::Date => "date",
+            EntityKind::Time => "time",
+            EntityKind::Number => "number",
+            EntityKind::Money => "money",
+            EntityKind::Duration => "duration",
+            EntityKind::Email => "email",
+            EntityKind::TimePeriod => "time_period",
+        }
+    }
 }
 
 /// A known entity value with its other spellings.

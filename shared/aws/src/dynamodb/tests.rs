@@ -5,7 +5,7 @@ use chrono::TimeZone;
 use switchyard_engine::ports::EventKind;
 use switchyard_engine::ports::QueryStatus;
 use switchyard_model::contracts::{
-    AgentHandoff, AgentResult, Citation, CitationSourceType, EntitySource, EntityType, HandoffExecution, HandoffResult,
+    AgentHandoff, AgentResult, Citation, CitationSourceType, EntitySource, HandoffExecution, HandoffResult,
     HandoffStatus, OutputStatus, ParsedEntity, ParsedQuery,
 };
 
@@ -29,7 +29,8 @@ fn query() -> QueryRecord {
             raw_query: "Why did Kisqali TRx drop in the Northeast?".into(),
             intent: "causal_analysis".into(),
             entities: vec![ParsedEntity {
-                entity_type: EntityType::Brand,
+                entity_type: "brand".into(),
+                text: String::new(),
                 value: "Kisqali".into(),
                 confidence: 0.9,
                 source: EntitySource::Exact,
@@ -136,6 +137,7 @@ fn output() -> OrchestratorOutput {
         reflection: None,
         session_id: "s-1".into(),
         entities: vec![],
+        missing_entities: vec![],
     }
 }
 

@@ -1,11 +1,14 @@
 //! Entity extraction: gazetteer look-up (exact and typo-tolerant), the manifest's regular
-//! expressions, and a built-in grammar of time periods.
+//! expressions, and the built-in kinds (dates, times, numbers, amounts, durations, e-mail
+//! addresses and the time-period grammar).
 
+use super::kinds::{self, Clock};
 use super::text::{edit_distance, is_stop_word, Token};
 use super::{Map, Set};
+use chrono::{DateTime, Utc};
 use regex::{Regex, RegexBuilder};
-use switchyard_model::contracts::{EntitySource, EntityType, ParsedEntity};
-use switchyard_model::manifest::Manifest;
+use switchyard_model::contracts::{EntitySource, ParsedEntity};
+use switchyard_model::manifest::{EntityKind, Manifest};
 
 /// Confidence of a relative time period resolved by the grammar (`last quarter`, `YTD`).
 const INFERRED_CONFIDENCE: f64 = 0.9;
@@ -17,8 +20,11 @@ const MIN_FUZZY_CHARS: usize = 5;
 struct Spelling {
     words: Vec<String>,
     value: String,
-    entity_type: EntityType,
+    /// Index into [`EntityExtractor::types`].
+    entity_type: usize,
     fuzzy: bool,
+    /// Its words are left out of the intent's words (`intent_words: false`).
+    masked: bool,
 }
 
 /// An entity found in the text, with the byte offset it starts at (for ordering).
@@ -32,6 +38,10 @@ pub(crate) struct Found {
 /// Everything needed to extract entities, built once from the manifest.
 #[derive(Debug)]
 pub(crate) struct EntityExtractor {
+    /// The declared entity types, in the manifest's (sorted) order.
+    types: Vec<String>,
+    /// Per type, whether a gazetteer is its source (it names what a question is about).
+    gazetteer_types: Vec<bool>,
     spellings: Vec<Spelling>,
     /// First word of a spelling → indices into `spellings`, longest spelling first.
     by_first_word: Map<String, Vec<usize>>,
@@ -39,11 +49,13 @@ pub(crate) struct EntityExtractor {
     fuzzy_candidates: Vec<usize>,
     /// Words that are never typos of an entity (stop words, the manifest's own vocabulary).
     common_words: Set<String>,
-    patterns: Vec<(EntityType, Regex)>,
-    /// Run the built-in time-period grammar (the manifest declares `time_period`).
-    time_periods: bool,
-    /// Entity types whose words are left out of intent terms.
-    masked_types: Vec<EntityType>,
+    patterns: Vec<(usize, Regex)>,
+    /// The built-in kinds declared, each with the types that name it.
+    kinds: kinds::Declared,
+    /// The types whose kind is the time-period grammar.
+    time_period_types: Vec<usize>,
+    /// Where relative dates are read (the manifest's `timezone`).
+    zone: chrono_tz::Tz,
 }
 
 impl EntityExtractor {
@@ -52,22 +64,31 @@ impl EntityExtractor {
     pub(crate) fn new(manifest: &Manifest, common_words: Set<String>) -> Self {
         let mut spellings = Vec::new();
         let mut patterns = Vec::new();
-        for (&entity_type, spec) in &manifest.entities {
+        let mut types = Vec::new();
+        let mut gazetteer_types = Vec::new();
+        let mut declared_kinds: Vec<(EntityKind, usize, String)> = Vec::new();
+        for (entity_type, (name, spec)) in manifest.entities.iter().enumerate() {
+            types.push(name.clone());
+            gazetteer_types.push(spec.gazetteer.is_some());
             let fuzzy = spec.fuzzy.unwrap_or(true);
-            for entry in &spec.gazetteer {
+            let masked = spec.intent_words == Some(false);
+            for entry in spec.gazetteer() {
                 for spelling in std::iter::once(entry.value()).chain(entry.aliases().iter().map(String::as_str)) {
                     let words: Vec<String> = super::text::tokenize(spelling, 16).into_iter().map(|t| t.text).collect();
                     if words.is_empty() {
                         continue;
                     }
-                    spellings.push(Spelling { words, value: entry.value().to_string(), entity_type, fuzzy });
+                    spellings.push(Spelling { words, value: entry.value().to_string(), entity_type, fuzzy, masked });
                 }
             }
-            for pattern in &spec.patterns {
+            for pattern in spec.patterns() {
                 match RegexBuilder::new(pattern).case_insensitive(true).build() {
                     Ok(re) => patterns.push((entity_type, re)),
                     Err(error) => tracing::warn!(%error, pattern, "skipping an entity pattern that does not compile"),
                 }
+            }
+            if let Some(kind) = spec.kind {
+                declared_kinds.push((kind, entity_type, format!("{} {}", name.replace('_', " "), spec.description)));
             }
         }
         let mut by_first_word: Map<String, Vec<usize>> = Map::default();
@@ -86,33 +107,57 @@ impl EntityExtractor {
             .filter(|(_, s)| s.fuzzy && s.words.len() == 1 && s.words[0].chars().count() >= MIN_FUZZY_CHARS)
             .map(|(i, _)| i)
             .collect();
-        let time_periods = manifest.entities.contains_key(&EntityType::TimePeriod);
-        // Brands and regions say which product or place, never which intent. KPI words stay:
-        // leaving them out did not help leave-one-out accuracy on the shipped manifest.
-        let masked_types = vec![EntityType::Brand, EntityType::Region];
+        let time_period_types =
+            declared_kinds.iter().filter(|(k, _, _)| *k == EntityKind::TimePeriod).map(|(_, t, _)| *t).collect();
+        let zone = manifest.timezone.as_deref().and_then(|z| z.parse().ok()).unwrap_or(chrono_tz::UTC);
         EntityExtractor {
+            types,
+            gazetteer_types,
             spellings,
             by_first_word,
             fuzzy_candidates,
             common_words,
             patterns,
-            time_periods,
-            masked_types,
+            kinds: kinds::Declared::new(&declared_kinds, zone),
+            time_period_types,
+            zone,
         }
+    }
+
+    /// Whether entities of this type come from a gazetteer: known names of what a question is
+    /// about (a brand, a city), as opposed to a date, an amount or an identifier.
+    pub(crate) fn names_a_subject(&self, entity_type: &str) -> bool {
+        self.types.iter().position(|t| t == entity_type).is_some_and(|i| self.gazetteer_types[i])
+    }
+
+    /// Whether entities of this type come from a built-in kind (a date, an amount, a period):
+    /// they say when or how much, not what a question is about.
+    pub(crate) fn is_built_in(&self, entity_type: &str) -> bool {
+        self.types
+            .iter()
+            .position(|t| t == entity_type)
+            .is_some_and(|i| self.kinds.declares(i) || self.time_period_types.contains(&i))
     }
 
     /// Entities of `text` (already tokenised as `tokens`), deduplicated, in text order, and
     /// per token whether a gazetteer spelling covers it (such words name *what* a question is
-    /// about, not *which* intent it is).
+    /// about, not *which* intent it is). Relative dates are read against the present.
     pub(crate) fn extract(&self, text: &str, tokens: &[Token]) -> (Vec<ParsedEntity>, Vec<bool>) {
-        let (entities, named, _) = self.extract_with_spans(text, tokens);
+        let (entities, named, _) = self.extract_with_spans(text, tokens, Utc::now());
         (entities, named)
     }
 
-    /// [`EntityExtractor::extract`], also returning per token whether any entity covers it
-    /// (a KPI's words too, which `named` leaves to the intent: "new patient starts").
-    pub(crate) fn extract_with_spans(&self, text: &str, tokens: &[Token]) -> (Vec<ParsedEntity>, Vec<bool>, Vec<bool>) {
+    /// [`EntityExtractor::extract`] at the time `now`, also returning per token whether any
+    /// entity covers it (a KPI's words too, which `named` leaves to the intent: "new patient
+    /// starts").
+    pub(crate) fn extract_with_spans(
+        &self,
+        text: &str,
+        tokens: &[Token],
+        now: DateTime<Utc>,
+    ) -> (Vec<ParsedEntity>, Vec<bool>, Vec<bool>) {
         let mut found: Vec<Found> = Vec::new();
+        let source_text = |start: usize, end: usize| text.get(start..end).unwrap_or("").to_string();
         // 1. Identifiers by pattern, first: their digits must not be read as years.
         for (entity_type, re) in &self.patterns {
             for caps in re.captures_iter(text) {
@@ -121,7 +166,23 @@ impl EntityExtractor {
                 found.push(Found {
                     start: whole.start(),
                     end: whole.end(),
-                    entity: entity(*entity_type, value, 1.0, EntitySource::Exact),
+                    entity: self.entity(
+                        *entity_type,
+                        value,
+                        source_text(whole.start(), whole.end()),
+                        1.0,
+                        EntitySource::Exact,
+                    ),
+                });
+            }
+        }
+        // E-mail addresses next: their words are no one's names.
+        for (entity_type, start, end, value) in self.kinds.emails(text) {
+            if !found.iter().any(|f| start < f.end && f.start < end) {
+                found.push(Found {
+                    start,
+                    end,
+                    entity: self.entity(entity_type, value, source_text(start, end), 1.0, EntitySource::Exact),
                 });
             }
         }
@@ -143,12 +204,19 @@ impl EntityExtractor {
                     let s = &self.spellings[c];
                     let n = s.words.len();
                     if i + n <= tokens.len() && (0..n).all(|k| !taken[i + k] && tokens[i + k].text == s.words[k]) {
+                        let (start, end) = (tokens[i].start, tokens[i + n - 1].end);
                         found.push(Found {
-                            start: tokens[i].start,
-                            end: tokens[i + n - 1].end,
-                            entity: entity(s.entity_type, s.value.clone(), 1.0, EntitySource::Exact),
+                            start,
+                            end,
+                            entity: self.entity(
+                                s.entity_type,
+                                s.value.clone(),
+                                source_text(start, end),
+                                1.0,
+                                EntitySource::Exact,
+                            ),
                         });
-                        masked = self.masked_types.contains(&s.entity_type);
+                        masked = s.masked;
                         matched = n;
                         break;
                     }
@@ -157,12 +225,19 @@ impl EntityExtractor {
             if matched == 0 {
                 if let Some((c, confidence)) = self.fuzzy_match(&tokens[i]) {
                     let s = &self.spellings[c];
+                    let (start, end) = (tokens[i].start, tokens[i].end);
                     found.push(Found {
-                        start: tokens[i].start,
-                        end: tokens[i].end,
-                        entity: entity(s.entity_type, s.value.clone(), confidence, EntitySource::Fuzzy),
+                        start,
+                        end,
+                        entity: self.entity(
+                            s.entity_type,
+                            s.value.clone(),
+                            source_text(start, end),
+                            confidence,
+                            EntitySource::Fuzzy,
+                        ),
                     });
-                    masked = self.masked_types.contains(&s.entity_type);
+                    masked = s.masked;
                     matched = 1;
                 }
             }
@@ -172,8 +247,25 @@ impl EntityExtractor {
             }
             i += matched.max(1);
         }
-        // 3. Time periods.
-        if self.time_periods {
+        // 3. The built-in kinds other than periods: amounts, dates, times, durations, numbers.
+        if self.kinds.any() {
+            let clock = Clock::new(now, self.zone);
+            for m in self.kinds.find(text, tokens, &mut taken, &clock) {
+                for k in m.first..m.first + m.tokens {
+                    named[k] = true;
+                }
+                let (start, end) = (tokens[m.first].start, tokens[m.first + m.tokens - 1].end);
+                let (start, end) = (m.start.unwrap_or(start), m.end.unwrap_or(end));
+                let confidence = if m.source == EntitySource::Inferred { INFERRED_CONFIDENCE } else { 1.0 };
+                found.push(Found {
+                    start,
+                    end,
+                    entity: self.entity(m.entity_type, m.value, source_text(start, end), confidence, m.source),
+                });
+            }
+        }
+        // 4. Time periods.
+        for &period_type in self.time_period_types.iter().take(1) {
             let mut i = 0;
             while i < tokens.len() {
                 if taken[i] {
@@ -183,10 +275,11 @@ impl EntityExtractor {
                 match time_period(tokens, i, &taken) {
                     Some((n, value, source)) => {
                         let confidence = if source == EntitySource::Inferred { INFERRED_CONFIDENCE } else { 1.0 };
+                        let (start, end) = (tokens[i].start, tokens[i + n - 1].end);
                         found.push(Found {
-                            start: tokens[i].start,
-                            end: tokens[i + n - 1].end,
-                            entity: entity(EntityType::TimePeriod, value, confidence, source),
+                            start,
+                            end,
+                            entity: self.entity(period_type, value, source_text(start, end), confidence, source),
                         });
                         for k in 0..n {
                             taken[i + k] = true;
@@ -202,9 +295,9 @@ impl EntityExtractor {
         }
         found.sort_by_key(|f| f.start);
         let mut out: Vec<ParsedEntity> = Vec::new();
-        let mut seen: Map<(EntityType, String), usize> = Map::default();
+        let mut seen: Map<(String, String), usize> = Map::default();
         for f in found {
-            match seen.get(&(f.entity.entity_type, f.entity.value.clone())) {
+            match seen.get(&(f.entity.entity_type.clone(), f.entity.value.clone())) {
                 Some(&at) => {
                     let existing = &mut out[at];
                     if f.entity.confidence > existing.confidence {
@@ -213,12 +306,24 @@ impl EntityExtractor {
                     }
                 }
                 None => {
-                    seen.insert((f.entity.entity_type, f.entity.value.clone()), out.len());
+                    seen.insert((f.entity.entity_type.clone(), f.entity.value.clone()), out.len());
                     out.push(f.entity);
                 }
             }
         }
         (out, named, taken)
+    }
+
+    fn entity(
+        &self,
+        entity_type: usize,
+        value: String,
+        text: String,
+        confidence: f64,
+        source: EntitySource,
+    ) -> ParsedEntity {
+        let entity_type = self.types.get(entity_type).cloned().unwrap_or_default();
+        ParsedEntity { entity_type, value, text, confidence, source }
     }
 
     /// The closest single-word spelling within 1 edit (2 for words of 8+ characters), with a
@@ -254,10 +359,6 @@ impl EntityExtractor {
         let target_len = self.spellings[c].words[0].chars().count().max(len) as f64;
         Some((c, (0.9 * (1.0 - d as f64 / target_len)).clamp(0.5, 0.9)))
     }
-}
-
-fn entity(entity_type: EntityType, value: String, confidence: f64, source: EntitySource) -> ParsedEntity {
-    ParsedEntity { entity_type, value, confidence, source }
 }
 
 const MONTHS: [&str; 12] = [

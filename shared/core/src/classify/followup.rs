@@ -41,7 +41,7 @@ use super::continuation::add_word_features;
 use super::text::Token;
 use super::{Classification, Classifier, ContinuationFeatures, ContinuationTrainer};
 use serde::Serialize;
-use switchyard_model::contracts::{EntitySource, EntityType, ParsedEntity};
+use switchyard_model::contracts::{EntitySource, ParsedEntity};
 
 /// At most this many of the latest turns are searched for one whose intent the manifest knows
 /// (an out-of-scope or unknown turn in between is skipped, an older conversation is not
@@ -325,7 +325,7 @@ impl Classifier {
     /// or a typo is recognised as the entity it spells.
     fn drop_negated(&self, text: &str, entities: &mut Vec<ParsedEntity>) {
         let lower = text.to_lowercase();
-        let mut negated: Vec<(EntityType, String)> = Vec::new();
+        let mut negated: Vec<(String, String)> = Vec::new();
         for cue in NEGATION_CUES {
             for (at, _) in lower.match_indices(cue) {
                 let word_start = lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
@@ -535,10 +535,20 @@ impl Classifier {
     /// classification combined with the latest turn of the conversation whose intent the
     /// manifest knows (module docs). With no such turn this is [`Classifier::classify`].
     pub fn classify_in_context(&self, text: &str, history: &[PriorTurn]) -> Classification {
+        self.classify_in_context_at(text, history, chrono::Utc::now())
+    }
+
+    /// [`Classifier::classify_in_context`] with relative dates read at `now`.
+    pub fn classify_in_context_at(
+        &self,
+        text: &str,
+        history: &[PriorTurn],
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Classification {
         if history.is_empty() {
-            return self.classify(text);
+            return self.classify_at(text, now);
         }
-        let (mut c, probabilities, cues, words) = self.classify_parts(text, true);
+        let (mut c, probabilities, cues, words) = self.classify_parts(text, true, now);
         let Some((turns_back, last, last_index)) = history
             .iter()
             .rev()
@@ -646,24 +656,18 @@ impl Classifier {
         }
 
         let mut carried = 0;
-        let names_its_subject = c
-            .entities
-            .iter()
-            .any(|e| matches!(e.entity_type, EntityType::Brand | EntityType::Region | EntityType::Kpi));
+        let names_its_subject = c.entities.iter().any(|e| self.entities.names_a_subject(&e.entity_type));
         let short_request = cues.content_words <= SHORT_REQUEST_WORDS && !names_its_subject;
         // A question about what a figure means is about the conversation's subject too.
         let about_the_subject = c.intent == last.intent || cues.refers_back || cues.continuation || cues.asks_meaning;
         if !cues.new_subject && (about_the_subject || short_request) {
-            let mut named = [false; EntityType::ALL.len()];
-            for e in &c.entities {
-                named[type_index(e.entity_type)] = true;
-            }
+            let named: Vec<String> = c.entities.iter().map(|e| e.entity_type.clone()).collect();
             for e in &last.entities {
                 if carried == MAX_CARRIED_ENTITIES {
                     break;
                 }
                 let duplicate = c.entities.iter().any(|m| m.entity_type == e.entity_type && m.value == e.value);
-                if !named[type_index(e.entity_type)] && !duplicate {
+                if !named.contains(&e.entity_type) && !duplicate {
                     c.entities.push(ParsedEntity { source: EntitySource::Context, ..e.clone() });
                     carried += 1;
                 }
@@ -688,7 +692,7 @@ impl Classifier {
     /// `prior_intent`: what [`Classifier::classify_in_context`] gives the model, with each
     /// feature's text kept (training: [`ContinuationTrainer`]).
     pub fn continuation_features(&self, text: &str, prior_intent: &str) -> ContinuationFeatures {
-        let (c, _, cues, words) = self.classify_parts(text, true);
+        let (c, _, cues, words) = self.classify_parts(text, true, chrono::Utc::now());
         let mut features = ContinuationFeatures::new(true);
         let turn = Turn { words: words.as_ref(), cues: &cues, alone_intent: &c.intent, alone_in_scope: c.in_scope };
         self.add_continuation_features(&mut features, &turn, prior_intent);
@@ -752,8 +756,4 @@ impl Cues {
             }
         }
     }
-}
-
-fn type_index(t: EntityType) -> usize {
-    EntityType::ALL.iter().position(|x| *x == t).unwrap_or(0)
 }

@@ -22,7 +22,7 @@ use super::vectors;
 use super::Classifier;
 use aho_corasick::AhoCorasick;
 use std::sync::LazyLock;
-use switchyard_model::contracts::{EntityType, ParsedEntity};
+use switchyard_model::contracts::ParsedEntity;
 use switchyard_model::manifest::for_lower_case_phrases;
 pub(crate) use switchyard_model::manifest::RefusedPhrases;
 
@@ -226,7 +226,7 @@ impl Classifier {
         let settings = &self.settings.scope;
         let entity_evidence: f64 = entities
             .iter()
-            .filter(|e| e.entity_type != EntityType::TimePeriod)
+            .filter(|e| !self.entities.is_built_in(&e.entity_type))
             .map(|e| ENTITY_WEIGHT * e.confidence.clamp(0.0, 1.0))
             .sum();
         let mut words = 0.0;

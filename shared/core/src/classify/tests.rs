@@ -1,5 +1,5 @@
 use super::*;
-use switchyard_model::contracts::{EntitySource, EntityType};
+use switchyard_model::contracts::EntitySource;
 use switchyard_model::manifest::Manifest;
 
 fn shipped() -> Classifier {
@@ -34,6 +34,8 @@ intents:
       - Update the payment method on my account
 entities:
   brand:
+    description: the product
+    intent_words: false
     gazetteer: [Acme Plus]
 "#;
 
@@ -110,15 +112,15 @@ fn empty_and_odd_text_does_not_panic_and_is_flagged() {
 fn gazetteer_entities_are_exact_multi_word_and_typo_tolerant() {
     let c = shipped();
     let r = c.classify("Kisquali market share in the Pacific Northwest vs the mid-west");
-    let got: Vec<(EntityType, &str, EntitySource)> =
-        r.entities.iter().map(|e| (e.entity_type, e.value.as_str(), e.source)).collect();
+    let got: Vec<(&str, &str, EntitySource)> =
+        r.entities.iter().map(|e| (e.entity_type.as_str(), e.value.as_str(), e.source)).collect();
     assert_eq!(
         got,
         [
-            (EntityType::Brand, "Kisqali", EntitySource::Fuzzy),
-            (EntityType::Kpi, "market_share", EntitySource::Exact),
-            (EntityType::Region, "Northwest", EntitySource::Exact),
-            (EntityType::Region, "Midwest", EntitySource::Exact),
+            ("brand", "Kisqali", EntitySource::Fuzzy),
+            ("kpi", "market_share", EntitySource::Exact),
+            ("region", "Northwest", EntitySource::Exact),
+            ("region", "Midwest", EntitySource::Exact),
         ]
     );
     assert!(r.entities[0].confidence < 0.9);
@@ -140,7 +142,7 @@ fn time_periods_are_normalised() {
         c.classify(q)
             .entities
             .into_iter()
-            .filter(|e| e.entity_type == EntityType::TimePeriod)
+            .filter(|e| e.entity_type == "time_period")
             .map(|e| (e.value, e.source))
             .collect()
     };
@@ -190,15 +192,10 @@ fn time_periods_are_normalised() {
 fn identifiers_come_from_the_manifest_patterns() {
     let c = shipped();
     let r = c.classify("predict for HCP-123456, NPI 1234567890 and patient pt_98765 in 2025");
-    let got: Vec<(EntityType, &str)> = r.entities.iter().map(|e| (e.entity_type, e.value.as_str())).collect();
+    let got: Vec<(&str, &str)> = r.entities.iter().map(|e| (e.entity_type.as_str(), e.value.as_str())).collect();
     assert_eq!(
         got,
-        [
-            (EntityType::HcpId, "HCP-123456"),
-            (EntityType::HcpId, "1234567890"),
-            (EntityType::PatientId, "PT_98765"),
-            (EntityType::TimePeriod, "2025"),
-        ]
+        [("hcp_id", "HCP-123456"), ("hcp_id", "1234567890"), ("patient_id", "PT_98765"), ("time_period", "2025"),]
     );
 }
 
@@ -303,10 +300,10 @@ fn a_follow_up_naming_only_a_brand_keeps_the_intent_and_replaces_the_brand() {
     let alone = c.classify("And for Fabhalta?");
     let follow = c.classify_in_context("And for Fabhalta?", &history);
     assert_eq!(follow.intent, "causal_impact", "alone it was {} at {:.2}", alone.intent, alone.confidence);
-    let brands: Vec<_> = follow.entities.iter().filter(|e| e.entity_type == EntityType::Brand).collect();
+    let brands: Vec<_> = follow.entities.iter().filter(|e| e.entity_type == "brand").collect();
     assert_eq!(brands.len(), 1);
     assert_eq!((brands[0].value.as_str(), brands[0].source), ("Fabhalta", EntitySource::Exact));
-    let region = follow.entities.iter().find(|e| e.entity_type == EntityType::Region).expect("region carried over");
+    let region = follow.entities.iter().find(|e| e.entity_type == "region").expect("region carried over");
     assert_eq!(region.source, EntitySource::Context);
     // No history: the same as classifying alone.
     assert_eq!(c.classify_in_context("And for Fabhalta?", &[]).intent, alone.intent);
@@ -324,7 +321,7 @@ fn follow_up(c: &Classifier, q1: &str, text: &str) -> (String, Classification) {
     (first.intent.clone(), c.classify_in_context(text, &[turn(q1, &first)]))
 }
 
-fn values(c: &Classification, t: EntityType) -> Vec<(&str, EntitySource)> {
+fn values<'a>(c: &'a Classification, t: &str) -> Vec<(&'a str, EntitySource)> {
     c.entities.iter().filter(|e| e.entity_type == t).map(|e| (e.value.as_str(), e.source)).collect()
 }
 
@@ -336,7 +333,7 @@ fn an_explicit_new_request_switches_the_intent_and_keeps_the_subject_it_points_b
     assert_eq!(first.intent, "causal_impact");
     let next = c.classify_in_context("Now design an A/B test to confirm that", &[turn(q1, &first)]);
     assert_eq!(next.intent, "experiment_design");
-    assert_eq!(values(&next, EntityType::Brand), [("Kisqali", EntitySource::Context)]);
+    assert_eq!(values(&next, "brand"), [("Kisqali", EntitySource::Context)]);
     let f = next.follow_up.as_ref().expect("resolved with the conversation");
     assert!(f.refers_back && f.alone_intent == "experiment_design" && f.prior_intent == "causal_impact");
 }
@@ -357,8 +354,8 @@ fn a_three_turn_chain_keeps_the_intent_and_replaces_one_entity_at_a_time() {
     }
     let last = last.expect("three turns");
     assert_eq!(history.iter().map(|t| t.intent.as_str()).collect::<Vec<_>>(), ["heterogeneous"; 3]);
-    assert_eq!(values(&last, EntityType::Brand), [("Entresto", EntitySource::Context)]);
-    assert_eq!(values(&last, EntityType::Region), [("Southeast", EntitySource::Exact)]);
+    assert_eq!(values(&last, "brand"), [("Entresto", EntitySource::Context)]);
+    assert_eq!(values(&last, "region"), [("Southeast", EntitySource::Exact)]);
 }
 
 #[test]
@@ -373,9 +370,9 @@ fn a_turn_with_no_intent_evidence_takes_the_carry_prior_as_its_confidence() {
     let next = c.classify_in_context("And in Q1?", &[turn(q1, &first)]);
     assert_eq!((next.intent.as_str(), next.in_scope), ("causal_impact", true));
     assert!((next.confidence - 0.97).abs() < 1e-9, "the continuation prior, got {}", next.confidence);
-    assert_eq!(values(&next, EntityType::TimePeriod).len(), 1, "the new period replaces the old one");
-    assert_eq!(values(&next, EntityType::Brand), [("Fabhalta", EntitySource::Context)]);
-    assert_eq!(values(&next, EntityType::Kpi), [("conversion_rate", EntitySource::Context)]);
+    assert_eq!(values(&next, "time_period").len(), 1, "the new period replaces the old one");
+    assert_eq!(values(&next, "brand"), [("Fabhalta", EntitySource::Context)]);
+    assert_eq!(values(&next, "kpi"), [("conversion_rate", EntitySource::Context)]);
     // The shipped model: its probability that the turn keeps the intent, high for "And in Q1?".
     let learned = shipped().classify_in_context("And in Q1?", &[turn(q1, &first)]);
     assert_eq!(learned.intent, "causal_impact");
@@ -402,12 +399,12 @@ fn every_entity_of_a_type_the_turn_does_not_name_is_carried_once() {
     let c = shipped();
     let q1 = "Compare Kisqali and Entresto market share in the West";
     let first = c.classify(q1);
-    assert_eq!(values(&first, EntityType::Brand).len(), 2);
+    assert_eq!(values(&first, "brand").len(), 2);
     let mut history = vec![turn(q1, &first)];
     history[0].entities.extend(first.entities.clone());
     let next = c.classify_in_context("And in the Midwest?", &history);
-    assert_eq!(values(&next, EntityType::Brand).len(), 2, "both brands, once each: {:?}", next.entities);
-    assert_eq!(values(&next, EntityType::Region), [("Midwest", EntitySource::Exact)]);
+    assert_eq!(values(&next, "brand").len(), 2, "both brands, once each: {:?}", next.entities);
+    assert_eq!(values(&next, "region"), [("Midwest", EntitySource::Exact)]);
 }
 
 #[test]
@@ -431,8 +428,9 @@ fn hostile_histories_are_read_only_as_far_as_the_latest_few_turns_and_bounded() 
     let mut flooded = known;
     flooded.entities = (0..10_000)
         .map(|n| ParsedEntity {
-            entity_type: EntityType::HcpId,
+            entity_type: "hcp_id".into(),
             value: format!("HCP{n:06}"),
+            text: String::new(),
             confidence: 1.0,
             source: EntitySource::Exact,
         })
@@ -462,15 +460,15 @@ fn a_correction_drops_the_entity_it_negates_and_a_variation_keeps_the_intent() {
     assert_eq!(first.intent, "resource_optimize");
     let next = c.classify_in_context("Sorry, I meant Leqvio, not Cosentyx.", &[turn(q1, &first)]);
     assert_eq!(next.intent, "resource_optimize");
-    assert_eq!(values(&next, EntityType::Brand), vec![("Leqvio", EntitySource::Exact)]);
-    assert_eq!(values(&next, EntityType::Region), vec![("West", EntitySource::Context)]);
+    assert_eq!(values(&next, "brand"), vec![("Leqvio", EntitySource::Exact)]);
+    assert_eq!(values(&next, "region"), vec![("West", EntitySource::Context)]);
     // The replaced entity is recognised however it is spelled: an alias ("remi"), a typo.
     for text in ["oops, I meant Leqvio not remi", "sorry, Leqvio rather than Cosentix"] {
         let brand = if text.contains("remi") { "Remibrutinib" } else { "Cosentyx" };
         let q = format!("How should we split the West sampling budget to maximise {brand} market share?");
         let before = c.classify(&q);
         let next = c.classify_in_context(text, &[turn(&q, &before)]);
-        assert_eq!(values(&next, EntityType::Brand), vec![("Leqvio", EntitySource::Exact)], "{text}");
+        assert_eq!(values(&next, "brand"), vec![("Leqvio", EntitySource::Exact)], "{text}");
     }
     // Alone, "not Cosentyx" still names Cosentyx: only a follow-up reads it as a replacement.
     assert_eq!(c.classify("Leqvio, not Cosentyx").entities.len(), 2);
@@ -487,8 +485,8 @@ fn breaking_an_answer_out_by_a_region_keeps_the_request() {
     assert_eq!(first.intent, "prediction");
     let next = c.classify_in_context("break that out for the Northeast", &[turn(q1, &first)]);
     assert_eq!(next.intent, "prediction", "{next:?}");
-    assert_eq!(values(&next, EntityType::Region), vec![("Northeast", EntitySource::Exact)]);
-    assert_eq!(values(&next, EntityType::Brand), vec![("Fabhalta", EntitySource::Context)]);
+    assert_eq!(values(&next, "region"), vec![("Northeast", EntitySource::Exact)]);
+    assert_eq!(values(&next, "brand"), vec![("Fabhalta", EntitySource::Context)]);
 }
 
 #[test]
@@ -499,7 +497,7 @@ fn swapping_in_another_brand_keeps_the_request() {
     assert_eq!(first.intent, "gap_analysis");
     let next = c.classify_in_context("now swap in Kisqali", &[turn(q1, &first)]);
     assert_eq!(next.intent, "gap_analysis", "{next:?}");
-    assert_eq!(values(&next, EntityType::Brand), vec![("Kisqali", EntitySource::Exact)]);
+    assert_eq!(values(&next, "brand"), vec![("Kisqali", EntitySource::Exact)]);
 }
 
 #[test]
@@ -541,9 +539,9 @@ fn a_breakdown_or_another_measure_keeps_the_request_and_its_subject() {
     assert_eq!(forecast.intent, "prediction");
     let measure = c.classify_in_context("now as market share", &[turn(q2, &forecast)]);
     assert_eq!(measure.intent, "prediction", "{measure:?}");
-    assert_eq!(values(&measure, EntityType::Kpi), vec![("market_share", EntitySource::Exact)]);
-    assert_eq!(values(&measure, EntityType::Brand), vec![("Kisqali", EntitySource::Context)]);
-    assert_eq!(values(&measure, EntityType::Region), vec![("Midwest", EntitySource::Context)]);
+    assert_eq!(values(&measure, "kpi"), vec![("market_share", EntitySource::Exact)]);
+    assert_eq!(values(&measure, "brand"), vec![("Kisqali", EntitySource::Context)]);
+    assert_eq!(values(&measure, "region"), vec![("Midwest", EntitySource::Context)]);
 }
 
 #[test]
@@ -555,7 +553,7 @@ fn narrowing_to_another_subject_or_the_full_year_keeps_the_request() {
     for text in ["now look at persistence", "focus on persistence"] {
         let next = c.classify_in_context(text, &[turn(q1, &first)]);
         assert_eq!(next.intent, "gap_analysis", "{text}: {next:?}");
-        assert_eq!(values(&next, EntityType::Brand), vec![("Kisqali", EntitySource::Context)], "{text}");
+        assert_eq!(values(&next, "brand"), vec![("Kisqali", EntitySource::Context)], "{text}");
     }
     let q2 = "How should we split the Fabhalta budget across regions to maximise ROI next quarter?";
     let budget = c.classify(q2);
@@ -563,7 +561,7 @@ fn narrowing_to_another_subject_or_the_full_year_keeps_the_request() {
     let year = c.classify_in_context("and for the full year?", &[turn(q2, &budget)]);
     assert!(year.in_scope, "{year:?}");
     assert_eq!(year.intent, "resource_optimize", "{year:?}");
-    assert_eq!(values(&year, EntityType::TimePeriod), vec![("full_year", EntitySource::Inferred)]);
+    assert_eq!(values(&year, "time_period"), vec![("full_year", EntitySource::Inferred)]);
 }
 
 #[test]
@@ -575,7 +573,7 @@ fn corrections_period_moves_and_short_continuations_keep_the_request() {
     // A correction that asks nothing of its own is about the request: the negated KPI goes.
     let fix = c.classify_in_context("oops, not share, I meant NRx", &[turn(q1, &first)]);
     assert_eq!(fix.intent, "causal_impact", "{fix:?}");
-    assert_eq!(values(&fix, EntityType::Kpi), vec![("nrx", EntitySource::Exact)]);
+    assert_eq!(values(&fix, "kpi"), vec![("nrx", EntitySource::Exact)]);
     // A continuation naming a period and one unknown word stays in scope.
     let stretch = c.classify_in_context("what about the same stretch last year", &[turn(q1, &first)]);
     assert!(stretch.in_scope && stretch.intent == "causal_impact", "{stretch:?}");
@@ -600,22 +598,22 @@ fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
     for (text, kpi) in [("now do retention", "persistence"), ("Switch that to market share", "market_share")] {
         let (first, next) = follow_up(&c, forecast, text);
         assert_eq!((first.as_str(), next.intent.as_str()), ("prediction", "prediction"), "{text}: {next:?}");
-        assert_eq!(values(&next, EntityType::Kpi), vec![(kpi, EntitySource::Exact)], "{text}");
-        assert_eq!(values(&next, EntityType::Brand), vec![("Remibrutinib", EntitySource::Context)], "{text}");
+        assert_eq!(values(&next, "kpi"), vec![(kpi, EntitySource::Exact)], "{text}");
+        assert_eq!(values(&next, "brand"), vec![("Remibrutinib", EntitySource::Context)], "{text}");
     }
     // "What does X mean?" asks the explaining intent, however much X belongs to another, and
     // stays about the conversation's subject; "what does that mean for Q3?" is not such a question.
     let segments = "Which physician segments respond best to lunch-and-learns for Remibrutinib?";
     let (first, next) = follow_up(&c, segments, "what does conditional average treatment effect mean in that output?");
     assert_eq!((first.as_str(), next.intent.as_str()), ("heterogeneous", "explanation"), "{next:?}");
-    assert_eq!(values(&next, EntityType::Brand), vec![("Remibrutinib", EntitySource::Context)]);
+    assert_eq!(values(&next, "brand"), vec![("Remibrutinib", EntitySource::Context)]);
     let (_, next) = follow_up(&c, segments, "what does the range around it actually tell me?");
     assert_eq!(next.intent, "explanation", "{next:?}");
     // Words before the opening ("hmm") and the negation do not count as the turn's own request.
     let practice = "Among cardiologists, which practice types saw the biggest bump in Entresto adherence after the copay card relaunch?";
     let (first, next) = follow_up(&c, practice, "hmm, sorry, I meant Leqvio not Entresto");
     assert_eq!((first.as_str(), next.intent.as_str()), ("heterogeneous", "heterogeneous"), "{next:?}");
-    assert_eq!(values(&next, EntityType::Brand), vec![("Leqvio", EntitySource::Exact)]);
+    assert_eq!(values(&next, "brand"), vec![("Leqvio", EntitySource::Exact)]);
     // A yes/no question pointing back with an entity asks the same thing there; an imperative
     // ("retrain it on …") asks something else. Verbs that repeat the request are not its words.
     let drift = "Has the model that scores Fabhalta conversion shifted since we last retrained it, especially for Southeast accounts?";
@@ -634,7 +632,7 @@ fn restrictions_meaning_questions_and_other_openings_of_a_follow_up() {
     }
     // Outside a correction too, "rather than share" says which KPI is replaced.
     let (_, next) = follow_up(&c, forecast, "hmm, give me TRx rather than share for that one");
-    assert_eq!(values(&next, EntityType::Kpi), vec![("trx", EntitySource::Exact)], "{next:?}");
+    assert_eq!(values(&next, "kpi"), vec![("trx", EntitySource::Exact)], "{next:?}");
     // A constraint right after the opening ("and only …", "ok and restrict to …", "and cap …")
     // narrows the request and stays in scope with it; a cut verb with "by" and no object
     // ("split by region pls", "broken out by month") breaks it down. A constraint without a

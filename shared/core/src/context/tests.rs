@@ -1,13 +1,19 @@
 use super::*;
 use chrono::TimeZone;
-use switchyard_model::contracts::{EntitySource, EntityType};
+use switchyard_model::contracts::EntitySource;
 
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).single().unwrap_or_default()
 }
 
 fn brand(value: &str) -> ParsedEntity {
-    ParsedEntity { entity_type: EntityType::Brand, value: value.into(), confidence: 1.0, source: EntitySource::Exact }
+    ParsedEntity {
+        entity_type: "brand".into(),
+        value: value.into(),
+        text: value.into(),
+        confidence: 1.0,
+        source: EntitySource::Exact,
+    }
 }
 
 fn input(n: usize, answer: &str) -> TurnInput {
@@ -19,6 +25,7 @@ fn input(n: usize, answer: &str) -> TurnInput {
         answer: answer.into(),
         status: OutputStatus::Success,
         out_of_scope: false,
+        missing_entities: vec![],
         unsure: false,
         preferences: None,
     }
@@ -61,6 +68,7 @@ fn below_the_summary_threshold_nothing_is_compacted_and_above_it_the_oldest_turn
         answer: "Share was 12%.".into(),
         status: OutputStatus::Success,
         out_of_scope: false,
+        missing_entities: vec![],
         at: now(),
     }));
     settings.summary.threshold_tokens = one * 3 + one / 2;
@@ -114,7 +122,7 @@ fn notes_decay_each_turn_they_are_not_mentioned_and_refresh_when_they_are() {
     let mut s = SessionRecord::new("u", "s", now(), 0);
     append_turn(&settings, &mut s, input(1, "a"), now(), 0);
     let mut other = input(2, "b");
-    other.entities = vec![ParsedEntity { entity_type: EntityType::Region, ..brand("Northeast") }];
+    other.entities = vec![ParsedEntity { entity_type: "region".into(), ..brand("Northeast") }];
     append_turn(&settings, &mut s, other, now(), 0);
     let brand_note = s.notes.iter().find(|n| n.key == "entity:brand").expect("brand note");
     assert!((brand_note.score - 0.8).abs() < 1e-9);

@@ -49,7 +49,7 @@ pub fn at_routing(manifest: &Manifest, query: &QueryRecord, plan: &Plan, now: Da
         query: if manifest.signals.query_text { parsed.raw_query.clone() } else { String::new() },
         query_pattern: plan.pipeline.clone().unwrap_or_else(|| plan.intent.clone()),
         intent: plan.intent.clone(),
-        entities_extracted: parsed.entities.iter().map(|e| format!("{}:{}", e.entity_type.as_str(), e.value)).collect(),
+        entities_extracted: parsed.entities.iter().map(|e| format!("{}:{}", e.entity_type, e.value)).collect(),
         agents_selected: selected(plan),
         routing_confidence: parsed.confidence,
         routing_rationale: rationale(query),

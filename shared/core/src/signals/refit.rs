@@ -339,3 +339,154 @@ pub fn insert_utterances(text: &str, additions: &[(String, String)]) -> Result<(
     }
     Ok((out, diff))
 }
+
+/// Keys whose values are paths relative to the manifest's folder: `classifier.examples`,
+/// `classifier.dialogues`, `classifier.encoder.model`, a retriever's `corpus` and `index`.
+const PATH_KEYS: [&str; 5] = ["examples", "dialogues", "model", "corpus", "index"];
+
+/// The relative paths `text` (a manifest read from `from_dir`) names, each with what it becomes
+/// for a copy written to `to_dir`: the same file, named from there (absolute when there is no
+/// relative way, e.g. another drive).
+fn moved_paths(manifest: &Manifest, from_dir: &std::path::Path, to_dir: &std::path::Path) -> Vec<(String, String)> {
+    let mut names: Vec<&str> = Vec::new();
+    names.extend(manifest.classifier.examples.iter().map(String::as_str));
+    names.extend(manifest.classifier.dialogues.iter().map(String::as_str));
+    if let Some(encoder) = &manifest.classifier.encoder {
+        names.push(&encoder.model);
+    }
+    for agent in &manifest.agents {
+        if let Some(r) = &agent.retriever {
+            names.extend(r.corpus.as_deref());
+            names.extend(r.index.as_deref());
+        }
+    }
+    let absolute = |dir: &std::path::Path| {
+        if dir.is_absolute() {
+            dir.to_path_buf()
+        } else {
+            std::env::current_dir().map(|cwd| cwd.join(dir)).unwrap_or_else(|_| dir.to_path_buf())
+        }
+    };
+    let (from_dir, to_dir) = (absolute(from_dir), absolute(to_dir));
+    let mut out: Vec<(String, String)> = Vec::new();
+    for name in names {
+        if std::path::Path::new(name).is_absolute() || out.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        let target = from_dir.join(name);
+        let moved = relative_path(&target, &to_dir).unwrap_or(target);
+        let moved = moved.display().to_string();
+        if moved != name {
+            out.push((name.to_string(), moved));
+        }
+    }
+    out
+}
+
+/// The components of `p` without `.`, and with `..` folded into the folder before it.
+fn normal(p: &std::path::Path) -> Vec<std::path::Component<'_>> {
+    use std::path::Component;
+    let mut parts: Vec<Component> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(parts.last(), Some(Component::Normal(_))) => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts
+}
+
+/// `target` named from `base` (both absolute), with `..` where needed; `None` when they share
+/// no root.
+fn relative_path(target: &std::path::Path, base: &std::path::Path) -> Option<std::path::PathBuf> {
+    let (t, b) = (normal(target), normal(base));
+    if t.first() != b.first() {
+        return None;
+    }
+    let common = t.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut out = std::path::PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c.as_os_str());
+    }
+    Some(out)
+}
+
+/// `text`, a manifest read from `from_dir`, as it must read when written to `to_dir`: every
+/// relative path it names (`classifier.examples`, `classifier.dialogues`,
+/// `classifier.encoder.model`, a retriever's `corpus` and `index`) rewritten to name the same
+/// file from there. A line edit, as [`insert_utterances`]: only the values change.
+pub fn relocate(text: &str, from_dir: &std::path::Path, to_dir: &std::path::Path) -> Result<String, FieldError> {
+    let manifest: Manifest =
+        serde_yaml::from_str(text).map_err(|e| FieldError { field: "manifest", rule: e.to_string() })?;
+    let moved = moved_paths(&manifest, from_dir, to_dir);
+    if moved.is_empty() {
+        return Ok(text.to_string());
+    }
+    let mut out = String::with_capacity(text.len() + 64);
+    // Within a block list under a path key ("examples:" then "- file"), its items are paths.
+    let mut in_path_list: Option<usize> = None;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_start();
+        let indent = line.len() - body.len();
+        let key = PATH_KEYS.iter().find(|k| body.strip_prefix(**k).is_some_and(|rest| rest.starts_with(':')));
+        let item = body.starts_with("- ");
+        if !item || in_path_list.is_some_and(|i| indent < i) {
+            in_path_list = None;
+        }
+        let edited = if let Some(key) = key {
+            let value_at = line.len() - body.len() + key.len() + 1;
+            let (head, rest) = line.split_at(value_at);
+            if rest.trim().is_empty() || rest.trim_start().starts_with('#') {
+                in_path_list = Some(indent);
+                line.to_string()
+            } else {
+                format!("{head}{}", replace_values(rest, &moved))
+            }
+        } else if item && in_path_list.is_some() {
+            let (head, rest) = line.split_at(indent + 2);
+            format!("{head}{}", replace_values(rest, &moved))
+        } else {
+            line.to_string()
+        };
+        out.push_str(&edited);
+    }
+    Ok(out)
+}
+
+/// `rest` (a value, a flow list of values, maybe a comment) with each value of `moved` replaced
+/// where it stands alone, as a plain or quoted scalar.
+fn replace_values(rest: &str, moved: &[(String, String)]) -> String {
+    let (value, comment) = match rest.find(" #") {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let mut value = value.to_string();
+    for (old, new) in moved {
+        let mut from = 0;
+        while let Some(found) = value[from..].find(old.as_str()).map(|i| i + from) {
+            let end = found + old.len();
+            let before = value[..found].chars().next_back();
+            let after = value[end..].chars().next();
+            let bounded_before = before.is_none_or(|c| matches!(c, ' ' | '[' | ',' | '"' | '\''));
+            let bounded_after = after.is_none_or(|c| matches!(c, ' ' | ']' | ',' | '"' | '\'' | '\n' | '\r'));
+            if bounded_before && bounded_after {
+                let replacement = match before {
+                    Some('"') => new.replace('\\', "\\\\").replace('"', "\\\""),
+                    Some('\'') => new.replace('\'', "''"),
+                    _ => serde_json::to_string(new).unwrap_or_else(|_| new.clone()),
+                };
+                value.replace_range(found..end, &replacement);
+                from = found + replacement.len();
+            } else {
+                from = end;
+            }
+        }
+    }
+    value + comment
+}

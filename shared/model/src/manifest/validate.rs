@@ -510,6 +510,38 @@ impl<'m> Check<'m> {
             }
             self.unit_interval(at("required_confidence"), "required confidence", agent.required_confidence);
             self.kind_settings(i, agent);
+            self.placeholders(i, agent);
+        }
+    }
+
+    /// Every `{placeholder}` of a builtin agent's texts names an input or a declared entity type.
+    fn placeholders(&mut self, i: usize, agent: &Agent) {
+        let Some(builtin) = &agent.builtin else { return };
+        let mut texts = vec![(format!("agents[{i}].builtin.response"), builtin.response.as_str())];
+        for (j, e) in builtin.evidence.iter().enumerate() {
+            texts.push((format!("agents[{i}].builtin.evidence[{j}].text"), e.text.as_str()));
+        }
+        for (path, text) in texts {
+            for name in placeholders(text) {
+                if !TEMPLATE_INPUTS.contains(&name) && !self.m.entities.contains_key(name) {
+                    self.report(
+                        path.clone(),
+                        format!(
+                            "placeholder `{{{name}}}` names no declared entity type (declared: {}) nor an input ({}); declare it or fix the name",
+                            declared_list(self.m.entities.keys()),
+                            TEMPLATE_INPUTS.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        for key in builtin.defaults.keys() {
+            if !TEMPLATE_INPUTS.contains(&key.as_str()) && !self.m.entities.contains_key(key) {
+                self.report(
+                    format!("agents[{i}].builtin.defaults.{key}"),
+                    format!("`{key}` names no declared entity type; a default stands in for a missing entity"),
+                );
+            }
         }
     }
 
@@ -621,6 +653,17 @@ impl<'m> Check<'m> {
                     format!("intents[{i}]"),
                     format!("intent `{}` has neither `utterances` nor `keywords`: the classifier cannot learn it; add example questions", intent.id),
                 );
+            }
+            for (j, name) in intent.required_entities.iter().enumerate() {
+                if !self.m.entities.contains_key(name) {
+                    self.report(
+                        format!("intents[{i}].required_entities[{j}]"),
+                        format!(
+                            "`{name}` is not a declared entity type (declared: {}); declare it under `entities` or remove it",
+                            declared_list(self.m.entities.keys())
+                        ),
+                    );
+                }
             }
             for (field, list) in [("utterances", &intent.utterances), ("keywords", &intent.keywords)] {
                 for (j, text) in list.iter().enumerate() {
@@ -752,9 +795,51 @@ impl<'m> Check<'m> {
     }
 
     fn entities(&mut self) {
-        for (entity_type, spec) in &self.m.entities {
-            let at = format!("entities.{}", entity_type.as_str());
-            for (j, pattern) in spec.patterns.iter().enumerate() {
+        if let Some(zone) = &self.m.timezone {
+            if zone.parse::<chrono_tz::Tz>().is_err() {
+                self.report(
+                    "timezone",
+                    format!("`{zone}` is not a time zone; write an IANA name such as `Europe/Vienna` or `UTC`"),
+                );
+            }
+        }
+        for (name, spec) in &self.m.entities {
+            let at = format!("entities.{name}");
+            if !is_agent_id(name) {
+                self.report(&at, format!("entity type `{name}` must be lower snake_case: ^[a-z][a-z0-9_]{{0,63}}$"));
+            }
+            if spec.description.trim().is_empty() {
+                self.report(
+                    format!("{at}.description"),
+                    "no `description`; write a short noun phrase (\"the city you fly to\"): a question asking for the value uses it",
+                );
+            }
+            let sources: Vec<&str> = [
+                spec.gazetteer.is_some().then_some("gazetteer"),
+                spec.patterns.is_some().then_some("patterns"),
+                spec.kind.is_some().then_some("kind"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            match sources.len() {
+                0 => self.report(
+                    &at,
+                    "no source; give exactly one of `gazetteer` (known values), `patterns` (regular expressions) or `kind` (date, time, number, money, duration, email, time_period)",
+                ),
+                1 => {}
+                _ => self.report(&at, format!("{} sources ({}); give exactly one", sources.len(), sources.join(", "))),
+            }
+            if spec.fuzzy.is_some() && spec.gazetteer.is_none() {
+                self.report(format!("{at}.fuzzy"), "`fuzzy` applies to a gazetteer only; remove it");
+            }
+            if matches!(&spec.gazetteer, Some(g) if g.is_empty()) {
+                self.report(format!("{at}.gazetteer"), "the gazetteer is empty; list the known values");
+            }
+            if matches!(&spec.patterns, Some(p) if p.is_empty()) {
+                self.report(format!("{at}.patterns"), "no patterns; write at least one regular expression");
+            }
+            for (j, pattern) in spec.patterns().iter().enumerate() {
                 // Parsed, not compiled: the parser is the one `regex` uses, so a pattern that
                 // parses compiles (the classifier compiles it when it is built); compiling here
                 // cost every function's init about 8 million instructions (Unicode classes).
@@ -766,7 +851,7 @@ impl<'m> Check<'m> {
                 }
             }
             let mut values: BTreeMap<String, usize> = BTreeMap::new();
-            for (j, entry) in spec.gazetteer.iter().enumerate() {
+            for (j, entry) in spec.gazetteer().iter().enumerate() {
                 let path = match entry {
                     GazetteerEntry::Value(_) => format!("{at}.gazetteer[{j}]"),
                     GazetteerEntry::WithAliases { .. } => format!("{at}.gazetteer[{j}].value"),
@@ -792,6 +877,28 @@ impl<'m> Check<'m> {
                 }
             }
         }
+    }
+}
+
+/// What a builtin template's `{placeholder}` may name besides a declared entity type.
+pub const TEMPLATE_INPUTS: [&str; 3] = ["question", "intent", "entities"];
+
+/// The `{name}` placeholders of a template, in order (`{` not followed by `name}` is text).
+pub fn placeholders(template: &str) -> impl Iterator<Item = &str> {
+    template.match_indices('{').filter_map(move |(start, _)| {
+        let after = &template[start + 1..];
+        let end = after.find('}')?;
+        let name = &after[..end];
+        (end > 0 && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')).then_some(name)
+    })
+}
+
+fn declared_list<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<&str> = names.map(String::as_str).collect();
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
     }
 }
 
