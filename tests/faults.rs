@@ -794,8 +794,8 @@ async fn a_deadline_longer_than_the_sqs_maximum_delay_is_chained_and_fires_on_ti
         rig.queue.sent().into_iter().filter(|(_, j, _)| matches!(j, Job::Deadline { .. })).map(|(_, _, d)| d).collect();
     assert_eq!(
         deadlines,
-        [Duration::from_secs(900), Duration::from_secs(900), Duration::from_secs(600)],
-        "chained 15 + 15 + 10 min"
+        [Duration::from_secs(900), Duration::from_secs(900), Duration::from_secs(601)],
+        "chained 15 + 15 + 10 min, the last with the 1 s deadline slack"
     );
     assert_eq!(rig.events(&id, EventKind::Deadline).await.len(), 1);
 }
