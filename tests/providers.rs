@@ -133,6 +133,7 @@ fn answer(reply: AgentReply) -> Value {
         AgentReply::Answer(v) => v,
         AgentReply::Typed(a) => a.to_value(),
         AgentReply::Malformed(raw) => panic!("malformed: {raw}"),
+        AgentReply::AwaitingApproval => panic!("no tool of these agents waits for approval"),
     }
 }
 

@@ -75,7 +75,7 @@ impl Decision {
     /// Read a decision body: `{"decision": "approve" | "reject", "note": "…", "arguments": {…}}`.
     pub fn parse(body: &[u8]) -> Result<Decision, IntakeError> {
         if body.len() > MAX_DECISION_BYTES {
-            return Err(IntakeError::TooLarge { size: body.len(), limit: MAX_DECISION_BYTES });
+            return Err(IntakeError::TooLarge { size: Some(body.len()), limit: MAX_DECISION_BYTES });
         }
         let parsed: DecisionBody = serde_json::from_slice(body).map_err(|e| {
             let message = e.to_string();
