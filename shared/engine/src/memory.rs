@@ -32,6 +32,7 @@ use switchyard_model::contracts::OrchestratorOutput;
 
 use switchyard_model::limits::{json_fits, json_size, DYNAMODB_MAX_ITEM_BYTES};
 
+mod call_records;
 mod queue;
 pub use queue::{MemoryQueue, QueueSettings};
 
@@ -724,20 +725,7 @@ impl Store for MemoryStore {
     }
 
     async fn claim_tool_call(&self, record: &ToolCallRecord) -> Result<ToolClaim, StoreError> {
-        check_size("tool call", record)?;
-        let claim = {
-            let mut t = self.lock()?;
-            let key = (record.query_id.clone(), record.dispatch_id.clone(), record.index);
-            match t.tool_calls.get(&key).filter(|r| self.live(r.expires_at)) {
-                Some(existing) => ToolClaim::Recorded(Box::new(existing.clone())),
-                None => {
-                    t.tool_calls.insert(key, record.clone());
-                    ToolClaim::Claimed
-                }
-            }
-        };
-        self.transact(1);
-        Ok(claim)
+        self.claim_call(record)
     }
 
     async fn finish_tool_call(
@@ -747,23 +735,7 @@ impl Store for MemoryStore {
         index: u32,
         outcome: &ToolCallOutcome,
     ) -> Result<(), StoreError> {
-        check_size("tool call outcome", outcome)?;
-        {
-            let mut t = self.lock()?;
-            let now = self.now_s();
-            let key = (query_id.to_string(), dispatch_id.to_string(), index);
-            match t.tool_calls.get_mut(&key).filter(|r| r.expires_at >= now) {
-                Some(record) if record.outcome.is_none() => record.outcome = Some(outcome.clone()),
-                Some(_) => {
-                    return Err(StoreError::ConditionFailed(format!("call {index} of {dispatch_id} has an outcome")))
-                }
-                None => {
-                    return Err(StoreError::ConditionFailed(format!("call {index} of {dispatch_id} was not claimed")))
-                }
-            }
-        }
-        self.transact(1);
-        Ok(())
+        self.finish_call(query_id, dispatch_id, index, outcome)
     }
 
     async fn get_handoff(&self, query_id: &str, dispatch_id: &str) -> Result<Option<Arc<HandoffRecord>>, StoreError> {
