@@ -134,6 +134,16 @@ pub struct Note {
 }
 
 impl SessionRecord {
+    /// The slot filling the session's latest turn left open, if any.
+    pub fn pending_slots(&self) -> Option<crate::slots::Pending<'_>> {
+        let last = self.turns.last()?;
+        (!last.missing_entities.is_empty() && !last.out_of_scope).then_some(crate::slots::Pending {
+            intent: &last.intent,
+            entities: &last.entities,
+            missing: &last.missing_entities,
+        })
+    }
+
     /// A session with no turns (not yet stored: version 0).
     pub fn new(user_id: &str, session_id: &str, now: DateTime<Utc>, expires_at: i64) -> SessionRecord {
         SessionRecord {

@@ -9,7 +9,6 @@
 //! The state lives in the session record, so it is the same embedded, on a local endpoint and
 //! on AWS.
 
-use crate::context::SessionRecord;
 use switchyard_model::contracts::ParsedEntity;
 use switchyard_model::manifest::Manifest;
 
@@ -54,16 +53,6 @@ pub struct Pending<'a> {
     pub entities: &'a [ParsedEntity],
     /// The required types still missing.
     pub missing: &'a [String],
-}
-
-/// The slot filling the session's latest turn left open, if any.
-pub fn pending(session: &SessionRecord) -> Option<Pending<'_>> {
-    let last = session.turns.last()?;
-    (!last.missing_entities.is_empty() && !last.out_of_scope).then_some(Pending {
-        intent: &last.intent,
-        entities: &last.entities,
-        missing: &last.missing_entities,
-    })
 }
 
 #[cfg(test)]

@@ -140,12 +140,7 @@ pub async fn sync_session(
         let mut session = SessionRecord::new(&caller.user_id, session_id, now, expires_at);
         for (i, (question, answer)) in prior.iter().enumerate() {
             // As intake reads a turn: one after a question for missing entities may supply them.
-            let c = deps.classifier().resume(
-                question,
-                &session.prior_turns(),
-                switchyard_core::slots::pending(&session),
-                now,
-            );
+            let c = deps.classifier().resume(question, &session.prior_turns(), session.pending_slots(), now);
             let scope = switchyard_core::scope::check(manifest, c.in_scope, c.scope_score);
             let out_of_scope = scope.decision == switchyard_core::scope::ScopeDecision::OutOfScope;
             // A request that lacked a required entity was answered with a question for it: the

@@ -262,7 +262,7 @@ pub async fn submit(
         }
         None => {
             // A turn after a question for missing entities may supply them (core::slots).
-            let pending = session.as_ref().and_then(switchyard_core::slots::pending);
+            let pending = session.as_ref().and_then(|s| s.pending_slots());
             let read_at = request.now.unwrap_or(now);
             let c = deps.classifier().resume(&request.text, &history, pending, read_at);
             let scope = switchyard_core::scope::check(&deps.manifest, c.in_scope, c.scope_score);
