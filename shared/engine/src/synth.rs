@@ -235,7 +235,7 @@ pub async fn deadline(deps: &Deps, query_id: &str, fire_at: chrono::DateTime<chr
     if stage_budget == Some(false) {
         return Ok(()); // the budget of a stage that already completed
     }
-    if stage_budget.is_none() && query.deadline_at.is_some_and(|d| fire_at < d) {
+    if stage_budget.is_none() && !query.approvals.is_empty() && query.deadline_at.is_some_and(|d| fire_at < d) {
         return Ok(()); // the deadline moved on (paused for an approval); its own message is out
     }
     if query.status == QueryStatus::Routed {
