@@ -16,6 +16,16 @@ cd "$(dirname "$0")/.."
 started=$(date +%s)
 step() { printf '\n==> %s  [%ss]\n' "$*" "$(( $(date +%s) - started ))"; }
 
+# A clean checkout gains nothing from incremental compilation, and its cache would double the
+# target folder's size.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+target_dir=${CARGO_TARGET_DIR:-target}
+mkdir -p "$target_dir"
+free_gb=$(df --output=avail -BG "$target_dir" | tail -1 | tr -dc 0-9)
+if [ "${free_gb:-0}" -lt 12 ]; then
+  echo "test.sh: warning: ${free_gb} GB free under $target_dir; a run from a clean checkout needs about 12 GB (build, model server, venvs)" >&2
+fi
+
 step "formatting (cargo fmt --check)"
 cargo fmt --all -- --check
 
