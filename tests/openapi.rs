@@ -181,6 +181,8 @@ fn every_error_code_the_handler_maps_is_documented() {
         IntakeError::TooLarge { size: Some(2), limit: 1 },
         IntakeError::RateLimited { retry_after: std::time::Duration::from_millis(1500) },
         IntakeError::NotReady { query_id: "q".into(), waited: std::time::Duration::from_secs(1) },
+        IntakeError::BodyTimeout { limit: std::time::Duration::from_secs(10) },
+        IntakeError::UnknownHost,
     ];
     for e in &errors {
         let r = error_response(e, "req-1");
@@ -320,6 +322,21 @@ async fn every_response_in_the_scenarios_matches_the_document() {
         response: error_response(&IntakeError::Unavailable("store down".into()), "req-1"),
     });
 
+    // The answers `switchyard serve` gives before the handler: a body slower than the body
+    // timeout (408) and a Host it does not answer for (421), on every route, in the route's
+    // error shape.
+    for (method, path) in switchyard_engine::handlers::HTTP_ROUTES {
+        let method = if method == "POST" { "post" } else { "get" };
+        for e in [IntakeError::BodyTimeout { limit: std::time::Duration::from_secs(10) }, IntakeError::UnknownHost] {
+            let response = if switchyard_engine::handlers::is_openai_path(path) {
+                switchyard_engine::handlers::openai_error_response(&e, "req-1")
+            } else {
+                error_response(&e, "req-1")
+            };
+            samples.push(Sample { path, method, response });
+        }
+    }
+
     // The OpenAI-compatible routes: a completion, a (buffered) stream, the model list, and
     // errors in the OpenAI shape, the 504 of an answer not ready among them.
     let chat = |body: Value, user: &str| request("POST", "/v1/chat/completions", "", Some(&body.to_string()), user);
@@ -362,7 +379,7 @@ async fn every_response_in_the_scenarios_matches_the_document() {
     let statuses: std::collections::BTreeSet<i64> = samples.iter().map(|s| s.response.status_code).collect();
     assert_eq!(
         statuses.into_iter().collect::<Vec<_>>(),
-        vec![200, 201, 202, 400, 401, 403, 404, 409, 413, 503, 504],
+        vec![200, 201, 202, 400, 401, 403, 404, 408, 409, 413, 421, 503, 504],
         "the scenarios cover every status the handler gives"
     );
     let records: Vec<Value> = samples

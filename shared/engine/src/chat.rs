@@ -575,7 +575,7 @@ pub async fn stream(
 /// Switchyard's code (the same as on every other route) and the first field at fault as `param`.
 pub fn error_body(status: i64, code: &str, message: &str, error: &IntakeError) -> Value {
     let kind = match status {
-        400 | 405 | 413 => "invalid_request_error",
+        400 | 405 | 408 | 413 | 421 => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
         404 => "not_found_error",
