@@ -1,7 +1,12 @@
-//! `switchyard dlq list`, `dlq redrive` and `query show` against the local SQS + DynamoDB
-//! endpoint (moto, started by scripts/test.sh), run as the operator runs them: the binary, with
-//! the environment `switchyard setup --backend aws` prints. Fails (never skips) without the
-//! endpoint.
+//! `switchyard dlq list`, `dlq redrive`, `query show` and `query approve|reject` against the
+//! local SQS + DynamoDB endpoint (moto, started by scripts/test.sh), run as the operator runs
+//! them: the binary, with the environment `switchyard setup --backend aws` prints. Fails (never
+//! skips) without the endpoint.
+
+#[path = "../../tests/support/approvals.rs"]
+mod approvals;
+#[path = "../../tests/support/mcp_server.rs"]
+mod mcp_server;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::process::Command;
@@ -187,4 +192,104 @@ async fn query_show_prints_the_record_timeline_handoffs_and_output() {
     let (code, _, err) = switchyard(&s.urls, &["query", "show", "../../etc/passwd"]);
     assert_eq!(code, 2);
     assert!(err.contains("query id `../../etc/passwd`: must be a UUID"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_approve_calls_the_tool_once_reject_never_and_a_bad_id_or_a_second_decision_is_refused() {
+    // GIVEN two queries on the local endpoint whose refunds wait for a person
+    let (mcp, seen) = mcp_server::start(mcp_server::Faults::default()).await;
+    let manifest = approvals::manifest(&mcp, "1h", "5s");
+    let file = std::env::temp_dir().join(format!("switchyard-approvals-{}.yaml", std::process::id()));
+    std::fs::write(&file, manifest_text(&mcp)).expect("manifest file");
+    let config = endpoint::config().await;
+    let urls = endpoint::resources(&manifest, &config).await;
+    let manifest = Arc::new(manifest);
+    let system = AwsSystem::with_resources(
+        manifest.clone(),
+        EngineSettings::default(),
+        &config,
+        &urls.table,
+        urls.queues.clone(),
+    );
+    let deps = Arc::new(switchyard_engine::Deps::new(
+        manifest.clone(),
+        system.store.clone(),
+        system.queue.clone(),
+        system.deps.clock.clone(),
+        approvals::agents(&manifest),
+        EngineSettings::default(),
+    ));
+    let _pollers =
+        start(deps.clone(), &system.topology, PollerConfig { wait: Duration::from_secs(1), default_concurrency: 4 });
+    let id = waiting_query(&deps, &system).await;
+    let approved = waiting_query(&deps, &system).await;
+    let manifest_arg = file.display().to_string();
+    // WHEN the operator rejects it from the command line
+    let (code, out, err) =
+        switchyard(&urls, &["query", "reject", &id, "--note", "not today", "--manifest", &manifest_arg]);
+    // THEN it is decided, the query resumes and the model is told why; the tool is never called
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with(&format!("query {id}: reject orders.issue_refund at ")), "{out}");
+    let answer = answer_of(&system, &id).await;
+    assert_eq!(answer.as_deref(), Some("Outcome: rejected by a person: not today"));
+    assert_eq!(seen.lock().expect("seen").count("issue_refund"), 0);
+    // and a second decision is refused with the reason, and `query show` lists the decision
+    let (code, out, _) = switchyard(&urls, &["query", "approve", &id, "--manifest", &manifest_arg]);
+    assert_eq!((code, out.trim().to_string()), (1, format!("query {id}: the tool call was already decided (reject)")));
+    let (code, out, _) = switchyard(&urls, &["query", "show", &id, "--manifest", &manifest_arg]);
+    assert_eq!(code, 0);
+    assert!(out.contains("  approval orders.issue_refund {") && out.contains("reject by operator:"), "{out}");
+    // WHEN the operator approves the other query
+    let (code, out, err) = switchyard(&urls, &["query", "approve", &approved, "--manifest", &manifest_arg]);
+    // THEN the refund is made once and its result reaches the answer
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with(&format!("query {approved}: approve orders.issue_refund at ")), "{out}");
+    let answer = answer_of(&system, &approved).await;
+    assert!(answer.as_deref().is_some_and(|a| a.starts_with("Outcome: ") && !a.contains("rejected")), "{answer:?}");
+    assert_eq!(seen.lock().expect("seen").count("issue_refund"), 1);
+    // AND an unknown id, an id that is not a UUID and a decided query are refused
+    let missing = uuid::Uuid::new_v4().to_string();
+    let (code, out, _) = switchyard(&urls, &["query", "approve", &missing, "--manifest", &manifest_arg]);
+    assert_eq!((code, out.trim().to_string()), (1, format!("query {missing}: no such query")));
+    let (code, _, err) = switchyard(&urls, &["query", "reject", "not-an-id", "--manifest", &manifest_arg]);
+    assert_eq!(code, 2);
+    assert!(err.contains("query id `not-an-id`: must be a UUID"), "{err}");
+    let (code, out, _) = switchyard(&urls, &["query", "reject", &approved, "--manifest", &manifest_arg]);
+    assert_eq!(
+        (code, out.trim().to_string()),
+        (1, format!("query {approved}: the tool call was already decided (approve)"))
+    );
+    assert_eq!(seen.lock().expect("seen").count("issue_refund"), 1);
+    let _ = std::fs::remove_file(&file);
+}
+
+/// The approvals manifest's YAML, for the command line's `--manifest`.
+fn manifest_text(mcp: &str) -> String {
+    approvals::manifest_yaml(mcp, "1h", "5s")
+}
+
+/// Submit the refund question as `u1` and wait until its call waits for a person; its id.
+async fn waiting_query(deps: &switchyard_engine::Deps, system: &AwsSystem) -> String {
+    let caller = Caller { user_id: "u1".into(), roles: vec![] };
+    let body = serde_json::json!({ "query": "refund order A-1" });
+    let id = submit(deps, &caller, body.to_string().as_bytes(), None).await.expect("accepted").query_id;
+    for _ in 0..300 {
+        let q = system.store.get_query(&id).await.expect("store").expect("query");
+        if q.approvals.iter().any(|a| a.decision.is_none()) {
+            return id;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("query {id} never waited for approval");
+}
+
+/// The query's answer text, once it is written (30 s at most).
+async fn answer_of(system: &AwsSystem, id: &str) -> Option<String> {
+    for _ in 0..300 {
+        if let Some(o) = system.store.get_output(id).await.expect("store") {
+            return Some(o.response_text.clone());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
 }

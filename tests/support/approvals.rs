@@ -13,7 +13,12 @@ use switchyard_model::manifest::Manifest;
 /// A manifest with the MCP server at `mcp` whose `issue_refund` waits for an `approver` for
 /// `approval_timeout`, its query deadline `deadline`.
 pub fn manifest(mcp: &str, approval_timeout: &str, deadline: &str) -> Manifest {
-    let yaml = format!(
+    Manifest::from_yaml(&manifest_yaml(mcp, approval_timeout, deadline), "approvals.yaml").expect("manifest")
+}
+
+/// The YAML of [`manifest`].
+pub fn manifest_yaml(mcp: &str, approval_timeout: &str, deadline: &str) -> String {
+    format!(
         r#"
 version: 1
 name: approvals-test
@@ -32,8 +37,7 @@ agents:
     llm: {{provider: m, system: "Help.", output_schema: {{name: answer, schema: {{type: object, required: [response], properties: {{response: {{type: string}}}}}}}}, tools: [orders]}}
 intents: [{{id: ask, description: d, route: {{primary: support, deadline: {deadline}}}, utterances: [refund my order, I want my money back, refund order A-1], keywords: [refund]}}]
 "#
-    );
-    Manifest::from_yaml(&yaml, "approvals.yaml").expect("manifest")
+    )
 }
 
 /// A model that asks for the refund until it sees a result, then answers with that result:
