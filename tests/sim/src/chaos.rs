@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchyard_engine::ports::{
     AgentError, AgentReply, AgentRuntime, HandoffWrite, OutgoingMessage, Queue, QueueDepth, QueueError, QueueId,
-    ReceivedMessage, Store, StoreError,
+    ReceivedMessage, RunContext, Store, StoreError,
 };
 use switchyard_model::contracts::AgentDispatch;
 use switchyard_model::jobs::{Job, JobMessage};
@@ -462,9 +462,15 @@ impl ChaosAgents {
     }
 }
 
-#[async_trait::async_trait]
-impl AgentRuntime for ChaosAgents {
-    async fn run(&self, agent: &Agent, dispatch: &AgentDispatch, attempt: u32) -> Result<AgentReply, AgentError> {
+impl ChaosAgents {
+    /// The injected misbehaviour of one attempt: `Err` or `Ok(Some(_))` ends it (an error, a
+    /// garbled answer; a hang never returns), `Ok(None)` lets the agent run.
+    async fn misbehave(
+        &self,
+        agent: &Agent,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+    ) -> Result<Option<AgentReply>, AgentError> {
         let f = &self.chaos.faults;
         let who = format!("{} attempt {attempt}", agent.id);
         if self.chaos.roll_always(f.agent_error, &format!("{who} errs")) {
@@ -478,8 +484,33 @@ impl AgentRuntime for ChaosAgents {
             tokio::time::sleep(Duration::from_millis(self.chaos.below(0, 2 * timeout))).await;
         }
         if self.chaos.roll_always(f.agent_malformed, &format!("{who} answers garbage")) {
-            return Ok(AgentReply::Malformed("sim: <<not a handoff>>".into()));
+            return Ok(Some(AgentReply::Malformed("sim: <<not a handoff>>".into())));
         }
-        self.inner.run(agent, dispatch, attempt).await
+        Ok(None)
+    }
+}
+
+#[async_trait::async_trait]
+impl AgentRuntime for ChaosAgents {
+    async fn run(&self, agent: &Agent, dispatch: &AgentDispatch, attempt: u32) -> Result<AgentReply, AgentError> {
+        match self.misbehave(agent, dispatch, attempt).await? {
+            Some(reply) => Ok(reply),
+            None => self.inner.run(agent, dispatch, attempt).await,
+        }
+    }
+
+    /// The same faults, then the agent with what the engine lends it (tool-call records,
+    /// a token sink), so an agent with tools calls them under the simulation's faults too.
+    async fn run_with(
+        &self,
+        agent: &Agent,
+        dispatch: &AgentDispatch,
+        attempt: u32,
+        context: RunContext<'_>,
+    ) -> Result<AgentReply, AgentError> {
+        match self.misbehave(agent, dispatch, attempt).await? {
+            Some(reply) => Ok(reply),
+            None => self.inner.run_with(agent, dispatch, attempt, context).await,
+        }
     }
 }

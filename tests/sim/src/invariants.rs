@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::plan::handoffs::slot_handoff;
 use switchyard_core::plan::DispatchRole;
-use switchyard_engine::ports::{Event, EventKind, HandoffRecord, QueryRecord, QueryStatus};
+use switchyard_engine::ports::{Event, EventKind, HandoffRecord, QueryRecord, QueryStatus, Verdict};
 use switchyard_model::contracts::OrchestratorOutput;
 
 /// Everything known about one accepted query at the end of a run.
@@ -72,6 +72,32 @@ pub fn check_query(facts: &QueryFacts, observed: &Observed, slack: Duration, vio
                 "{name} is not terminal: status {status:?}, output {}",
                 if output.is_some() { "present" } else { "missing" }
             ));
+        }
+    }
+
+    // A person in the loop: no output while a tool call waits for its decision, or before
+    // it was decided; a call rejected (or expired) never reaches its tool.
+    if let Some(output) = &facts.output {
+        for a in &query.approvals {
+            match &a.decision {
+                None => {
+                    violations.push(format!("{name} has an output while its call of {} waits for a decision", a.tool))
+                }
+                Some(d) if d.decided_at > output.timestamp => {
+                    violations.push(format!("{name}'s output was written before its call of {} was decided", a.tool))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    for a in query.approvals.iter().filter(|a| a.decision.as_ref().is_some_and(|d| d.verdict != Verdict::Approve)) {
+        let made = facts.events.iter().filter(|e| e.kind == EventKind::ToolResult).any(|e| {
+            e.detail["dispatch_id"].as_str() == Some(a.dispatch_id.as_str())
+                && e.detail["tool"].as_str() == Some(a.tool.as_str())
+                && e.detail["status"].as_str() == Some("ok")
+        });
+        if made {
+            violations.push(format!("{name}: the call of {} was made although its approval was not given", a.tool));
         }
     }
 

@@ -18,6 +18,8 @@
 //! - the event log agrees with the records (a handoff event per handoff record, a dispatch
 //!   event per planned dispatch, a final event iff an output);
 //! - an output accounts for every slot of the stages it ran.
+//! - no output while a tool call waits for a person's decision or before it was decided, and
+//!   no successful call of a tool whose approval was rejected or expired.
 //!
 //! Determinism: the RNG is seeded, time is virtual and starts at a fixed instant, the engine's
 //! jitter RNG is seeded ([`switchyard_engine::Deps::with_seed`]) and the runtime is
