@@ -187,7 +187,7 @@ llama_died() {
 llama_stop() {
     if [ -n "${SWITCHYARD_LLAMA_PID:-}" ]; then
         kill "$SWITCHYARD_LLAMA_PID" 2>/dev/null
-        wait "$SWITCHYARD_LLAMA_PID" 2>/dev/null
+        wait "$SWITCHYARD_LLAMA_PID" 2>/dev/null || true
         unset SWITCHYARD_LLAMA_PID
     fi
     return 0

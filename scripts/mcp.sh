@@ -78,7 +78,7 @@ mcp_start() {
 mcp_stop() {
     if [ -n "${SWITCHYARD_MCP_PID:-}" ]; then
         kill "$SWITCHYARD_MCP_PID" 2>/dev/null
-        wait "$SWITCHYARD_MCP_PID" 2>/dev/null
+        wait "$SWITCHYARD_MCP_PID" 2>/dev/null || true
         unset SWITCHYARD_MCP_PID
     fi
     return 0

@@ -83,7 +83,7 @@ moto_start() {
 moto_stop() {
     if [ -n "${SWITCHYARD_MOTO_PID:-}" ]; then
         kill "$SWITCHYARD_MOTO_PID" 2>/dev/null
-        wait "$SWITCHYARD_MOTO_PID" 2>/dev/null
+        wait "$SWITCHYARD_MOTO_PID" 2>/dev/null || true
         unset SWITCHYARD_MOTO_PID
     fi
     return 0
