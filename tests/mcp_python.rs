@@ -10,13 +10,10 @@
 #[path = "support/approvals.rs"]
 mod approvals;
 
-use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_agents::llm::{
-    LlmAgents, ModelProvider, ModelRequest, ModelResponse, ModelTurn, ProviderError, ToolOffer, ToolRequest, Turn,
-};
+use switchyard_agents::llm::LlmAgents;
 use switchyard_agents::tools::ToolBox;
 use switchyard_engine::handlers::handle_http;
 use switchyard_engine::ports::AgentReply;
@@ -32,55 +29,19 @@ fn server() -> String {
     })
 }
 
-/// A model that looks order `order` up until it sees a result, then answers with it.
-struct LookupModel {
-    order: &'static str,
-}
-
-#[async_trait]
-impl ModelProvider for LookupModel {
-    async fn complete(&self, _: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        Err(ProviderError::Config("the test model only converses".into()))
-    }
-
-    async fn converse(&self, _: &ModelRequest, turns: &[Turn], _: &[ToolOffer]) -> Result<ModelTurn, ProviderError> {
-        let response = |text: String| ModelResponse {
-            text,
-            model: "test".into(),
-            input_tokens: 10,
-            output_tokens: 5,
-            cache_hit: false,
-        };
-        let seen = turns.iter().rev().find_map(|t| match t {
-            Turn::Results(r) => r.first().map(|r| r.content.clone()),
-            Turn::Calls { .. } => None,
-        });
-        Ok(match seen {
-            Some(text) => ModelTurn {
-                response: response(json!({"response": format!("Found: {text}"), "confidence": 0.9}).to_string()),
-                calls: vec![],
-            },
-            None => {
-                let arguments = json!({"order_id": self.order});
-                ModelTurn {
-                    response: response(String::new()),
-                    calls: vec![ToolRequest {
-                        id: "c0".into(),
-                        name: "orders__lookup_order".into(),
-                        raw_arguments: arguments.to_string(),
-                        arguments: Ok(arguments),
-                    }],
-                }
-            }
-        })
-    }
-}
-
 async fn lookup(order: &'static str) -> Value {
     let m = approvals::manifest(&server(), "1h", "5s");
     let http = switchyard_engine::http_client::HttpClient::new();
     let provider = m.provider("m").expect("provider").clone();
-    let agents = LlmAgents::new(&m, &http).with_provider("m", Arc::new(LookupModel { order }), provider);
+    let agents = LlmAgents::new(&m, &http).with_provider(
+        "m",
+        Arc::new(approvals::OneCallModel {
+            tool: "orders__lookup_order",
+            arguments: json!({"order_id": order}),
+            prefix: "Found",
+        }),
+        provider,
+    );
     let agent = m.agent("support").expect("agent");
     let dispatch = switchyard_tests::agent_dispatch("support", "ask", json!({"question": "where is it?"}), 10_000);
     let reply = agents

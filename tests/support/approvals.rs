@@ -40,12 +40,27 @@ intents: [{{id: ask, description: d, route: {{primary: support, deadline: {deadl
     )
 }
 
-/// A model that asks for the refund until it sees a result, then answers with that result:
-/// the same answer however often an attempt runs again.
-pub struct RefundModel;
+/// A model that asks for one tool call until it sees a result, then answers with that result
+/// after `prefix`: the same answer however often an attempt runs again.
+pub struct OneCallModel {
+    pub tool: &'static str,
+    pub arguments: serde_json::Value,
+    pub prefix: &'static str,
+}
+
+impl OneCallModel {
+    /// The refund of order A-1, answered as "Outcome: <result>".
+    pub fn refund() -> OneCallModel {
+        OneCallModel {
+            tool: "orders__issue_refund",
+            arguments: json!({"order_id": "A-1", "amount": 25}),
+            prefix: "Outcome",
+        }
+    }
+}
 
 #[async_trait]
-impl ModelProvider for RefundModel {
+impl ModelProvider for OneCallModel {
     async fn complete(&self, _: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         Err(ProviderError::Config("the test model only converses".into()))
     }
@@ -64,29 +79,31 @@ impl ModelProvider for RefundModel {
         });
         Ok(match result {
             Some(text) => ModelTurn {
-                response: response(json!({"response": format!("Outcome: {text}"), "confidence": 0.9}).to_string()),
+                response: response(
+                    json!({"response": format!("{}: {text}", self.prefix), "confidence": 0.9}).to_string(),
+                ),
                 calls: vec![],
             },
             None => ModelTurn {
                 response: response(String::new()),
                 calls: vec![ToolRequest {
                     id: "c0".into(),
-                    name: "orders__issue_refund".into(),
-                    raw_arguments: r#"{"order_id": "A-1", "amount": 25}"#.into(),
-                    arguments: Ok(json!({"order_id": "A-1", "amount": 25})),
+                    name: self.tool.into(),
+                    raw_arguments: self.arguments.to_string(),
+                    arguments: Ok(self.arguments.clone()),
                 }],
             },
         })
     }
 }
 
-/// The agents of `manifest` with [`RefundModel`] as provider `m`.
+/// The agents of `manifest` with [`OneCallModel::refund`] as provider `m`.
 pub fn agents(manifest: &Manifest) -> std::sync::Arc<switchyard_agents::Agents> {
     let http = switchyard_engine::http_client::HttpClient::new();
     let provider = manifest.provider("m").expect("provider").clone();
     let llm = switchyard_agents::llm::LlmAgents::new(manifest, &http).with_provider(
         "m",
-        std::sync::Arc::new(RefundModel),
+        std::sync::Arc::new(OneCallModel::refund()),
         provider,
     );
     std::sync::Arc::new(switchyard_agents::Agents::new(manifest).with_llm(llm))
