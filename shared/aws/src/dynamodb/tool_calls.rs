@@ -21,38 +21,18 @@ impl DynamoStore {
         item.insert(KIND.into(), s("tool_call"));
         item.insert(DOC.into(), packed("tool call", record)?);
         item.insert(EXPIRES_AT.into(), n(record.expires_at));
-        check_size("tool call", &item)?;
-        bump(&self.counters.writes, 1);
-        bump(&self.counters.write_units, units(billed_size(&item), WRITE_UNIT_BYTES));
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression(COND_ABSENT)
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#expires_at", EXPIRES_AT)
-            .expression_attribute_values(":now", n(now_epoch()))
-            .send()
-            .await;
-        match result.map_err(|e| sdk_error("PutItem", e)) {
-            Ok(_) => {
-                bump(&self.counters.items_written, 1);
-                Ok(ToolClaim::Claimed)
-            }
-            Err(StoreError::ConditionFailed(_)) => {
-                let Some(item) = self.get_item(query_pk(&record.query_id), &sk).await? else {
-                    return Err(StoreError::Unavailable {
-                        message: format!("call {} of {} was claimed and is gone", record.index, record.dispatch_id),
-                        source: None,
-                    });
-                };
-                let mut stored: ToolCallRecord = from_doc("tool call", &item)?;
-                stored.outcome = unpack("tool call", &item, OUTCOME)?;
-                Ok(ToolClaim::Recorded(Box::new(stored)))
-            }
-            Err(e) => Err(e),
+        if self.put_once("tool call", item).await? {
+            return Ok(ToolClaim::Claimed);
         }
+        let Some(item) = self.get_item(query_pk(&record.query_id), &sk).await? else {
+            return Err(StoreError::Unavailable {
+                message: format!("call {} of {} was claimed and is gone", record.index, record.dispatch_id),
+                source: None,
+            });
+        };
+        let mut stored: ToolCallRecord = from_doc("tool call", &item)?;
+        stored.outcome = unpack("tool call", &item, OUTCOME)?;
+        Ok(ToolClaim::Recorded(Box::new(stored)))
     }
 
     pub(super) async fn finish_call(
