@@ -138,6 +138,26 @@ async fn attempt(deps: &Deps, tier: Option<u8>, job: &DispatchJob) -> Result<(),
         };
         return give_up(deps, &manifest, &query, planned, None, job.attempt, failure).await;
     };
+    let handed_over = query
+        .plan
+        .as_ref()
+        .is_some_and(|p| p.all_dispatches().any(|d| d.fallback_for.as_deref() == Some(job.dispatch_id.as_str())));
+    if handed_over {
+        // Given up on and handed to its fallback by a delivery that stopped before recording
+        // the failed handoff: the agent is not run again (one that calls tools would act after
+        // it was given up on); the failed handoff is recorded now.
+        let now = deps.clock.now();
+        let failure = Failure {
+            error_type: "agent_error",
+            message: "the dispatch was handed to its fallback".into(),
+            recoverable: false,
+            timed_out: false,
+            latency_ms: 0,
+            started_at: now,
+            completed_at: now,
+        };
+        return give_up(deps, &manifest, &query, planned, Some(agent), job.attempt, failure).await;
+    }
     let started_at = deps.clock.now();
     let started = tokio::time::Instant::now();
     let stage = query.plan.as_ref().map(|p| p.current_stage).unwrap_or(0);
