@@ -160,8 +160,9 @@ impl ToolCalls for Ledger {
     async fn finish(&self, dispatch_id: &str, index: u32, outcome: &ToolCallOutcome) -> Result<(), StoreError> {
         self.store.finish_tool_call(QUERY, dispatch_id, index, outcome).await
     }
-    async fn note(&self, _attempt: u32, note: ToolNote) {
+    async fn note(&self, _attempt: u32, note: ToolNote) -> Result<(), StoreError> {
         self.notes.lock().expect("notes").push(note);
+        Ok(())
     }
     fn expires_at(&self) -> i64 {
         chrono::Utc::now().timestamp() + 3_600

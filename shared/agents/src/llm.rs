@@ -394,7 +394,7 @@ impl LlmAgents {
                 tracing::info!(agent = %agent.id, "a tool call waits for a person's decision; the attempt ends here");
                 return Ok(AgentReply::AwaitingApproval);
             }
-            Err(e @ crate::tools::run::LoopError::Store(_)) => {
+            Err(e @ (crate::tools::run::LoopError::Store(_) | crate::tools::run::LoopError::Unlogged(_))) => {
                 tracing::warn!(agent = %agent.id, error = %e, "tool loop stopped");
                 return Err(AgentError { message: e.to_string(), recoverable: true });
             }

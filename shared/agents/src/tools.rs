@@ -4,7 +4,8 @@
 //! # Layout
 //! - [`mcp`]: a client of one MCP server (Streamable HTTP), its tool list cached per process;
 //! - this module: [`ToolBox`], every source of the manifest, which lists an agent's tools
-//!   ([`ToolSpec`]) and makes one call (MCP `tools/call`, or the HTTP tool's request);
+//!   ([`ToolSpec`]) and makes one call (MCP `tools/call`, the HTTP tool's request, or a
+//!   [`ToolServer`] in the process);
 //! - [`run`]: the tool loop of one attempt — calls checked, made in parallel, recorded once
 //!   when they write, logged, and their results handed back to the model.
 //!
@@ -102,11 +103,26 @@ pub struct ToolOutput {
     pub is_error: bool,
 }
 
+/// A tool source served in the process instead of over the network: the manifest's source
+/// (its effects, approvals, timeouts) with tools listed and called without a socket. The
+/// simulation serves its tools this way, so they run on its virtual clock.
+#[async_trait::async_trait]
+pub trait ToolServer: Send + Sync {
+    /// The tools offered, as an MCP server lists them.
+    async fn tools(&self) -> Result<Vec<mcp::McpTool>, ToolError>;
+
+    /// Make one call of `tool` with `arguments`; `key` is the call's idempotency key.
+    async fn call(&self, tool: &str, arguments: &Value, key: Option<&str>) -> Result<ToolOutput, ToolError>;
+}
+
+#[derive(Clone)]
 enum Built {
     /// An MCP server: its client, made on first use (the URL and headers read then).
     Mcp(Box<ToolSource>, OnceCell<Result<Arc<mcp::McpClient>, String>>),
     /// An HTTP tool.
     Http(Box<ToolSource>),
+    /// A source served in the process.
+    Served(Box<ToolSource>, Arc<dyn ToolServer>),
 }
 
 /// Every tool source of a manifest, built once per process and shared by its agents.
@@ -148,6 +164,16 @@ impl ToolBox {
             })
             .collect();
         ToolBox { sources: Arc::new(sources), http: http.clone(), env }
+    }
+
+    /// The same sources, the declared source `id` served by `server` in the process instead
+    /// of its MCP server or HTTP endpoint (an undeclared id changes nothing).
+    pub fn with_server(mut self, id: &str, server: Arc<dyn ToolServer>) -> ToolBox {
+        let sources = Arc::make_mut(&mut self.sources);
+        if let Some(source) = sources.get(id).map(Built::source).cloned() {
+            sources.insert(id.to_string(), Built::Served(Box::new(source), server));
+        }
+        self
     }
 
     fn expand(&self, source: &str, text: &str) -> Result<String, ToolError> {
@@ -197,29 +223,30 @@ impl ToolBox {
                 problems.push(format!("tool source `{source_id}` is not declared"));
                 continue;
             };
-            match built {
-                Built::Http(source) => {
-                    specs.push(spec(source, &source.id, &source.description, source.parameters.clone()))
+            let source = built.source();
+            let listed = match built {
+                Built::Http(_) => {
+                    specs.push(spec(source, &source.id, &source.description, source.parameters.clone()));
+                    continue;
                 }
-                Built::Mcp(source, cell) => {
-                    let listed = match self.mcp_client(source, cell).await {
-                        Ok(client) => client.tools().await,
-                        Err(e) => Err(e),
-                    };
-                    match listed {
-                        Ok(tools) => {
-                            let mut found = false;
-                            for t in tools.iter().filter(|t| only.is_none_or(|o| o == t.name)) {
-                                found = true;
-                                specs.push(spec(source, &t.name, &t.description, Some(t.input_schema.clone())));
-                            }
-                            if let (Some(o), false) = (only, found) {
-                                problems.push(format!("MCP source `{source_id}` offers no tool `{o}`"));
-                            }
-                        }
-                        Err(e) => problems.push(format!("MCP source `{source_id}`: {e}")),
+                Built::Mcp(_, cell) => match self.mcp_client(source, cell).await {
+                    Ok(client) => client.tools().await,
+                    Err(e) => Err(e),
+                },
+                Built::Served(_, server) => server.tools().await.map(Arc::new),
+            };
+            match listed {
+                Ok(tools) => {
+                    let mut found = false;
+                    for t in tools.iter().filter(|t| only.is_none_or(|o| o == t.name)) {
+                        found = true;
+                        specs.push(spec(source, &t.name, &t.description, Some(t.input_schema.clone())));
+                    }
+                    if let (Some(o), false) = (only, found) {
+                        problems.push(format!("MCP source `{source_id}` offers no tool `{o}`"));
                     }
                 }
+                Err(e) => problems.push(format!("MCP source `{source_id}`: {e}")),
             }
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -247,6 +274,7 @@ impl ToolBox {
                     Ok(ToolOutput { text: r.text, is_error: r.is_error })
                 }
                 Built::Http(source) => self.http_call(source, arguments, key, timeout).await,
+                Built::Served(_, server) => server.call(&spec.tool, arguments, key).await,
             }
         };
         tokio::time::timeout(timeout, call).await.map_err(|_| ToolError::Timeout(timeout.as_millis() as u64))?
@@ -294,6 +322,14 @@ impl ToolBox {
             out.push((id.clone(), if problems.is_empty() { Ok(specs) } else { Err(problems.join("; ")) }));
         }
         out
+    }
+}
+
+impl Built {
+    fn source(&self) -> &ToolSource {
+        match self {
+            Built::Mcp(source, _) | Built::Http(source) | Built::Served(source, _) => source,
+        }
     }
 }
 

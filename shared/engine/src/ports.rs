@@ -495,12 +495,19 @@ pub trait ToolCalls: Send + Sync {
     /// Record a write call's outcome ([`Store::finish_tool_call`]).
     async fn finish(&self, dispatch_id: &str, index: u32, outcome: &ToolCallOutcome) -> Result<(), StoreError>;
 
-    /// Append a `tool_call` or `tool_result` event (best effort: a lost event is logged, the
-    /// call goes on).
-    async fn note(&self, attempt: u32, note: ToolNote);
+    /// Append a `tool_call` or `tool_result` event. An error means the event is not in the
+    /// log: the tool loop goes on without a lost `tool_call`, and ends the attempt without a
+    /// lost `tool_result` of a write call (a later attempt replays the recorded outcome and
+    /// logs it), so an answer never rests on a write the log does not show.
+    async fn note(&self, attempt: u32, note: ToolNote) -> Result<(), StoreError>;
 
     /// The TTL of records written for this query.
     fn expires_at(&self) -> i64;
+
+    /// The engine's time, which call records are stamped with (virtual in the simulation).
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now()
+    }
 
     /// The state of the dispatch's call `ask.index` among those that need approval: asked for
     /// now (stored on the query, the deadline paused, an `approval_requested` event) when it

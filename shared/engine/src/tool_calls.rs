@@ -15,6 +15,10 @@ use switchyard_model::contracts::AgentDispatch;
 /// Times a call under approval re-reads the query after a concurrent write moved its version.
 const ASK_ATTEMPTS: usize = 8;
 
+/// Times a tool event is appended before the error is handed back (the store's transient
+/// failures are brief; the tool loop decides what a lost event means).
+const NOTE_ATTEMPTS: u32 = 3;
+
 /// The [`ToolCalls`] of one dispatch's attempt, over the engine's store.
 pub struct DispatchCalls<'a> {
     deps: &'a Deps,
@@ -83,7 +87,7 @@ impl ToolCalls for DispatchCalls<'_> {
         self.deps.store.finish_tool_call(&self.query.query_id, dispatch_id, index, outcome).await
     }
 
-    async fn note(&self, attempt: u32, note: ToolNote) {
+    async fn note(&self, attempt: u32, note: ToolNote) -> Result<(), StoreError> {
         // Detail fields are written in key order.
         let (entry, id, detail) = match &note {
             ToolNote::Call { index, tool, digest, arguments } => {
@@ -116,13 +120,28 @@ impl ToolCalls for DispatchCalls<'_> {
             }
         };
         let event = self.deps.event(self.query, entry, self.stage, &id, detail);
-        if let Err(e) = self.deps.store.append_events(&[event]).await {
-            tracing::warn!(query_id = %self.query.query_id, error = %e, "a tool event was not written");
+        // Appending an event is idempotent (keyed by its id), so an ambiguous failure is tried
+        // again like any other.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.deps.store.append_events(std::slice::from_ref(&event)).await {
+                Ok(()) => return Ok(()),
+                Err(e) if tries < NOTE_ATTEMPTS && e.is_retryable() => continue,
+                Err(e) => {
+                    tracing::warn!(query_id = %self.query.query_id, error = %e, "a tool event was not written");
+                    return Err(e);
+                }
+            }
         }
     }
 
     fn expires_at(&self) -> i64 {
         self.query.expires_at
+    }
+
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.deps.clock.now()
     }
 
     async fn approval(&self, ask: &ApprovalAsk) -> Result<Option<ApprovalState>, StoreError> {

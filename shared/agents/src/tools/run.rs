@@ -6,7 +6,8 @@
 //! timeout inside what is left of the attempt's, and its result — or what went wrong: an
 //! unknown tool, bad arguments, a tool error, a timeout — goes back to the model as the
 //! call's result, cut to the source's limit with a marker. Nothing a tool does ends the
-//! attempt, except a store that cannot record a write call before it is made.
+//! attempt, except a store that cannot record a write call before it is made or log its
+//! result after.
 //!
 //! A `write` call is claimed in the store first (keyed by dispatch id and the call's index
 //! among the dispatch's write calls), made only by the claimer, and its outcome recorded
@@ -24,7 +25,6 @@ use crate::provider::{
     ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolOffer, ToolReply, ToolRequest, Turn,
 };
 use crate::schema;
-use chrono::Utc;
 use serde_json::Value;
 use std::time::Duration;
 use switchyard_engine::ports::{
@@ -87,6 +87,10 @@ pub enum LoopError {
     /// call needing approval could not be stored as waiting.
     #[error("a write call could not be recorded before it was made: {0}")]
     Store(#[source] StoreError),
+    /// The result of a write call could not be written to the query's event log: the
+    /// attempt ends (a later one replays the recorded outcome and logs it).
+    #[error("the result of a write call could not be logged: {0}")]
+    Unlogged(#[source] StoreError),
     /// A call waits for a person's decision: the attempt ends without an answer, and the
     /// decision resumes the dispatch.
     #[error("a tool call waits for a person's decision")]
@@ -225,7 +229,8 @@ impl ToolLoop<'_> {
         let digest = digest(call);
         if let Some(calls) = self.calls {
             let arguments = spec.and_then(|s| call.arguments.as_ref().ok().map(|a| masked(a, &s.sensitive)));
-            calls
+            // A lost `tool_call` event is logged by the store's side; the call goes on.
+            let _ = calls
                 .note(
                     self.attempt,
                     ToolNote::Call { index, tool: shown_name.clone(), digest: digest.clone(), arguments },
@@ -281,7 +286,8 @@ impl ToolLoop<'_> {
         let latency_ms = started.elapsed().as_millis() as u64;
         tracing::info!(tool = %shown_name, index, status = status.as_str(), latency_ms, size = content.len(), replayed, "tool call");
         if let Some(calls) = self.calls {
-            calls
+            let recorded_once = key.is_some();
+            let logged = calls
                 .note(
                     self.attempt,
                     ToolNote::Result {
@@ -296,6 +302,10 @@ impl ToolLoop<'_> {
                     },
                 )
                 .await;
+            // The answer must not rest on a write the query's log does not show.
+            if let (Err(e), true) = (logged, recorded_once) {
+                return Err(LoopError::Unlogged(e));
+            }
         }
         let is_error = status != ToolCallStatus::Ok;
         let reply = ToolReply { id: call.id.clone(), name: call.name.clone(), content, is_error };
@@ -366,7 +376,7 @@ impl ToolLoop<'_> {
             tool: spec.name.clone(),
             arguments_digest: digest.to_string(),
             idempotency_key: key.clone(),
-            claimed_at: Utc::now(),
+            claimed_at: calls.now(),
             outcome: None,
             expires_at: calls.expires_at(),
         };
@@ -374,19 +384,23 @@ impl ToolLoop<'_> {
         // A record without an outcome may be a claimer still making the call (a duplicate
         // delivery running beside this one): wait for its outcome while the claimer can still
         // be alive; after that, the claimer stopped and the outcome is unknown.
-        let alive_until = record_claimed_at(&claim)
+        let alive_until = record_claimed_at(&claim, calls)
             + chrono::Duration::from_std(spec.timeout + CLAIMER_GRACE).unwrap_or_else(|_| chrono::Duration::zero());
         while let ToolClaim::Recorded(stored) = &claim {
-            if stored.outcome.is_some() || Utc::now() >= alive_until || Instant::now() >= self.deadline {
+            if stored.outcome.is_some() || calls.now() >= alive_until || Instant::now() >= self.deadline {
                 break;
             }
             tokio::time::sleep(CLAIM_POLL).await;
             claim = calls.claim(&record).await.map_err(LoopError::Store)?;
         }
+        let claim = match claim {
+            ToolClaim::Recorded(stored) if stored.free_to_call() => ToolClaim::Claimed,
+            other => other,
+        };
         match claim {
             ToolClaim::Claimed => {
                 let (status, content) = self.call_tool(spec, arguments, Some(&key), timeout).await;
-                let outcome = ToolCallOutcome { status, content: cut(&content, spec.result_limit).0, completed_at: Utc::now() };
+                let outcome = ToolCallOutcome { status, content: cut(&content, spec.result_limit).0, completed_at: calls.now() };
                 if let Err(e) = calls.finish(&self.dispatch.dispatch_id, write_index, &outcome).await {
                     tracing::warn!(tool = %spec.name, key = %key, error = %e, "the outcome of a write call was not recorded; a redelivery reports it unknown");
                 }
@@ -448,10 +462,10 @@ const CLAIMER_GRACE: Duration = Duration::from_millis(1_000);
 const CLAIM_POLL: Duration = Duration::from_millis(50);
 
 /// When the call found in the store was claimed (now, for a claim this worker holds).
-fn record_claimed_at(claim: &ToolClaim) -> chrono::DateTime<Utc> {
+fn record_claimed_at(claim: &ToolClaim, calls: &dyn ToolCalls) -> chrono::DateTime<chrono::Utc> {
     match claim {
         ToolClaim::Recorded(stored) => stored.claimed_at,
-        ToolClaim::Claimed => Utc::now(),
+        ToolClaim::Claimed => calls.now(),
     }
 }
 

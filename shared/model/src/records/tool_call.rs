@@ -76,6 +76,17 @@ impl ToolCallRecord {
     pub fn key_for(dispatch_id: &str, index: u32) -> String {
         format!("{dispatch_id}-call-{index}")
     }
+
+    /// Whether a later run may make this recorded call itself, as if it were not claimed.
+    /// Never: a record is written before its call is made, so one without an outcome may
+    /// have been made (its outcome is unknown) and one with an outcome is replayed.
+    ///
+    /// The one place the rule is written, so the simulation harness can prove it notices
+    /// when it is wrong: the test-only `planted-bug` feature lets a record without an
+    /// outcome be called again.
+    pub fn free_to_call(&self) -> bool {
+        cfg!(feature = "planted-bug") && self.outcome.is_none()
+    }
 }
 
 /// What claiming a call found.
