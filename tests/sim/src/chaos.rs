@@ -89,6 +89,17 @@ pub struct Faults {
     pub agent_malformed: f64,
     /// Concurrent invocations per queue (1 = throttled to one at a time).
     pub concurrency: usize,
+    /// The handler crashes around a write tool's call: before it is made, after it is made
+    /// and before its outcome is recorded, and after the record.
+    pub tool_crash: f64,
+    /// A tool call answers with an error (and is not made).
+    pub tool_error: f64,
+    /// A tool call answers late, up to twice its timeout.
+    pub tool_slow: f64,
+    /// A person asked to approve a call never answers (so the approval expires).
+    pub person_away: f64,
+    /// A person rejects a call rather than approving it.
+    pub person_rejects: f64,
 }
 
 impl Faults {
@@ -114,6 +125,11 @@ impl Faults {
             agent_slow: 0.0,
             agent_malformed: 0.0,
             concurrency: 8,
+            tool_crash: 0.0,
+            tool_error: 0.0,
+            tool_slow: 0.0,
+            person_away: 0.0,
+            person_rejects: 0.0,
         }
     }
 
@@ -142,6 +158,12 @@ impl Faults {
         let max_extra_delay = Duration::from_millis(rng.random_range(0..5_000));
         let concurrency = rng.random_range(1..=4);
         let lost_fan_in_answer = if rng.random_bool(0.25) { 0.0 } else { rng.random_range(0.0..0.3) };
+        let mut p = |max: f64| if rng.random_bool(0.25) { 0.0 } else { rng.random_range(0.0..max) };
+        let tool_crash = p(0.2);
+        let tool_error = p(0.2);
+        let tool_slow = p(0.3);
+        let person_away = p(0.4);
+        let person_rejects = p(0.5);
         Faults {
             duplicate,
             late,
@@ -162,6 +184,11 @@ impl Faults {
             agent_slow,
             agent_malformed,
             concurrency,
+            tool_crash,
+            tool_error,
+            tool_slow,
+            person_away,
+            person_rejects,
         }
     }
 }
@@ -274,7 +301,8 @@ impl Chaos {
     }
 }
 
-fn crash(what: &str) -> ! {
+/// An injected crash of the running handler (a panic its invocation dies of).
+pub fn crash(what: &str) -> ! {
     panic!("{CRASH_PREFIX} {what}")
 }
 
@@ -437,6 +465,10 @@ impl StoreHooks for StoreChaos {
         }
         let f = &self.chaos.faults;
         let name = op.name();
+        if matches!(op, StoreOp::FinishToolCall(_)) && self.chaos.roll(f.tool_crash, "crash after a tool call's record")
+        {
+            crash("after a tool call's record");
+        }
         if self.chaos.roll(f.crash_after_write, &format!("crash after {name}")) {
             crash(&format!("after {name}"));
         }

@@ -4,13 +4,14 @@
 
 use crate::chaos::Observed;
 use crate::reasons::Reasons;
+use crate::tools::DeskLog;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_core::plan::handoffs::slot_handoff;
 use switchyard_core::plan::DispatchRole;
-use switchyard_engine::ports::{Event, EventKind, HandoffRecord, QueryRecord, QueryStatus, Verdict};
-use switchyard_model::contracts::OrchestratorOutput;
+use switchyard_engine::ports::{Event, EventKind, HandoffRecord, QueryRecord, QueryStatus, ToolCallRecord, Verdict};
+use switchyard_model::contracts::{HandoffStatus, OrchestratorOutput};
 
 /// Everything known about one accepted query at the end of a run.
 #[derive(Debug)]
@@ -289,5 +290,56 @@ pub fn check_session(
     let expected: Vec<u64> = (record.turn_count + 1 - seqs.len() as u64..=record.turn_count).collect();
     if seqs != expected {
         violations.push(format!("session {session} numbers its turns {seqs:?}"));
+    }
+}
+
+/// Check one query's tool calls against what the tool server saw: no write call made twice
+/// for one logical call (one idempotency key), none made without a key or without a record
+/// claimed first, none of a call whose approval was not given; and none lost: when the agent
+/// answered, the event log has the result of each of its write calls — the recorded outcome,
+/// or `unknown` for a record without one. (A dispatch given up on keeps the records of calls
+/// its stopped runs made in the table.)
+pub fn check_tools(facts: &QueryFacts, records: &[ToolCallRecord], desk: &DeskLog, violations: &mut Vec<String>) {
+    let name = facts.name();
+    let Some(plan) = facts.record.as_ref().and_then(|q| q.plan.as_ref()) else { return };
+    let logged = |key: &str| {
+        facts
+            .events
+            .iter()
+            .any(|e| e.kind == EventKind::ToolResult && e.detail["idempotency_key"].as_str() == Some(key))
+    };
+    for (key, (tool, times)) in &desk.writes {
+        let Some(dispatch) = plan
+            .all_dispatches()
+            .find(|d| key.strip_prefix(d.dispatch.dispatch_id.as_str()).is_some_and(|rest| rest.starts_with("-call-")))
+        else {
+            continue;
+        };
+        let dispatch_id = dispatch.dispatch.dispatch_id.as_str();
+        let agent = &dispatch.dispatch.target_agent;
+        let call = format!("{agent}'s {tool} call {}", key.rsplit('-').next().unwrap_or_default());
+        if *times > 1 {
+            violations.push(format!("{name}: {call} was made {times} times for one logical call"));
+        }
+        let answered = facts.handoffs.iter().any(|h| {
+            h.handoff.dispatch_id == dispatch_id
+                && matches!(h.handoff.execution.status, HandoffStatus::Success | HandoffStatus::Partial)
+        });
+        match records.iter().find(|r| r.idempotency_key == *key) {
+            None => violations.push(format!("{name}: {call} was made without a record claimed first")),
+            Some(r) if answered && !logged(key) => violations.push(format!(
+                "{name}: {agent} answered, but the event log has no result for {call} (its outcome {})",
+                if r.outcome.is_some() { "is recorded" } else { "is unknown" }
+            )),
+            Some(_) => {}
+        }
+        let refused = facts.record.iter().flat_map(|q| q.approvals.iter()).any(|a| {
+            a.dispatch_id == dispatch_id
+                && format!("{}.{tool}", crate::tools::SOURCE) == a.tool
+                && a.decision.as_ref().is_some_and(|d| d.verdict != Verdict::Approve)
+        });
+        if refused {
+            violations.push(format!("{name}: {call} was made although its approval was not given"));
+        }
     }
 }

@@ -37,8 +37,10 @@
 
 pub mod chaos;
 pub mod invariants;
+pub mod person;
 pub mod poller;
 pub mod reasons;
+pub mod tools;
 
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use chaos::{chaos_store, Chaos, ChaosAgents, ChaosQueue, CALM, CRASH_PREFIX, FAULTED_DELIVERIES};
@@ -48,10 +50,13 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Once};
 use std::time::Duration;
-use switchyard_agents::ManifestAgents;
+use switchyard_agents::llm::LlmAgents;
+use switchyard_agents::tools::ToolBox;
+use switchyard_agents::Agents;
 use switchyard_engine::handlers::handle_http;
+use switchyard_engine::http_client::HttpClient;
 use switchyard_engine::memory::{MemoryQueue, MemoryStore};
-use switchyard_engine::ports::{Clock, OutgoingMessage, Queue, QueueId, Store, TokioClock};
+use switchyard_engine::ports::{AgentRuntime, Clock, OutgoingMessage, Queue, QueueId, Store, TokioClock};
 use switchyard_engine::{Deps, EngineSettings};
 use switchyard_model::jobs::{Job, JobMessage};
 use switchyard_model::manifest::Manifest;
@@ -72,13 +77,14 @@ pub const SIM_MANIFEST: &str = include_str!("../sim-routing.yaml");
 const API_EVENT: &str = include_str!("../../fixtures/events/apigw-v2-request-jwt-authorizer.json");
 
 /// Questions of the manifest's intents, with the intent each classifies to.
-const QUESTIONS: [(&str, &str); 6] = [
+const QUESTIONS: [(&str, &str); 7] = [
     ("alpha single question", "single_q"),
     ("bravo fan out question", "fanout_q"),
     ("charlie pair question", "pair_q"),
     ("delta short question", "short_q"),
     ("echo pipeline question", "pipeline_q"),
     ("foxtrot long question", "long_q"),
+    ("golf refund question", "refund_q"),
 ];
 
 /// Virtual time after which a run that has not quiesced is reported.
@@ -177,6 +183,18 @@ pub fn run_seeds(first: u64, count: u64, mut each: impl FnMut(&SeedReport)) -> R
     Ok(summary)
 }
 
+/// Every agent kind, the `llm` agents on the scripted [`tools::ClerkModel`] with the `orders`
+/// tools served by `desk`.
+fn sim_agents(manifest: &Manifest, desk: Arc<tools::Desk>) -> Arc<dyn AgentRuntime> {
+    let http = HttpClient::new();
+    let mut llm =
+        LlmAgents::new(manifest, &http).with_tools(ToolBox::new(manifest, &http).with_server(tools::SOURCE, desk));
+    if let Some(provider) = manifest.provider(tools::PROVIDER) {
+        llm = llm.with_provider(tools::PROVIDER, Arc::new(tools::ClerkModel), provider.clone());
+    }
+    Arc::new(Agents::new(manifest).with_llm(llm))
+}
+
 /// Keep injected crashes off stderr (they are expected); every other panic still prints.
 fn quiet_injected_crashes() {
     static HOOK: Once = Once::new();
@@ -195,14 +213,20 @@ fn quiet_injected_crashes() {
     });
 }
 
-fn post_event(body: &str, user: &str, key: &str) -> Result<ApiGatewayV2httpRequest, SimError> {
+/// A `POST` of `body` to `path` by `claims`' caller, with idempotency key `key`.
+pub(crate) fn post_event(
+    path: &str,
+    body: &str,
+    claims: Value,
+    key: &str,
+) -> Result<ApiGatewayV2httpRequest, SimError> {
     let mut event: Value = serde_json::from_str(API_EVENT)?;
-    event["rawPath"] = json!("/v1/queries");
+    event["rawPath"] = json!(path);
     event["rawQueryString"] = json!("");
     event["queryStringParameters"] = json!({});
     event["requestContext"]["http"]["method"] = json!("POST");
-    event["requestContext"]["http"]["path"] = json!("/v1/queries");
-    event["requestContext"]["authorizer"]["jwt"]["claims"] = json!({ "sub": user });
+    event["requestContext"]["http"]["path"] = json!(path);
+    event["requestContext"]["authorizer"]["jwt"]["claims"] = claims;
     event["headers"] = json!({ "content-type": "application/json", "idempotency-key": key });
     event["body"] = json!(body);
     Ok(serde_json::from_value(event)?)
@@ -232,7 +256,7 @@ async fn submit(
     let session = format!("conv-{user}");
     let body = json!({ "query": question, "session_id": session }).to_string();
     for attempt in 0..=FAULTED_DELIVERIES + 2 {
-        let request = post_event(&body, &user, &format!("sim-{index}"))?;
+        let request = post_event("/v1/queries", &body, json!({ "sub": user }), &format!("sim-{index}"))?;
         let d = deps.clone();
         let calm = attempt >= FAULTED_DELIVERIES;
         let outcome = tokio::spawn(CALM.scope(calm, async move { handle_http(&d, request).await })).await;
@@ -304,7 +328,8 @@ async fn simulate(
     let memory_queue = Arc::new(MemoryQueue::new(&topology));
     let store = Arc::new(chaos_store(memory_store.clone(), chaos.clone()));
     let queue = Arc::new(ChaosQueue::new(memory_queue.clone(), chaos.clone()));
-    let agents = Arc::new(ChaosAgents::new(Arc::new(ManifestAgents), chaos.clone()));
+    let desk = Arc::new(tools::Desk::new(chaos.clone()));
+    let agents = Arc::new(ChaosAgents::new(sim_agents(&manifest, desk.clone()), chaos.clone()));
     let settings = EngineSettings::default();
     let slack =
         manifest.query.deadline_slack.as_std() + redelivery_slack(&topology, &settings, chaos.faults.max_extra_delay);
@@ -314,10 +339,14 @@ async fn simulate(
     let mut violations = Vec::new();
     let mut accepted = Vec::new();
     let mut poison = BTreeSet::new();
+    let mut people = Vec::new();
     let queries = chaos.below(2, 6) as usize;
     for index in 0..queries {
         tokio::time::sleep(Duration::from_millis(chaos.below(0, 2_000))).await;
         if let Some(a) = submit(&deps, &chaos, index, &mut violations).await? {
+            let (d, m, c) = (deps.clone(), memory_store.clone(), chaos.clone());
+            let (query_id, user) = (a.query_id.clone(), a.user.clone());
+            people.push(tokio::spawn(person::decide(d, m, c, index, query_id, user)));
             accepted.push(a);
         }
         if chaos.roll_always(0.2, "a poison message is injected") {
@@ -344,7 +373,18 @@ async fn simulate(
         }
     }
     drop(pollers);
+    for p in people {
+        // A person still watching is watching a query that never ended, which is reported.
+        if p.is_finished() {
+            if let Ok(Ok(seen)) = p.await {
+                violations.extend(seen);
+            }
+        } else {
+            p.abort();
+        }
+    }
     let virtual_time = started.elapsed();
+    let desk = desk.log();
 
     // Collect the facts and check.
     let observed = chaos.observed();
@@ -373,6 +413,8 @@ async fn simulate(
             ));
         }
         invariants::check_query(&facts, &observed, slack, &mut violations);
+        let records = memory_store.tool_calls_of(&a.query_id);
+        invariants::check_tools(&facts, &records, &desk, &mut violations);
     }
     // Sessions: every answered query is one turn of its caller's session, recorded once.
     let mut sessions: std::collections::BTreeMap<(String, String), Vec<invariants::TurnFacts>> = Default::default();
@@ -388,6 +430,9 @@ async fn simulate(
     for ((user, session), turns) in &sessions {
         let record = memory_store.get_session(user, session).await.ok().flatten();
         invariants::check_session(session, record.as_ref(), turns, &mut violations);
+    }
+    for tool in &desk.unkeyed {
+        violations.push(format!("a {tool} call was made without an idempotency key"));
     }
     let mut stray: Vec<String> = memory_store.query_ids().into_iter().filter(|id| !known.contains(id)).collect();
     stray.sort();

@@ -4,6 +4,15 @@
 use super::*;
 
 impl MemoryStore {
+    /// Every tool-call record of a query, by dispatch and index (for the simulation's
+    /// invariant checks).
+    pub fn tool_calls_of(&self, query_id: &str) -> Vec<ToolCallRecord> {
+        self.tables
+            .lock()
+            .map(|t| t.tool_calls.iter().filter(|((q, _, _), _)| q == query_id).map(|(_, r)| r.clone()).collect())
+            .unwrap_or_default()
+    }
+
     pub(super) fn claim_call(&self, record: &ToolCallRecord) -> Result<ToolClaim, StoreError> {
         check_size("tool call", record)?;
         let claim = {
