@@ -150,8 +150,12 @@ impl ToolCalls for DispatchCalls<'_> {
                 return Err(StoreError::ConditionFailed(format!("query {} is gone", self.query.query_id)));
             };
             // Only a dispatch of the plan can be resumed by its tier's queue.
-            if query.plan.as_ref().and_then(|p| p.dispatch(self.dispatch_id)).is_none() {
+            let Some(plan) = query.plan.as_ref().filter(|p| p.dispatch(self.dispatch_id).is_some()) else {
                 return Ok(None);
+            };
+            // A duplicate delivery running while another gave up: no person is asked.
+            if plan.all_dispatches().any(|d| d.fallback_for.as_deref() == Some(self.dispatch_id)) {
+                return Ok(Some(ApprovalState::Rejected("not asked: the dispatch was handed to its fallback".into())));
             }
             if let Some(asked) =
                 query.approvals.iter().find(|a| a.dispatch_id == self.dispatch_id && a.index == ask.index)

@@ -578,13 +578,41 @@ async fn hand_over(
         }
         let mut updated = query.clone();
         updated.plan = Some(std::sync::Arc::new(plan));
+        let restarted = close_approvals(&mut updated, &planned.dispatch.dispatch_id, now);
         if !written(deps.store.update_query(&updated, query.version, &events).await)? {
             return Ok(Attempt::Conflict);
+        }
+        if let Some(deadline) = restarted {
+            super::effects::arm_deadline(deps, query_id, deadline).await?;
         }
         info!(agent = %planned.dispatch.target_agent, fallback = fallback_id, "retries exhausted; fallback dispatched");
         send_first_attempt(deps, &dispatch).await.map(Attempt::Done)
     })
     .await
+}
+
+/// Close the calls of `dispatch_id` that still wait for a person (a duplicate delivery asked
+/// while this one gave up): they expire, as the dispatch will make no more calls. Returns the
+/// restarted deadline when no call of the query waits any more.
+fn close_approvals(query: &mut QueryRecord, dispatch_id: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let mut left = None;
+    for a in query.approvals.iter_mut().filter(|a| a.dispatch_id == dispatch_id && a.is_pending()) {
+        left = Some(a.deadline_left_ms);
+        a.decision = Some(crate::ports::ApprovalDecision {
+            verdict: crate::ports::Verdict::Expired,
+            note: "the dispatch was handed to its fallback".into(),
+            arguments: None,
+            decided_by: "fallback".into(),
+            decided_at: now,
+        });
+    }
+    let left = left?;
+    if query.approvals.iter().any(|a| a.is_pending()) || query.deadline_at.is_none() {
+        return None;
+    }
+    let restarted = now + chrono::Duration::milliseconds(i64::try_from(left).unwrap_or(i64::MAX));
+    query.deadline_at = Some(restarted);
+    Some(restarted)
 }
 
 /// Record the handoff (once) and move the query on if it completed the stage.
