@@ -415,6 +415,9 @@ async fn simulate(
         invariants::check_query(&facts, &observed, slack, &mut violations);
         let records = memory_store.tool_calls_of(&a.query_id);
         invariants::check_tools(&facts, &records, &desk, &mut violations);
+        if let Some(line) = tool_summary(&facts, &desk) {
+            chaos.note(&line);
+        }
     }
     // Sessions: every answered query is one turn of its caller's session, recorded once.
     let mut sessions: std::collections::BTreeMap<(String, String), Vec<invariants::TurnFacts>> = Default::default();
@@ -478,6 +481,56 @@ pub fn describe_failure(report: &SeedReport) -> String {
     out.push_str(&format!("seed {}: replay with `{} {}`\n", report.seed, REPLAY_COMMAND, report.seed));
     out
 }
+
+/// One query's tool calls and approvals as a trace line (`None`: it called no tool).
+fn tool_summary(facts: &invariants::QueryFacts, desk: &tools::DeskLog) -> Option<String> {
+    use switchyard_engine::ports::{EventKind, Verdict};
+    let results: Vec<&switchyard_engine::ports::Event> =
+        facts.events.iter().filter(|e| e.kind == EventKind::ToolResult).collect();
+    if results.is_empty() {
+        return None;
+    }
+    let dispatches: Vec<&str> = results.iter().filter_map(|e| e.detail["dispatch_id"].as_str()).collect();
+    let made = desk.writes.iter().filter(|(k, _)| dispatches.iter().any(|d| k.starts_with(d))).count();
+    let unknown = results.iter().filter(|e| e.detail["status"].as_str() == Some("unknown")).count();
+    let replayed = results.iter().filter(|e| e.detail["replayed"].as_bool() == Some(true)).count();
+    let approvals: Vec<&str> = facts
+        .record
+        .iter()
+        .flat_map(|q| q.approvals.iter())
+        .map(|a| match a.decision.as_ref().map(|d| d.verdict) {
+            Some(Verdict::Approve) => "approval approved",
+            Some(Verdict::Reject) => "approval rejected",
+            Some(Verdict::Expired) => "approval expired",
+            None => "approval pending",
+        })
+        .collect();
+    let mut parts = vec![format!("{} results", results.len()), format!("{made} write calls made")];
+    if unknown > 0 {
+        parts.push(format!("{unknown} reported unknown"));
+    }
+    if replayed > 0 {
+        parts.push(format!("{replayed} replayed"));
+    }
+    parts.extend(approvals.into_iter().map(str::to_string));
+    Some(format!("query #{} tools: {}", facts.index, parts.join(", ")))
+}
+
+/// What the tool mix must exercise somewhere over the default seeds (trace markers).
+pub const TOOL_MIX: [&str; 12] = [
+    "crash before the note call is made",
+    "crash before the refund call is made",
+    "call is made, before its record",
+    "crash after a tool call's record",
+    "call errs",
+    "call is slow",
+    "reported unknown",
+    "replayed",
+    "never answers",
+    "approval approved",
+    "approval rejected",
+    "approval expired",
+];
 
 /// The fault kinds a trace line can name, for coverage checks.
 pub const FAULT_KINDS: [&str; 17] = [

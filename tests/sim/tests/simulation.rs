@@ -1,18 +1,26 @@
 //! The simulation at the README's seed count: every invariant holds for every seed, every kind
-//! of fault is injected somewhere, and a seed replays identically.
+//! of fault is injected somewhere, the tool mix (crashes around write calls, unknown and
+//! replayed results, approvals approved, rejected and expired) happens somewhere, and a seed
+//! replays identically.
 
 use std::time::Instant;
-use switchyard_sim::{describe_failure, run_seed, run_seeds, DEFAULT_SEEDS, FAULT_KINDS};
+use switchyard_sim::{describe_failure, run_seed, run_seeds, DEFAULT_SEEDS, FAULT_KINDS, TOOL_MIX};
 
 #[test]
 fn every_invariant_holds_for_the_default_seeds_and_every_kind_of_fault_is_injected() {
     let started = Instant::now();
     let mut seen = [0usize; FAULT_KINDS.len()];
+    let mut mix = [0usize; TOOL_MIX.len()];
     let summary = run_seeds(0, DEFAULT_SEEDS, |report| {
         for line in &report.trace {
             for (i, kind) in FAULT_KINDS.iter().enumerate() {
                 if line.contains(kind) {
                     seen[i] += 1;
+                }
+            }
+            for (i, kind) in TOOL_MIX.iter().enumerate() {
+                if line.contains(kind) {
+                    mix[i] += 1;
                 }
             }
         }
@@ -31,6 +39,10 @@ fn every_invariant_holds_for_the_default_seeds_and_every_kind_of_fault_is_inject
     assert!(summary.failures.is_empty(), "{} of {} seeds failed:\n{failures}", summary.failures.len(), summary.seeds);
     let missing: Vec<&str> = FAULT_KINDS.iter().zip(seen).filter(|(_, n)| *n == 0).map(|(k, _)| *k).collect();
     assert!(missing.is_empty(), "never injected: {missing:?}");
+    let shown: Vec<String> = TOOL_MIX.iter().zip(mix).map(|(k, n)| format!("{k}: {n}")).collect();
+    println!("tool mix: {}", shown.join("; "));
+    let missing: Vec<&str> = TOOL_MIX.iter().zip(mix).filter(|(_, n)| *n == 0).map(|(k, _)| *k).collect();
+    assert!(missing.is_empty(), "never in the tool mix: {missing:?}");
 }
 
 #[test]
