@@ -74,6 +74,9 @@ cargo test --workspace --all-targets
 step "the simulation harness finds a planted bug (engine built with --features planted-bug)"
 cargo test -p switchyard-sim --features planted-bug --test planted_bug -- --nocapture
 
+step "the simulation harness finds a planted double tool call (tool loop built with --features planted-double-call)"
+cargo test -p switchyard-sim --features planted-double-call --test planted_double_call -- --nocapture
+
 step "switchyard serve smoke test"
 bash tests/smoke_serve.sh
 

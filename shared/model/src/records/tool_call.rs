@@ -82,10 +82,10 @@ impl ToolCallRecord {
     /// have been made (its outcome is unknown) and one with an outcome is replayed.
     ///
     /// The one place the rule is written, so the simulation harness can prove it notices
-    /// when it is wrong: the test-only `planted-bug` feature lets a record without an
-    /// outcome be called again.
+    /// when it is wrong: the test-only `planted-double-call` feature lets a record without
+    /// an outcome be called again.
     pub fn free_to_call(&self) -> bool {
-        cfg!(feature = "planted-bug") && self.outcome.is_none()
+        cfg!(feature = "planted-double-call") && self.outcome.is_none()
     }
 }
 
