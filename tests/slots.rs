@@ -235,3 +235,33 @@ async fn the_openai_compatible_endpoint_fills_slots_from_the_messages_a_stateles
     assert!(text.starts_with(&format!("Flights to Vienna on {day}")), "{second}");
     assert_eq!(second["switchyard"]["intent"], "book_flight");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_intent_the_cascaded_classifier_decides_is_held_for_its_missing_entities_too() {
+    // GIVEN the travel desk with a cascaded classifier consulted for every question
+    let mut manifest = travel_desk();
+    let judge: switchyard_model::manifest::Agent = serde_yaml::from_str(
+        "{id: cascade_judge, tier: 2, kind: builtin, description: Decides the questions the embedded classifier is unsure of., \
+         builtin: {response: decided, confidence: 0.99, output: {intent: book_flight, confidence: 1.0}}}",
+    )
+    .expect("agent");
+    manifest.agents.push(judge);
+    manifest.classifier.llm = Some("cascade_judge".into());
+    manifest.classifier.cascade_below = Some(1.0);
+    let h = Harness::start(manifest);
+    // WHEN it decides book_flight for a question naming neither the city nor the day
+    let first = turn(&h, "book a flight", None).await;
+    // THEN only the classifier ran, and the answer asks for both
+    assert_eq!(first.agents_dispatched, ["cascade_judge"], "{first:#?}");
+    assert_eq!(first.intent, "book_flight");
+    assert_eq!(first.final_reason, Some(ConfidenceBand::MissingEntities), "{first:#?}");
+    assert_eq!(first.missing_entities, ["city", "departure_date"]);
+    assert_eq!(first.response_text, "What is the city you fly to, and the day you leave?");
+    let decided = &first.orchestration.as_ref().expect("the cascade's decision")["classification"];
+    assert_eq!(decided["decided_by"], "llm");
+    // AND the next turn that names them dispatches the booking
+    let second = turn(&h, "Vienna on the 14th", Some(&first.session_id)).await;
+    assert_eq!(second.intent, "book_flight", "{second:#?}");
+    assert!(second.agents_dispatched.contains(&"flight_booker".to_string()), "{:?}", second.agents_dispatched);
+    assert_eq!(value(&second, "city"), Some("Vienna"));
+}

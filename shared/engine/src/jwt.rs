@@ -6,7 +6,8 @@
 //! - the token is three base64url parts, at most [`MAX_TOKEN_LEN`] bytes;
 //! - the header's `alg` is `RS256` or `ES256` (never `none`, never a shared-secret `HS*`), and
 //!   its `kid` names a key of the configured JWKS (a JWKS of one key may omit `kid`s);
-//! - the signature verifies with that key (aws-lc-rs, the TLS stack's own crypto);
+//! - the signature verifies with that key (the `jsonwebtoken` crate on aws-lc-rs, the TLS
+//!   stack's own crypto);
 //! - `iss` equals the configured issuer; `aud` (or Cognito access tokens' `client_id`) is one
 //!   of the configured audiences;
 //! - `exp` is in the future and `nbf` (when present) in the past, both with
@@ -22,6 +23,8 @@
 
 use crate::http_client::HttpClient;
 use base64::Engine as _;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
@@ -117,25 +120,13 @@ pub struct VerifiedToken {
     pub roles: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Algorithm {
-    Rs256,
-    Es256,
-}
-
-#[derive(Debug)]
-enum PublicKey {
-    /// Modulus and exponent, big-endian.
-    Rsa { n: Vec<u8>, e: Vec<u8> },
-    /// The uncompressed P-256 point `04 || x || y`.
-    P256 { point: Vec<u8> },
-}
-
+/// One signing key of the issuer's JWKS.
 #[derive(Debug)]
 struct Key {
     kid: Option<String>,
+    /// `RS256` or `ES256`: the only algorithm this key verifies.
     algorithm: Algorithm,
-    key: PublicKey,
+    key: DecodingKey,
 }
 
 /// Verifies tokens against one issuer's keys.
@@ -235,7 +226,7 @@ impl Jwk {
                 if n.len() < 256 {
                     return Err(format!("keys[{index}].n: RSA keys must be at least 2048 bits"));
                 }
-                (Algorithm::Rs256, PublicKey::Rsa { n, e: field("e", self.e)? })
+                (Algorithm::RS256, DecodingKey::from_rsa_raw_components(&n, &field("e", self.e)?))
             }
             "EC" => {
                 if self.crv.as_deref() != Some("P-256") || self.alg.as_deref().is_some_and(|a| a != "ES256") {
@@ -248,7 +239,8 @@ impl Jwk {
                 let mut point = vec![4u8];
                 point.extend(x);
                 point.extend(y);
-                (Algorithm::Es256, PublicKey::P256 { point })
+                // The uncompressed point is the key `DecodingKey::from_ec_components` builds.
+                (Algorithm::ES256, DecodingKey::from_ec_der(&point))
             }
             _ => return Ok(None),
         };
@@ -369,49 +361,66 @@ impl JwtVerifier {
     }
 
     /// Verify `token` at `now` (epoch seconds) with the cached keys.
+    ///
+    /// `jsonwebtoken` reads the header (refusing unknown `crit` extensions), checks the
+    /// algorithm, verifies the signature and the issuer. The times are checked here against
+    /// `now`, not the system clock, and so are the audiences, because Cognito's access tokens
+    /// carry theirs in `client_id`.
     pub fn verify(&self, token: &str, now: i64) -> Result<VerifiedToken, JwtError> {
         if token.len() > MAX_TOKEN_LEN {
             return Err(JwtError::TooLong);
         }
-        let mut parts = token.split('.');
-        let (Some(header_b64), Some(payload_b64), Some(signature_b64), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+        if token.split('.').count() != 3 {
             return Err(JwtError::Malformed("must be three base64url parts joined by dots"));
-        };
-        let header: Value = b64(header_b64)
-            .and_then(|h| serde_json::from_slice(&h).ok())
-            .ok_or(JwtError::Malformed("the header is not base64url JSON"))?;
-        let algorithm = match header.get("alg").and_then(Value::as_str) {
-            Some("RS256") => Algorithm::Rs256,
-            Some("ES256") => Algorithm::Es256,
+        }
+        let header = jsonwebtoken::decode_header(token).map_err(|e| match e.kind() {
+            // JSON of the wrong shape: in practice an `alg` outside the registry (`none`).
+            ErrorKind::Json(e) if e.classify() == serde_json::error::Category::Data => JwtError::UnsupportedAlgorithm,
+            _ => JwtError::Malformed("the header is not base64url JSON"),
+        })?;
+        let algorithm = match header.alg {
+            Algorithm::RS256 | Algorithm::ES256 => header.alg,
             _ => return Err(JwtError::UnsupportedAlgorithm),
         };
-        let kid = header.get("kid").and_then(Value::as_str);
+        let kid = header.kid.as_deref();
         let keys = self.current_keys();
         let candidates: Vec<&Key> = keys
             .iter()
             .filter(|k| k.algorithm == algorithm)
             .filter(|k| match (kid, &k.kid) {
                 (Some(wanted), Some(have)) => wanted == have,
-                (None, _) => keys.len() == 1,
-                (Some(_), None) => keys.len() == 1,
+                (None, _) | (Some(_), None) => keys.len() == 1,
             })
             .collect();
         if candidates.is_empty() {
             return Err(JwtError::UnknownKey);
         }
-        let signature = b64(signature_b64).ok_or(JwtError::Malformed("the signature is not base64url"))?;
-        let signed = &token.as_bytes()[..header_b64.len() + 1 + payload_b64.len()];
-        if !candidates.iter().any(|k| verify_signature(&k.key, signed, &signature)) {
-            return Err(JwtError::BadSignature);
-        }
-        let claims: Value = b64(payload_b64)
-            .and_then(|p| serde_json::from_slice(&p).ok())
-            .filter(Value::is_object)
-            .ok_or(JwtError::Malformed("the payload is not a base64url JSON object"))?;
-        if claims.get("iss").and_then(Value::as_str) != Some(self.issuer.as_str()) {
-            return Err(JwtError::WrongIssuer);
+        let mut validation = Validation::new(algorithm);
+        validation.required_spec_claims = ["iss".to_string()].into();
+        validation.set_issuer(&[&self.issuer]);
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.validate_aud = false;
+        let mut refused = JwtError::BadSignature;
+        let claims = candidates
+            .iter()
+            .find_map(|k| match jsonwebtoken::decode::<Value>(token, &k.key, &validation) {
+                Ok(data) => Some(data.claims),
+                Err(e) => {
+                    refused = match e.kind() {
+                        ErrorKind::InvalidIssuer | ErrorKind::MissingRequiredClaim(_) => JwtError::WrongIssuer,
+                        ErrorKind::Json(_) | ErrorKind::Utf8(_) | ErrorKind::InvalidClaimFormat(_) => {
+                            JwtError::Malformed("the payload is not a base64url JSON object")
+                        }
+                        ErrorKind::Base64(_) => JwtError::Malformed("the signature is not base64url"),
+                        _ => JwtError::BadSignature,
+                    };
+                    None
+                }
+            })
+            .ok_or(refused)?;
+        if !claims.is_object() {
+            return Err(JwtError::Malformed("the payload is not a base64url JSON object"));
         }
         let mut audiences = claim_strings(claims.get("aud"));
         audiences.extend(claims.get("client_id").and_then(Value::as_str).map(str::to_string));
@@ -438,17 +447,5 @@ impl JwtVerifier {
             None => claim_strings(claims.get("cognito:groups")),
         };
         Ok(VerifiedToken { subject, roles })
-    }
-}
-
-fn verify_signature(key: &PublicKey, message: &[u8], signature: &[u8]) -> bool {
-    use aws_lc_rs::signature;
-    match key {
-        PublicKey::Rsa { n, e } => signature::RsaPublicKeyComponents { n: n.as_slice(), e: e.as_slice() }
-            .verify(&signature::RSA_PKCS1_2048_8192_SHA256, message, signature)
-            .is_ok(),
-        PublicKey::P256 { point } => signature::UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
-            .verify(message, signature)
-            .is_ok(),
     }
 }

@@ -403,10 +403,18 @@ pub fn build_output(
     if query.scope.as_ref().is_some_and(switchyard_core::scope::ScopeCheck::is_out_of_scope) && plan.stages.is_empty() {
         return out_of_scope_output(manifest, query, now);
     }
-    if plan.stages.is_empty() && query.plan.is_some() {
+    // No agent ran: the router found a required entity missing, or the cascade's classifier
+    // decided an intent that lacks one (and the caller may ask for it).
+    let classified_only = plan.stages.iter().all(switchyard_core::plan::modes::is_bookkeeping)
+        && plan
+            .flow
+            .as_ref()
+            .and_then(|f| f.classification.as_ref())
+            .is_none_or(|c| c.forbidden_role.is_none() && !c.out_of_scope);
+    if classified_only && query.plan.is_some() {
         let missing = switchyard_core::slots::missing(manifest, &query.parsed.intent, &query.parsed.entities);
         if !missing.is_empty() {
-            return missing_entities_output(manifest, query, missing, now);
+            return missing_entities_output(manifest, query, plan, missing, now);
         }
     }
     let ran: Vec<&PlannedDispatch> =
@@ -759,12 +767,14 @@ fn out_of_scope_output(
     }
 }
 
-/// The output of a request whose intent lacks required entities: no agent ran; `partial`,
-/// `final_reason: missing_entities`, confidence 0, and a reply asking for them by their
-/// descriptions (switchyard_core::slots). The session's next turn may supply them.
+/// The output of a request whose intent lacks required entities: no agent answered (only the
+/// cascade's classifier, if it decided the intent); `partial`, `final_reason:
+/// missing_entities`, confidence 0, and a reply asking for them by their descriptions
+/// (switchyard_core::slots). The session's next turn may supply them.
 fn missing_entities_output(
     manifest: &Manifest,
     query: &QueryRecord,
+    plan: &switchyard_core::plan::Plan,
     missing: Vec<String>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> OrchestratorOutput {
@@ -773,7 +783,11 @@ fn missing_entities_output(
         status: OutputStatus::Partial,
         response_text: switchyard_core::slots::question(manifest, &missing),
         response_confidence: 0.0,
-        agents_dispatched: vec![],
+        agents_dispatched: plan
+            .stages
+            .iter()
+            .flat_map(|s| s.dispatches.iter().map(|d| d.dispatch.target_agent.clone()))
+            .collect(),
         agent_results: vec![],
         citations: vec![],
         visualizations: vec![],
@@ -786,7 +800,11 @@ fn missing_entities_output(
         warnings: query.warnings.clone(),
         error: None,
         qc_report: None,
-        orchestration: None,
+        orchestration: plan
+            .flow
+            .as_ref()
+            .and_then(|f| f.classification.as_ref())
+            .map(|c| serde_json::json!({ "classification": c })),
         reflection: None,
         session_id: query.session_id.clone(),
         entities: query.parsed.entities.clone(),

@@ -439,8 +439,8 @@ pub(crate) fn memory(
     Ok(vec![planned(manifest, a, DispatchRole::Background, parsed, ctx, cid, now)])
 }
 
-/// After the cascade's `classify` stage: decide the intent, check the caller's role, and plan
-/// the decided intent's route.
+/// After the cascade's `classify` stage: decide the intent, check the caller's role and the
+/// intent's required entities, and plan the decided intent's route.
 pub(crate) fn reclassify(
     manifest: &Manifest,
     query: &QueryRecord,
@@ -482,15 +482,22 @@ pub(crate) fn reclassify(
     reparsed.intent = intent_id.clone();
     reparsed.confidence = confidence;
     reparsed.ambiguity_flag = decided_by == "embedded" && parsed.ambiguity_flag;
+    // The decided intent's required entities are checked as the router checks the embedded
+    // classifier's: one missing runs no agent, and the synthesizer asks for it (crate::slots).
+    let missing = if forbidden_role.is_none() && !out_of_scope {
+        crate::slots::missing(manifest, &intent_id, &reparsed.entities)
+    } else {
+        Vec::new()
+    };
     let mut next = Next {
         events: vec![(
             EventKind::Route,
             "route",
-            json!({ "stage": decided_by, "intent": intent_id, "confidence": confidence, "cascade": decision }),
+            json!({ "stage": decided_by, "intent": intent_id, "confidence": confidence, "cascade": decision, "missing_entities": missing }),
         )],
         ..Next::default()
     };
-    if forbidden_role.is_none() && !out_of_scope {
+    if forbidden_role.is_none() && !out_of_scope && missing.is_empty() {
         next.stages = first_stages(manifest, intent, &reparsed, &query.query_id, now)?;
     }
     next.parsed = Some(reparsed);
