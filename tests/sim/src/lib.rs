@@ -552,3 +552,27 @@ pub const FAULT_KINDS: [&str; 17] = [
     "answers garbage",
     "poison message",
 ];
+
+/// What a planted-bug test checks: that the default seeds contain one whose violations
+/// `caught` accepts, that the harness prints it with the command that replays it, and that the
+/// replay violates the same invariants. `planted` names the bug in the failure message. Prints
+/// the first such report and how many seeds caught the bug.
+pub fn assert_seeds_catch(planted: &str, caught: impl Fn(&SeedReport) -> bool) {
+    let mut first_failure = None;
+    let summary = run_seeds(0, DEFAULT_SEEDS, |report| {
+        if caught(report) && first_failure.is_none() {
+            first_failure = Some(report.clone());
+        }
+    })
+    .expect("simulation runs");
+    let failure =
+        first_failure.unwrap_or_else(|| panic!("{} seeds ran and none noticed the planted {planted}", summary.seeds));
+    let printed = describe_failure(&failure);
+    println!("{printed}");
+    assert!(printed.starts_with(&format!("seed {}: invariant violated: ", failure.seed)), "{printed}");
+    assert!(printed.contains(&format!("{REPLAY_COMMAND} {}", failure.seed)));
+    let replay = run_seed(failure.seed).expect("replays");
+    assert_eq!(replay.violations, failure.violations, "the printed seed replays the same violations");
+    let count = summary.failures.iter().filter(|r| caught(r)).count();
+    println!("{count} of {} seeds caught it", summary.seeds);
+}
