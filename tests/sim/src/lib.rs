@@ -19,7 +19,15 @@
 //!   event per planned dispatch, a final event iff an output);
 //! - an output accounts for every slot of the stages it ran.
 //! - no output while a tool call waits for a person's decision or before it was decided, and
-//!   no successful call of a tool whose approval was rejected or expired.
+//!   no successful call of a tool whose approval was rejected or expired;
+//! - no write tool called twice for one logical call (one idempotency key), none called
+//!   without a claimed record, and, when the agent answered, a result in the log for each of
+//!   its write calls (`unknown` for a record without an outcome).
+//!
+//! The mix includes an `llm` agent on a scripted model that reads, writes and asks a person
+//! before one write: its tools are served in process ([`tools`], counting each write call), and
+//! crash before a call, after it and after its record, err or answer slowly; a seeded person
+//! ([`person`]) approves, rejects or never answers through the approval route.
 //!
 //! Determinism: the RNG is seeded, time is virtual and starts at a fixed instant, the engine's
 //! jitter RNG is seeded ([`switchyard_engine::Deps::with_seed`]) and the runtime is
@@ -33,6 +41,7 @@
 //! - [`poller`]: SQS event sources that crash before acking, stall, and see visibility expire.
 //! - [`reasons`]: a `tracing` layer that collects why each message failed.
 //! - [`invariants`]: the checks.
+//! - [`tools`]: the in-process tool server and its faults; [`person`]: the seeded approver.
 //! - this file: one run ([`run_seed`]) and many ([`run_seeds`]).
 
 pub mod chaos;

@@ -131,7 +131,7 @@ fn script() -> [(&'static str, Value); 3] {
     ]
 }
 
-/// A model that makes the [`script`]'s calls one turn at a time, then answers with the last
+/// A model that makes the `script`'s calls one turn at a time, then answers with the last
 /// result.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClerkModel;
