@@ -18,8 +18,10 @@ command -v openssl >/dev/null || { echo "schemathesis: openssl is needed to sign
 st="$(dirname "$SWITCHYARD_PYTHON")/st"
 work=$(mktemp -d)
 reports=${SCHEMATHESIS_REPORT_DIR:-$(mktemp -d)}
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+# start_serve runs in a command substitution (a subshell), so the servers' pids go to a file
+# the exit trap reads.
+: >"$work/pids"
+trap 'while read -r p; do kill "$p" 2>/dev/null || true; done <"$work/pids"; rm -rf "$work"' EXIT
 export SWITCHYARD_SERVE_RATE_LIMIT=100000 SWITCHYARD_SERVE_RATE_BURST=100000
 
 # Start `switchyard serve --port 0 ARGS…` logging to $work/$1.log; prints its base URL.
@@ -27,7 +29,7 @@ start_serve() {
   local name=$1 log="$work/$1.log"
   shift
   "$bin" serve --port 0 "$@" >"$log" 2>&1 &
-  pids+=($!)
+  echo $! >>"$work/pids"
   for _ in $(seq 1 100); do
     grep -q '^listening on ' "$log" && break
     sleep 0.1
